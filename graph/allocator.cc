@@ -1,0 +1,57 @@
+#include "graph/allocator.h"
+
+#include <cstdlib>
+
+namespace strata {
+
+namespace {
+void RaiseTo(std::atomic<int64_t>& v, int64_t x) {
+  int64_t cur = v.load(std::memory_order_relaxed);
+  while (x > cur && !v.compare_exchange_weak(cur, x, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+void* TrackingCpuAllocator::AllocateRaw(size_t alignment, size_t bytes) {
+  if (alignment < kTensorAlignment) alignment = kTensorAlignment;
+  const int64_t n = static_cast<int64_t>(bytes);
+  const int64_t in_use = bytes_in_use_.fetch_add(n, std::memory_order_relaxed) + n;
+  if (bytes_limit_ > 0 && in_use > bytes_limit_) {
+    bytes_in_use_.fetch_sub(n, std::memory_order_relaxed);
+    return nullptr;
+  }
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  void* p = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+  if (p == nullptr) {
+    bytes_in_use_.fetch_sub(n, std::memory_order_relaxed);
+    return nullptr;
+  }
+  num_allocs_.fetch_add(1, std::memory_order_relaxed);
+  RaiseTo(peak_bytes_in_use_, in_use);
+  RaiseTo(largest_alloc_size_, n);
+  return p;
+}
+
+void TrackingCpuAllocator::DeallocateRaw(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return;
+  std::free(ptr);
+  bytes_in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+AllocatorStats TrackingCpuAllocator::GetStats() const {
+  AllocatorStats s;
+  s.num_allocs = num_allocs_.load(std::memory_order_relaxed);
+  s.bytes_in_use = bytes_in_use_.load(std::memory_order_relaxed);
+  s.peak_bytes_in_use = peak_bytes_in_use_.load(std::memory_order_relaxed);
+  s.largest_alloc_size = largest_alloc_size_.load(std::memory_order_relaxed);
+  s.bytes_limit = bytes_limit_;
+  return s;
+}
+
+Allocator* CpuAllocator() {
+  static Allocator* const a = new TrackingCpuAllocator("cpu");
+  return a;
+}
+
+}  // namespace strata

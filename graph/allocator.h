@@ -1,0 +1,71 @@
+// Allocator: where tensor buffers come from. Each device owns one (the CPU
+// device, each virtual CPU device, each GPU); tensors remember theirs and give
+// their buffer back to it.
+//
+//   Allocator* a = CpuAllocator();
+//   void* p = a->AllocateRaw(kTensorAlignment, 4096);  // nullptr if it cannot
+//   a->DeallocateRaw(p, 4096);
+//   a->GetStats().peak_bytes_in_use;
+//
+// Thread-safety: every method may be called concurrently.
+// Ownership: allocators outlive every tensor allocated from them.
+#ifndef STRATA_GRAPH_ALLOCATOR_H_
+#define STRATA_GRAPH_ALLOCATOR_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+// Buffers are aligned for the widest vector loads (AVX-512) and Eigen.
+inline constexpr size_t kTensorAlignment = 64;
+
+struct AllocatorStats {
+  int64_t num_allocs = 0;
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes_in_use = 0;
+  int64_t largest_alloc_size = 0;
+  int64_t bytes_limit = 0;  // 0: no limit
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual std::string Name() const = 0;
+  // Returns nullptr when the memory cannot be had (the caller makes that a
+  // ResourceExhausted naming what it was for). `bytes` may be 0.
+  virtual void* AllocateRaw(size_t alignment, size_t bytes) = 0;
+  // `bytes` is the size passed to AllocateRaw.
+  virtual void DeallocateRaw(void* ptr, size_t bytes) = 0;
+  virtual AllocatorStats GetStats() const = 0;
+};
+
+// Host memory with statistics and an optional byte limit. One per CPU device
+// (virtual CPU devices each have their own, so their stats are separate).
+class TrackingCpuAllocator : public Allocator {
+ public:
+  explicit TrackingCpuAllocator(std::string name, int64_t bytes_limit = 0)
+      : name_(std::move(name)), bytes_limit_(bytes_limit) {}
+  std::string Name() const override { return name_; }
+  void* AllocateRaw(size_t alignment, size_t bytes) override;
+  void DeallocateRaw(void* ptr, size_t bytes) override;
+  AllocatorStats GetStats() const override;
+
+ private:
+  const std::string name_;
+  const int64_t bytes_limit_;
+  std::atomic<int64_t> num_allocs_{0};
+  std::atomic<int64_t> bytes_in_use_{0};
+  std::atomic<int64_t> peak_bytes_in_use_{0};
+  std::atomic<int64_t> largest_alloc_size_{0};
+};
+
+// The process-wide host allocator, for tensors made outside any device
+// (constants in graphs, feeds, test data).
+Allocator* CpuAllocator();
+
+}  // namespace strata
+
+#endif  // STRATA_GRAPH_ALLOCATOR_H_
