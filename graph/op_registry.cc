@@ -153,7 +153,10 @@ absl::StatusOr<AttrDef> ParseAttr(const std::string& spec) {
   AttrDef attr;
   attr.name = name;
   std::string def_text;
-  if (auto eq = rest.find('='); eq != std::string::npos) {
+  // The default follows the first '=' that is not part of ">=".
+  size_t eq = rest.find('=');
+  while (eq != std::string::npos && eq > 0 && rest[eq - 1] == '>') eq = rest.find('=', eq + 1);
+  if (eq != std::string::npos) {
     def_text = rest.substr(eq + 1);
     rest = std::string(absl::StripAsciiWhitespace(rest.substr(0, eq)));
   }

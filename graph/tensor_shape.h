@@ -58,6 +58,8 @@ class PartialTensorShape {
  public:
   PartialTensorShape() : unknown_rank_(true) {}  // unknown rank
   explicit PartialTensorShape(absl::Span<const int64_t> dims);  // -1 = unknown dim
+  PartialTensorShape(std::initializer_list<int64_t> dims)
+      : PartialTensorShape(absl::Span<const int64_t>(dims.begin(), dims.size())) {}
   PartialTensorShape(const TensorShape& s);  // NOLINT: implicit, a known shape is partial too
 
   static PartialTensorShape UnknownRank() { return PartialTensorShape(); }
