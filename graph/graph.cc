@@ -192,9 +192,18 @@ std::string Graph::NewName(absl::string_view prefix) {
   return name;
 }
 
+void Graph::SetGraphDefPassthrough(const ::tensorflow::GraphDef& def) {
+  passthrough_.Clear();
+  passthrough_.set_version(def.version());
+  // proto3 classes have no unknown_fields() accessor; reflection has.
+  passthrough_.GetReflection()->MutableUnknownFields(&passthrough_)->MergeFrom(
+      def.GetReflection()->GetUnknownFields(def));
+  has_versions_ = def.has_versions();
+}
+
 void Graph::ToGraphDef(::tensorflow::GraphDef* out) const {
-  out->Clear();
-  *out->mutable_versions() = versions_;
+  *out = passthrough_;
+  if (has_versions_) *out->mutable_versions() = versions_;
   for (const auto& n : nodes_) {
     if (!n) continue;
     ::tensorflow::NodeDef* d = out->add_node();

@@ -124,8 +124,17 @@ class Graph {
 
   // Nodes in id order, inputs from edges ("src", "src:1", "^ctrl").
   void ToGraphDef(::tensorflow::GraphDef* out) const;
-  ::tensorflow::VersionDef* mutable_versions() { return &versions_; }
+  ::tensorflow::VersionDef* mutable_versions() {
+    has_versions_ = true;
+    return &versions_;
+  }
   const ::tensorflow::VersionDef& versions() const { return versions_; }
+  // The parts of an imported GraphDef that the Graph does not interpret: the
+  // deprecated `version`, whether `versions` was present, and fields this
+  // proto does not declare (TensorFlow's function `library`, `debug_info`),
+  // which protobuf keeps as unknown fields. ToGraphDef writes them back, so
+  // import -> export loses nothing. `def`'s nodes and versions are ignored.
+  void SetGraphDefPassthrough(const ::tensorflow::GraphDef& def);
   const OpRegistry* op_registry() const { return ops_; }
 
  private:
@@ -136,6 +145,8 @@ class Graph {
   absl::flat_hash_map<std::string, int> name_counters_;
   int num_nodes_ = 0;
   ::tensorflow::VersionDef versions_;
+  bool has_versions_ = true;
+  ::tensorflow::GraphDef passthrough_;  // no nodes, no versions
 };
 
 }  // namespace strata

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Makes the TensorFlow interop test data in tests/testdata/tf_interop/.
+
+For each case, builds a graph with real TensorFlow in tf.compat.v1 graph mode
+(plain ops only, no variables or functions), runs it on fixed inputs, and
+writes:
+
+  <case>.pb           the binary GraphDef (deterministic serialization)
+  <case>.expected.pb  a GraphDef used as a container of tensors, not a graph:
+                      one node per tensor, op "feed" or "fetch", the node name
+                      the tensor name in Strata's form ("x", "loss:1"), the
+                      tensor in attr "value" (a TensorProto). Fetches are in
+                      the order the test should pass them to Session::Run.
+
+A case without an .expected.pb (random ops) is only imported, not run.
+
+Usage:  python3 tools/tf_interop/make_testdata.py [--out DIR]
+The output is deterministic for a given TensorFlow version.
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow.core.framework import attr_value_pb2  # noqa: E402
+from tensorflow.core.framework import graph_pb2  # noqa: E402
+
+tf1 = tf.compat.v1
+
+# The ops Strata registers (graph/ops/*.cc). A graph using any other op would
+# not import, so make_case refuses it.
+STRATA_OPS = {
+    "Const", "Placeholder", "Identity", "NoOp",
+    "Add", "AddV2", "Sub", "Mul", "RealDiv", "Neg", "Square", "Sqrt", "Rsqrt",
+    "Exp", "Log", "Pow", "Maximum", "Minimum", "AddN", "MatMul",
+    "Sum", "Mean", "Max", "Min", "ArgMax", "Equal", "Select", "SelectV2", "Cast",
+    "Reshape", "Transpose", "ConcatV2", "Slice", "Pack", "Fill", "ZerosLike",
+    "OnesLike", "Shape", "OneHot",
+    "BiasAdd", "Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
+    "SparseSoftmaxCrossEntropyWithLogits", "Conv2D", "MaxPool",
+    "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
+}
+
+
+def strata_name(t):
+    """TF tensor name "n:0" -> Strata's "n"; "n:1" stays."""
+    node, idx = t.name.rsplit(":", 1)
+    return node if idx == "0" else t.name
+
+
+def clean_graph_def(gd):
+    """Drops TF-internal bookkeeping attrs ("_class", "_output_shapes") so the
+    GraphDef holds only what a consumer needs."""
+    for n in gd.node:
+        for k in [k for k in n.attr if k.startswith("_")]:
+            del n.attr[k]
+    return gd
+
+
+def make_case(out_dir, name, build, run=True):
+    """`build()` runs inside a fresh graph and returns (feeds, fetches,
+    targets): feeds a dict placeholder -> numpy value, fetches a list of
+    tensors, targets a list of operations."""
+    g = tf.Graph()
+    with g.as_default():
+        tf1.set_random_seed(1234)
+        feeds, fetches, targets = build()
+    gd = clean_graph_def(g.as_graph_def())
+    used = {n.op for n in gd.node}
+    missing = used - STRATA_OPS
+    if missing:
+        sys.exit(f"case {name}: ops Strata lacks: {sorted(missing)}")
+    with open(os.path.join(out_dir, name + ".pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    print(f"{name}: {len(gd.node)} nodes, ops {sorted(used)}")
+    if not run:
+        return
+    with tf1.Session(graph=g) as sess:
+        values = sess.run(fetches + targets, feed_dict=feeds)[: len(fetches)]
+    box = graph_pb2.GraphDef()
+    for ph, value in feeds.items():
+        n = box.node.add(name=strata_name(ph), op="feed")
+        n.attr["value"].CopyFrom(attr_value_pb2.AttrValue(
+            tensor=tf.make_tensor_proto(np.asarray(value, dtype=ph.dtype.as_numpy_dtype))))
+    for t, value in zip(fetches, values):
+        n = box.node.add(name=strata_name(t), op="fetch")
+        n.attr["value"].CopyFrom(attr_value_pb2.AttrValue(
+            tensor=tf.make_tensor_proto(np.asarray(value))))
+    for op in targets:
+        box.node.add(name=op.name, op="target")
+    with open(os.path.join(out_dir, name + ".expected.pb"), "wb") as f:
+        f.write(box.SerializeToString(deterministic=True))
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def mlp():
+    """64-32-10 MLP with fixed weights as Const nodes, softmax output."""
+    r = rng(1)
+    x = tf1.placeholder(tf.float32, [None, 64], name="x")
+    w1 = tf.constant(r.normal(0, 0.2, (64, 32)).astype(np.float32), name="w1")
+    b1 = tf.constant(r.normal(0, 0.1, (32,)).astype(np.float32), name="b1")
+    w2 = tf.constant(r.normal(0, 0.2, (32, 10)).astype(np.float32), name="w2")
+    b2 = tf.constant(r.normal(0, 0.1, (10,)).astype(np.float32), name="b2")
+    h = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1, name="dense1"), b1, name="bias1"), name="relu1")
+    logits = tf.nn.bias_add(tf.matmul(h, w2, name="dense2"), b2, name="logits")
+    probs = tf.nn.softmax(logits, name="probs")
+    return {x: r.normal(0, 1, (5, 64)).astype(np.float32)}, [probs, logits], []
+
+
+def math_ops():
+    """Elementwise arithmetic, AddN, MatMul with transposes, reductions."""
+    r = rng(2)
+    x = tf1.placeholder(tf.float32, [3, 4], name="x")
+    y = tf1.placeholder(tf.float32, [3, 4], name="y")
+    raw = tf.raw_ops
+    out = {
+        "add": raw.Add(x=x, y=y, name="add"),
+        "addv2": raw.AddV2(x=x, y=y, name="addv2"),
+        "sub": tf.subtract(x, y, name="sub"),
+        "mul": tf.multiply(x, y, name="mul"),
+        "div": tf.math.truediv(x, y, name="div"),
+        "neg": tf.negative(x, name="neg"),
+        "square": tf.square(x, name="square"),
+        "sqrt": tf.sqrt(x, name="sqrt"),
+        "rsqrt": tf.math.rsqrt(x, name="rsqrt"),
+        "exp": tf.exp(x, name="exp"),
+        "log": tf.math.log(x, name="log"),
+        "pow": tf.pow(x, y, name="pow"),
+        "maximum": tf.maximum(x, y, name="maximum"),
+        "minimum": tf.minimum(x, y, name="minimum"),
+        "addn": tf.add_n([x, y, x], name="addn"),
+        "bcast": tf.multiply(x, tf.constant([1.0, 2.0, 3.0, 4.0]), name="bcast_mul"),
+        "matmul": tf.matmul(x, y, transpose_b=True, name="matmul_tb"),
+        "matmul_ta": tf.matmul(x, y, transpose_a=True, name="matmul_ta"),
+        "matmul_tt": tf.matmul(x, tf.transpose(y), transpose_a=True, transpose_b=True,
+                               name="matmul_tt"),
+        "sum": tf.reduce_sum(x, axis=1, name="sum"),
+        "sum_keep": tf.reduce_sum(x, axis=[0], keepdims=True, name="sum_keep"),
+        "mean": tf.reduce_mean(x, axis=[0, 1], name="mean"),
+        "max": tf.reduce_max(x, axis=-1, keepdims=True, name="max"),
+        "min": tf.reduce_min(y, axis=0, name="min"),
+    }
+    feeds = {x: r.uniform(0.5, 2.0, (3, 4)).astype(np.float32),
+             y: r.uniform(0.5, 2.0, (3, 4)).astype(np.float32)}
+    return feeds, list(out.values()), []
+
+
+def array_ops():
+    """Shape manipulation, casts, comparisons and selection."""
+    r = rng(3)
+    x = tf1.placeholder(tf.float32, [2, 3, 4], name="x")
+    ids = tf1.placeholder(tf.int32, [5], name="ids")
+    flat = tf.reshape(x, [6, 4], name="reshape")
+    cond = tf.equal(tf.argmax(flat, axis=1, name="argmax"),
+                    tf.constant(1, tf.int64), name="equal")
+    ones = tf.raw_ops.OnesLike(x=flat, name="ones_like")
+    zeros = tf.raw_ops.ZerosLike(x=flat, name="zeros_like")
+    sel = tf.raw_ops.Select(condition=cond, x=ones, y=flat, name="select")
+    # SelectV2 broadcasts: a [6, 1] condition picks whole rows.
+    cond_col = tf.reshape(cond, [6, 1], name="cond_col")
+    sel2 = tf.raw_ops.SelectV2(condition=cond_col, t=zeros, e=flat, name="select_v2")
+    out = [
+        flat,
+        tf.transpose(x, [2, 0, 1], name="transpose"),
+        tf.concat([flat, ones], axis=0, name="concat"),
+        tf.concat([x, x], axis=-1, name="concat_neg_axis"),
+        tf.slice(x, [0, 1, 1], [2, 2, -1], name="slice"),
+        tf.stack([flat, zeros], axis=1, name="pack"),
+        tf.cast(flat, tf.int32, name="cast_to_int"),
+        tf.cast(ids, tf.float32, name="cast_to_float"),
+        tf.fill([2, 3], 7.5, name="fill"),
+        tf.raw_ops.Shape(input=x, name="shape"),
+        tf.raw_ops.Shape(input=x, out_type=tf.int64, name="shape64"),
+        tf.argmax(flat, axis=1, name="argmax_out"),
+        tf.argmax(flat, axis=0, output_type=tf.int32, name="argmax32"),
+        cond,
+        sel,
+        sel2,
+        tf.one_hot(ids, depth=4, name="one_hot"),
+        tf.one_hot(ids, depth=3, on_value=2.0, off_value=-1.0, axis=0, name="one_hot_axis0"),
+        tf.identity(x, name="identity"),
+    ]
+    feeds = {x: r.normal(0, 1, (2, 3, 4)).astype(np.float32),
+             ids: np.array([0, 3, 1, 2, -1], np.int32)}
+    return feeds, out, []
+
+
+def nn_ops():
+    """Convolution, pooling, activations, softmax and the sparse loss."""
+    r = rng(4)
+    img = tf1.placeholder(tf.float32, [2, 6, 6, 3], name="img")
+    labels = tf1.placeholder(tf.int32, [2], name="labels")
+    filt = tf.constant(r.normal(0, 0.3, (3, 3, 3, 4)).astype(np.float32), name="filter")
+    conv_same = tf.nn.conv2d(img, filt, strides=[1, 1, 1, 1], padding="SAME", name="conv_same")
+    conv_valid = tf.nn.conv2d(img, filt, strides=[1, 2, 2, 1], padding="VALID", name="conv_valid")
+    bias = tf.constant(r.normal(0, 0.1, (4,)).astype(np.float32), name="bias")
+    act = tf.nn.relu(tf.nn.bias_add(conv_same, bias, name="bias_add"), name="relu")
+    pool = tf.nn.max_pool2d(act, ksize=2, strides=2, padding="VALID", name="pool")
+    pool_same = tf.nn.max_pool2d(act, ksize=3, strides=2, padding="SAME", name="pool_same")
+    flat = tf.reshape(pool, [2, 36], name="flatten")
+    w = tf.constant(r.normal(0, 0.2, (36, 5)).astype(np.float32), name="w")
+    logits = tf.matmul(flat, w, name="logits")
+    xent = tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=logits, labels=labels,
+                                                          name="xent")
+    loss = tf.reduce_mean(xent[0], name="loss")
+    out = [conv_same, conv_valid, act, pool, pool_same, logits,
+           tf.sigmoid(logits, name="sigmoid"), tf.tanh(logits, name="tanh"),
+           tf.nn.softmax(logits, name="softmax"), tf.nn.log_softmax(logits, name="log_softmax"),
+           xent[0], xent[1], loss]
+    feeds = {img: r.normal(0, 1, (2, 6, 6, 3)).astype(np.float32),
+             labels: np.array([1, 4], np.int32)}
+    return feeds, out, []
+
+
+def control_deps():
+    """NoOp as a target, control inputs, and a fetch ordered after them."""
+    x = tf1.placeholder(tf.float32, [2], name="x")
+    a = tf.identity(x, name="a")
+    with tf.control_dependencies([a]):
+        b = tf.square(x, name="b")
+        done = tf.no_op(name="done")
+    with tf.control_dependencies([done]):
+        c = tf.add(b, 1.0, name="c")
+    return {x: np.array([1.5, -2.0], np.float32)}, [c, b], [done]
+
+
+def random_ops():
+    """A RandomUniform node: imported only (Strata's generator differs)."""
+    shape = tf.constant([3, 2], name="shape")
+    u = tf.random.uniform(shape, seed=7, name="uniform")
+    tf.identity(u * 2.0, name="scaled")
+    return {}, [], []
+
+
+CASES = [
+    ("mlp", mlp, True),
+    ("math_ops", math_ops, True),
+    ("array_ops", array_ops, True),
+    ("nn_ops", nn_ops, True),
+    ("control_deps", control_deps, True),
+    ("random_ops", random_ops, False),
+]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    default_out = os.path.join(here, "..", "..", "tests", "testdata", "tf_interop")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=default_out)
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    tf1.disable_eager_execution()
+    for name, build, run in CASES:
+        make_case(args.out, name, build, run)
+
+
+if __name__ == "__main__":
+    main()
