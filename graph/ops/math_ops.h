@@ -1,0 +1,129 @@
+// The math op family: elementwise arithmetic (NumPy broadcasting), AddN,
+// MatMul, reductions (Sum, Mean, Max, Min), ArgMax, Equal, Select/SelectV2
+// and Cast. Op names, inputs, outputs and attrs are TensorFlow's, so a
+// GraphDef written by TensorFlow imports unchanged; shape functions run as
+// nodes are added and name the node in their errors.
+//
+//   Scope root = Scope::NewRootScope();
+//   Output y = ops::MatMul(root, x, w, ops::MatMul::Attrs().TransposeB(true));
+//   Output z = ops::AddV2(root, y, b);                        // broadcasts
+//   Output loss = ops::Mean(root, ops::Square(root, z), axes,  // axes: an int32 Output
+//                           ops::ReductionAttrs().KeepDims(false));
+//   if (!root.ok()) return root.status();
+//
+// Each builder function adds one node and returns its output; if the scope
+// already holds an error, or adding the node fails (bad dtype, shapes that
+// do not fit), the scope records the error and the returned Output's node is
+// nullptr.
+//
+// Thread-safety and ownership: as for Scope (graph/scope.h): one thread per
+// graph while building; the Graph owns the nodes.
+#ifndef STRATA_GRAPH_OPS_MATH_OPS_H_
+#define STRATA_GRAPH_OPS_MATH_OPS_H_
+
+#include "graph/scope.h"
+#include "graph/types.h"
+
+namespace strata {
+namespace ops {
+
+// Binary elementwise ops with NumPy broadcasting: z = x op y.
+Output Add(const Scope& s, Output x, Output y);  // TF1's Add
+Output AddV2(const Scope& s, Output x, Output y);
+Output Sub(const Scope& s, Output x, Output y);
+Output Mul(const Scope& s, Output x, Output y);
+Output RealDiv(const Scope& s, Output x, Output y);
+Output Pow(const Scope& s, Output x, Output y);
+Output Maximum(const Scope& s, Output x, Output y);
+Output Minimum(const Scope& s, Output x, Output y);
+
+// x == y elementwise (bool). With incompatible_shape_error false, shapes that
+// do not broadcast give a scalar false instead of an error.
+struct Equal {
+  struct Attrs {
+    Attrs IncompatibleShapeError(bool v) const {
+      Attrs a = *this;
+      a.incompatible_shape_error = v;
+      return a;
+    }
+    bool incompatible_shape_error = true;
+  };
+};
+Output Equal(const Scope& s, Output x, Output y, const Equal::Attrs& attrs = {});
+
+// Unary elementwise ops: y = f(x).
+Output Neg(const Scope& s, Output x);
+Output Square(const Scope& s, Output x);
+Output Sqrt(const Scope& s, Output x);
+Output Rsqrt(const Scope& s, Output x);
+Output Exp(const Scope& s, Output x);
+Output Log(const Scope& s, Output x);
+
+// The sum of N >= 1 tensors of one dtype and shape.
+Output AddN(const Scope& s, const OutputList& inputs);
+
+// a @ b for rank-2 a and b (optionally transposed first).
+struct MatMul {
+  struct Attrs {
+    Attrs TransposeA(bool v) const {
+      Attrs a = *this;
+      a.transpose_a = v;
+      return a;
+    }
+    Attrs TransposeB(bool v) const {
+      Attrs a = *this;
+      a.transpose_b = v;
+      return a;
+    }
+    bool transpose_a = false;
+    bool transpose_b = false;
+  };
+};
+Output MatMul(const Scope& s, Output a, Output b, const MatMul::Attrs& attrs = {});
+
+// Attrs of Sum, Mean, Max and Min.
+struct ReductionAttrs {
+  ReductionAttrs KeepDims(bool v) const {
+    ReductionAttrs a = *this;
+    a.keep_dims = v;
+    return a;
+  }
+  bool keep_dims = false;
+};
+// Reduce `input` over the dims in `axis` (an int32 or int64 scalar or
+// vector; negative values count from the end; an empty vector reduces
+// nothing).
+Output Sum(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
+Output Mean(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
+Output Max(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
+Output Min(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
+
+// Index of the largest value along `dimension` (an int32/int64 scalar); ties
+// go to the smallest index.
+struct ArgMax {
+  struct Attrs {
+    Attrs OutputType(DataType v) const {
+      Attrs a = *this;
+      a.output_type = v;
+      return a;
+    }
+    DataType output_type = DT_INT64;
+  };
+};
+Output ArgMax(const Scope& s, Output input, Output dimension, const ArgMax::Attrs& attrs = {});
+
+// condition ? t : e. Select: t and e have one shape; condition has that
+// shape, or is a scalar, or a vector picking whole rows of t/e. SelectV2:
+// the three broadcast (NumPy rules).
+Output Select(const Scope& s, Output condition, Output t, Output e);
+Output SelectV2(const Scope& s, Output condition, Output t, Output e);
+
+// x converted to `dst`: float to integer truncates toward zero, to bool is
+// x != 0. `truncate` (TensorFlow's, for rounding into half types) is kept on
+// the node for compatibility.
+Output Cast(const Scope& s, Output x, DataType dst, bool truncate = false);
+
+}  // namespace ops
+}  // namespace strata
+
+#endif  // STRATA_GRAPH_OPS_MATH_OPS_H_

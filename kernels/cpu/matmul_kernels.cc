@@ -1,0 +1,86 @@
+// CPU MatMul on Eigen's tensor contraction. Large products run on the
+// device's intra-op pool (Eigen's ThreadPoolDevice contraction shards the
+// output into blocks and packs panels per thread; with one thread it falls
+// back to the sequential GEBP path, the same kernel as Eigen's Matrix
+// product). Tiny products skip the pool: the hand-off costs more than the
+// arithmetic. matmul_bench.cc measures this against Eigen and OpenBLAS.
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops/math_ops.h"
+#include "graph/status.h"
+#include "kernels/eigen_views.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/op_kernel.h"
+
+namespace strata {
+namespace {
+
+// Products with fewer multiply-adds than this run on the calling thread.
+constexpr int64_t kMatMulParallelMinMacs = 64 * 64 * 64;
+
+template <typename T>
+class MatMulKernel : public OpKernel {
+ public:
+  explicit MatMulKernel(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("transpose_a", &transpose_a_));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("transpose_b", &transpose_b_));
+  }
+
+  bool IsExpensive() const override { return true; }
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dims() != 2 || b.dims() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat("MatMul needs matrices, but a has shape ",
+                                                     a.shape().DebugString(), " and b has shape ",
+                                                     b.shape().DebugString()));
+    }
+    const int64_t m = a.dim_size(transpose_a_ ? 1 : 0);
+    const int64_t k = a.dim_size(transpose_a_ ? 0 : 1);
+    const int64_t k2 = b.dim_size(transpose_b_ ? 1 : 0);
+    const int64_t n = b.dim_size(transpose_b_ ? 0 : 1);
+    if (k != k2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Matrix size-incompatible: In[0]: ", a.shape().DebugString(),
+          " (transpose_a=", transpose_a_, "), In[1]: ", b.shape().DebugString(),
+          " (transpose_b=", transpose_b_, ")"));
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{m, n}, &out));
+    if (m == 0 || n == 0) return absl::OkStatus();
+    auto z = Matrix<T>(*out);
+    if (k == 0) {
+      z.setZero();
+      return absl::OkStatus();
+    }
+    // Contract a's dim (1 - transpose_a) with b's dim transpose_b: a plain
+    // product contracts a's columns with b's rows.
+    Eigen::array<Eigen::IndexPair<Eigen::DenseIndex>, 1> dims;
+    dims[0] = Eigen::IndexPair<Eigen::DenseIndex>(transpose_a_ ? 0 : 1, transpose_b_ ? 1 : 0);
+    auto x = Matrix<T>(a);
+    auto y = Matrix<T>(b);
+    if (m * n * k < kMatMulParallelMinMacs) {
+      z = x.contract(y, dims);
+    } else {
+      z.device(ctx.eigen_cpu_device()) = x.contract(y, dims);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  bool transpose_a_ = false;
+  bool transpose_b_ = false;
+};
+
+#define REGISTER_MATMUL(T)                                                                 \
+  STRATA_REGISTER_KERNEL(KernelBuilder("MatMul").Device(kDeviceCpu).TypeConstraint<T>("T"), \
+                         MatMulKernel<T>)
+
+REGISTER_MATMUL(float);
+REGISTER_MATMUL(double);
+REGISTER_MATMUL(int32_t);
+REGISTER_MATMUL(int64_t);
+
+}  // namespace
+}  // namespace strata
