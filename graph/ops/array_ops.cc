@@ -1,0 +1,572 @@
+#include "graph/ops/array_ops.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/op_registry.h"
+#include "graph/shape_inference.h"
+#include "graph/status.h"
+
+namespace strata {
+
+namespace {
+
+std::string DimsString(absl::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+// Product of the known (>= 0) dims, or an error on int64 overflow.
+absl::StatusOr<int64_t> KnownProduct(absl::Span<const int64_t> dims, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) continue;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", DimsString(dims), " has more than 2^63-1 elements"));
+    }
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> IntTensorValues(const Tensor& t, const char* what) {
+  std::vector<int64_t> v(static_cast<size_t>(t.NumElements()));
+  if (t.dtype() == DT_INT32) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int32_t>()[i];
+  } else if (t.dtype() == DT_INT64) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int64_t>()[i];
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be int32 or int64, got ", DataTypeString(t.dtype())));
+  }
+  return v;
+}
+
+absl::StatusOr<TensorShape> ShapeFromShapeTensor(const Tensor& t, const char* what) {
+  if (t.dims() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a 1-D tensor, got shape ", t.shape().DebugString()));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> dims, IntTensorValues(t, what));
+  auto shape = TensorShape::FromDims(dims);
+  if (!shape.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", DimsString(dims),
+                                                   " is not a valid shape: ",
+                                                   shape.status().message()));
+  }
+  return shape;
+}
+
+absl::StatusOr<int> NormalizeAxis(int64_t axis, int rank, const char* what) {
+  if (axis < -rank || axis >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", axis, " is out of range [", -rank,
+                                                   ", ", rank, ") for rank ", rank));
+  }
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+absl::StatusOr<PartialTensorShape> ReshapeOutputShape(const PartialTensorShape& input,
+                                                      absl::Span<const int64_t> requested) {
+  int unknown = -1;
+  for (int i = 0; i < static_cast<int>(requested.size()); ++i) {
+    if (requested[i] >= 0) continue;
+    if (requested[i] != -1) {
+      return absl::InvalidArgumentError(absl::StrCat("requested shape ", DimsString(requested),
+                                                     " has negative dimension ", requested[i]));
+    }
+    if (unknown >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "requested shape ", DimsString(requested), " has more than one -1 dimension"));
+    }
+    unknown = i;
+  }
+  STRATA_ASSIGN_OR_RETURN(int64_t product, KnownProduct(requested, "requested shape"));
+  DimVector out(requested.begin(), requested.end());
+  if (!input.IsFullyDefined()) return PartialTensorShape(out);  // the -1 stays unknown
+
+  const int64_t n = input.AsTensorShape()->num_elements();
+  auto mismatch = [&]() {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot reshape a tensor of shape ", input.DebugString(), " (", n,
+        " elements) into shape ", DimsString(requested),
+        unknown < 0 ? absl::StrCat(" (", product, " elements)") : std::string()));
+  };
+  if (unknown < 0) {
+    if (product != n) return mismatch();
+  } else {
+    // A zero among the other dims would leave the -1 ambiguous.
+    if (product == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot infer the -1 in requested shape ", DimsString(requested),
+                       " when its other dimensions multiply to 0"));
+    }
+    if (n % product != 0) return mismatch();
+    out[unknown] = n / product;
+  }
+  return PartialTensorShape(out);
+}
+
+absl::StatusOr<std::vector<int>> NormalizePermutation(absl::Span<const int64_t> perm, int rank) {
+  if (static_cast<int>(perm.size()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("perm ", DimsString(perm), " has ",
+                                                   perm.size(), " entries for a tensor of rank ",
+                                                   rank));
+  }
+  std::vector<int> out(rank);
+  std::vector<bool> seen(rank, false);
+  for (int i = 0; i < rank; ++i) {
+    STRATA_ASSIGN_OR_RETURN(out[i], NormalizeAxis(perm[i], rank, "perm entry"));
+    if (seen[out[i]]) {
+      return absl::InvalidArgumentError(absl::StrCat("perm ", DimsString(perm),
+                                                     " is not a permutation: ", out[i],
+                                                     " appears twice"));
+    }
+    seen[out[i]] = true;
+  }
+  return out;
+}
+
+absl::StatusOr<PartialTensorShape> TransposeOutputShape(const PartialTensorShape& input,
+                                                        absl::Span<const int64_t> perm) {
+  const int rank = static_cast<int>(perm.size());
+  if (!input.unknown_rank() && input.dims() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("perm ", DimsString(perm), " has ", rank,
+                                                   " entries but the input ", input.DebugString(),
+                                                   " has rank ", input.dims()));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<int> p, NormalizePermutation(perm, rank));
+  DimVector out(rank, -1);
+  if (!input.unknown_rank()) {
+    for (int i = 0; i < rank; ++i) out[i] = input.dim_size(p[i]);
+  }
+  return PartialTensorShape(out);
+}
+
+absl::StatusOr<PartialTensorShape> ConcatOutputShape(absl::Span<const PartialTensorShape> inputs,
+                                                     int64_t axis) {
+  int rank = -1;
+  for (const auto& s : inputs) {
+    if (s.unknown_rank()) continue;
+    if (rank >= 0 && s.dims() != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ConcatV2 inputs must have the same rank, got ", inputs[0].DebugString(), " and ",
+          s.DebugString()));
+    }
+    rank = s.dims();
+  }
+  if (rank < 0) return PartialTensorShape::UnknownRank();
+  if (rank == 0) {
+    return absl::InvalidArgumentError("cannot concatenate scalars (use Pack to stack them)");
+  }
+  STRATA_ASSIGN_OR_RETURN(int a, NormalizeAxis(axis, rank, "concat axis"));
+  DimVector out(rank, -1);
+  int64_t axis_size = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const auto& s = inputs[k];
+    if (s.unknown_rank()) {
+      axis_size = -1;
+      continue;
+    }
+    for (int i = 0; i < rank; ++i) {
+      if (i == a) continue;
+      const int64_t d = s.dim_size(i);
+      if (out[i] >= 0 && d >= 0 && out[i] != d) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ConcatV2 input ", k, " has shape ", s.DebugString(), " but dimension ", i,
+            " of the others is ", out[i], " (concatenating along axis ", a, ")"));
+      }
+      if (d >= 0) out[i] = d;
+    }
+    const int64_t d = s.dim_size(a);
+    if (axis_size >= 0 && d >= 0) {
+      if (d > std::numeric_limits<int64_t>::max() - axis_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ConcatV2 output dimension ", a, " overflows int64"));
+      }
+      axis_size += d;
+    } else {
+      axis_size = -1;
+    }
+  }
+  out[a] = axis_size;
+  return PartialTensorShape(out);
+}
+
+absl::StatusOr<PartialTensorShape> SliceOutputShape(const PartialTensorShape& input,
+                                                    absl::Span<const int64_t> begin,
+                                                    absl::Span<const int64_t> size) {
+  if (begin.size() != size.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("Slice begin ", DimsString(begin), " and size ",
+                                                   DimsString(size), " differ in length"));
+  }
+  const int rank = static_cast<int>(begin.size());
+  if (!input.unknown_rank() && input.dims() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("Slice begin and size have ", rank,
+                                                   " entries for input of shape ",
+                                                   input.DebugString()));
+  }
+  DimVector out(rank, -1);
+  for (int i = 0; i < rank; ++i) {
+    const int64_t dim = input.unknown_rank() ? -1 : input.dim_size(i);
+    if (begin[i] < 0 || (dim >= 0 && begin[i] > dim)) {
+      return absl::InvalidArgumentError(absl::StrCat("Slice begin[", i, "] = ", begin[i],
+                                                     " is outside [0, ", dim, "] for input ",
+                                                     input.DebugString()));
+    }
+    if (size[i] == -1) {
+      out[i] = dim >= 0 ? dim - begin[i] : -1;
+      continue;
+    }
+    if (size[i] < 0 || (dim >= 0 && size[i] > dim - begin[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Slice size[", i, "] = ", size[i], " with begin ", begin[i], " does not fit input ",
+          input.DebugString(), " (size must be -1 or in [0, dim - begin])"));
+    }
+    out[i] = size[i];
+  }
+  return PartialTensorShape(out);
+}
+
+absl::StatusOr<PartialTensorShape> PackOutputShape(absl::Span<const PartialTensorShape> inputs,
+                                                   int64_t axis) {
+  PartialTensorShape merged = PartialTensorShape::UnknownRank();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    auto m = merged.Merge(inputs[k]);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("Pack inputs must have one shape, but input ",
+                                                     k, " has shape ", inputs[k].DebugString(),
+                                                     " and the ones before ",
+                                                     merged.DebugString()));
+    }
+    merged = *m;
+  }
+  if (merged.unknown_rank()) return PartialTensorShape::UnknownRank();
+  const int rank = merged.dims();
+  STRATA_ASSIGN_OR_RETURN(int a, NormalizeAxis(axis, rank + 1, "Pack axis"));
+  DimVector out(merged.dim_sizes().begin(), merged.dim_sizes().end());
+  out.insert(out.begin() + a, static_cast<int64_t>(inputs.size()));
+  return PartialTensorShape(out);
+}
+
+absl::StatusOr<PartialTensorShape> OneHotOutputShape(const PartialTensorShape& indices,
+                                                     int64_t depth, int64_t axis) {
+  if (depth < -1) {
+    return absl::InvalidArgumentError(absl::StrCat("OneHot depth must be >= 0, got ", depth));
+  }
+  if (axis < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("OneHot axis must be -1 or in [0, rank of indices], got ", axis));
+  }
+  if (indices.unknown_rank()) return PartialTensorShape::UnknownRank();
+  const int rank = indices.dims();
+  if (axis > rank) {
+    return absl::InvalidArgumentError(absl::StrCat("OneHot axis must be -1 or in [0, ", rank,
+                                                   "] for indices of shape ",
+                                                   indices.DebugString(), ", got ", axis));
+  }
+  DimVector out(indices.dim_sizes().begin(), indices.dim_sizes().end());
+  out.insert(out.begin() + (axis == -1 ? rank : axis), depth);
+  if (indices.IsFullyDefined() && depth >= 0) {
+    auto full = TensorShape::FromDims(out);
+    if (!full.ok()) return full.status();
+  }
+  return PartialTensorShape(out);
+}
+
+namespace {
+
+// Shape functions: each calls the shared rule with what is known statically.
+
+// The known values of constant input `i` (int32/int64), or nullopt if the
+// input is not a constant.
+absl::StatusOr<std::optional<std::vector<int64_t>>> ConstIntInput(InferenceContext& c, int i,
+                                                                  const char* what) {
+  const Tensor* t = c.input_tensor(i);
+  if (t == nullptr) return std::optional<std::vector<int64_t>>();
+  auto v = IntTensorValues(*t, what);
+  if (!v.ok()) return c.Annotate(v.status());
+  return std::optional<std::vector<int64_t>>(*std::move(v));
+}
+
+// A 1-D index input of unknown value: its length (or -1).
+int64_t VectorLength(InferenceContext& c, int i) {
+  const PartialTensorShape& s = c.input(i);
+  return s.unknown_rank() || s.dims() != 1 ? -1 : s.dim_size(0);
+}
+
+absl::Status SetOrAnnotate(InferenceContext& c, const absl::StatusOr<PartialTensorShape>& s) {
+  if (!s.ok()) return c.Annotate(s.status());
+  c.set_output(0, *s);
+  return absl::OkStatus();
+}
+
+PartialTensorShape UnknownDimsOfLength(int64_t n) {
+  return n < 0 ? PartialTensorShape::UnknownRank()
+               : PartialTensorShape(DimVector(static_cast<size_t>(n), -1));
+}
+
+absl::Status ReshapeShapeFn(InferenceContext& c) {
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
+  STRATA_ASSIGN_OR_RETURN(auto shape, ConstIntInput(c, 1, "Reshape shape"));
+  if (!shape) {
+    c.set_output(0, UnknownDimsOfLength(VectorLength(c, 1)));
+    return absl::OkStatus();
+  }
+  return SetOrAnnotate(c, ReshapeOutputShape(c.input(0), *shape));
+}
+
+absl::Status TransposeShapeFn(InferenceContext& c) {
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
+  STRATA_ASSIGN_OR_RETURN(auto perm, ConstIntInput(c, 1, "Transpose perm"));
+  if (perm) return SetOrAnnotate(c, TransposeOutputShape(c.input(0), *perm));
+  const int rank = c.input(0).dims();
+  c.set_output(0, UnknownDimsOfLength(rank >= 0 ? rank : VectorLength(c, 1)));
+  return absl::OkStatus();
+}
+
+absl::Status ConcatV2ShapeFn(InferenceContext& c) {
+  const int n = c.num_inputs() - 1;
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(n, 0, &unused));
+  std::vector<PartialTensorShape> values;
+  for (int i = 0; i < n; ++i) values.push_back(c.input(i));
+  STRATA_ASSIGN_OR_RETURN(auto axis, ConstIntInput(c, n, "ConcatV2 axis"));
+  if (axis) {
+    if (axis->size() != 1) return c.Error("ConcatV2 axis must be a scalar");
+    return SetOrAnnotate(c, ConcatOutputShape(values, (*axis)[0]));
+  }
+  // Axis unknown: the inputs must still agree on a rank >= 1, which the
+  // output keeps; any dim may be the one that grows.
+  int rank = -1;
+  for (const auto& s : values) {
+    if (s.unknown_rank()) continue;
+    if (rank >= 0 && s.dims() != rank) {
+      return c.Error(absl::StrCat("ConcatV2 inputs must have the same rank, got ranks ", rank,
+                                  " and ", s.dims()));
+    }
+    rank = s.dims();
+  }
+  if (rank == 0) return c.Error("cannot concatenate scalars (use Pack to stack them)");
+  c.set_output(0, UnknownDimsOfLength(rank));
+  return absl::OkStatus();
+}
+
+absl::Status SliceShapeFn(InferenceContext& c) {
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
+  STRATA_RETURN_IF_ERROR(c.WithRank(2, 1, &unused));
+  STRATA_ASSIGN_OR_RETURN(auto begin, ConstIntInput(c, 1, "Slice begin"));
+  STRATA_ASSIGN_OR_RETURN(auto size, ConstIntInput(c, 2, "Slice size"));
+  if (begin && size) return SetOrAnnotate(c, SliceOutputShape(c.input(0), *begin, *size));
+  int64_t rank = c.input(0).dims();
+  if (rank < 0) rank = VectorLength(c, 1);
+  if (rank < 0) rank = VectorLength(c, 2);
+  DimVector out(static_cast<size_t>(std::max<int64_t>(rank, 0)), -1);
+  if (size && rank == static_cast<int64_t>(size->size())) {
+    // Sizes other than -1 are output dims even when begin is unknown.
+    for (size_t i = 0; i < out.size(); ++i) out[i] = (*size)[i] >= 0 ? (*size)[i] : -1;
+  }
+  c.set_output(0, rank < 0 ? PartialTensorShape::UnknownRank() : PartialTensorShape(out));
+  return absl::OkStatus();
+}
+
+absl::Status PackShapeFn(InferenceContext& c) {
+  int64_t axis;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("axis", &axis));
+  std::vector<PartialTensorShape> values;
+  for (int i = 0; i < c.num_inputs(); ++i) values.push_back(c.input(i));
+  return SetOrAnnotate(c, PackOutputShape(values, axis));
+}
+
+absl::Status FillShapeFn(InferenceContext& c) {
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 0, &unused));
+  return SetOutputFromShapeInput(c, 0, "Fill dims");
+}
+
+absl::Status ShapeShapeFn(InferenceContext& c) {
+  const int rank = c.input(0).dims();
+  c.set_output(0, PartialTensorShape(DimVector{rank >= 0 ? rank : -1}));
+  return absl::OkStatus();
+}
+
+absl::Status OneHotShapeFn(InferenceContext& c) {
+  PartialTensorShape unused;
+  for (int i = 1; i <= 3; ++i) STRATA_RETURN_IF_ERROR(c.WithRank(i, 0, &unused));
+  int64_t axis;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("axis", &axis));
+  int64_t depth = -1;
+  STRATA_ASSIGN_OR_RETURN(auto d, ConstIntInput(c, 1, "OneHot depth"));
+  if (d && d->size() == 1) {
+    depth = (*d)[0];
+    if (depth < 0) return c.Error(absl::StrCat("OneHot depth must be >= 0, got ", depth));
+  }
+  return SetOrAnnotate(c, OneHotOutputShape(c.input(0), depth, axis));
+}
+
+}  // namespace
+
+absl::Status SetOutputFromShapeInput(InferenceContext& c, int i, const char* what) {
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(i, 1, &unused));
+  const Tensor* t = c.input_tensor(i);
+  if (t == nullptr) {
+    c.set_output(0, UnknownDimsOfLength(VectorLength(c, i)));
+    return absl::OkStatus();
+  }
+  auto shape = ShapeFromShapeTensor(*t, what);
+  if (!shape.ok()) return c.Annotate(shape.status());
+  c.set_output(0, PartialTensorShape(*shape));
+  return absl::OkStatus();
+}
+
+// Index types for shape/perm/axis/begin/size inputs, as TensorFlow allows.
+#define STRATA_INDEX_TYPES "{int32, int64}"
+
+STRATA_REGISTER_OP("Reshape")
+    .Input("tensor: T")
+    .Input("shape: Tshape")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("Tshape: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(ReshapeShapeFn);
+
+STRATA_REGISTER_OP("Transpose")
+    .Input("x: T")
+    .Input("perm: Tperm")
+    .Output("y: T")
+    .Attr("T: type")
+    .Attr("Tperm: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(TransposeShapeFn);
+
+STRATA_REGISTER_OP("ConcatV2")
+    .Input("values: N * T")
+    .Input("axis: Tidx")
+    .Output("output: T")
+    .Attr("N: int >= 2")
+    .Attr("T: type")
+    .Attr("Tidx: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(ConcatV2ShapeFn);
+
+STRATA_REGISTER_OP("Slice")
+    .Input("input: T")
+    .Input("begin: Index")
+    .Input("size: Index")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("Index: " STRATA_INDEX_TYPES)
+    .SetShapeFn(SliceShapeFn);
+
+STRATA_REGISTER_OP("Pack")
+    .Input("values: N * T")
+    .Output("output: T")
+    .Attr("N: int >= 1")
+    .Attr("T: type")
+    .Attr("axis: int = 0")
+    .SetShapeFn(PackShapeFn);
+
+STRATA_REGISTER_OP("Fill")
+    .Input("dims: index_type")
+    .Input("value: T")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("index_type: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(FillShapeFn);
+
+STRATA_REGISTER_OP("ZerosLike")
+    .Input("x: T")
+    .Output("y: T")
+    .Attr("T: type")
+    .SetShapeFn(UnchangedShape);
+
+// TensorFlow also allows complex64/complex128, which Strata tensors cannot hold.
+STRATA_REGISTER_OP("OnesLike")
+    .Input("x: T")
+    .Output("y: T")
+    .Attr("T: {bfloat16, half, float, double, int8, uint8, int16, uint16, int32, uint32, int64, "
+          "uint64, bool}")
+    .SetShapeFn(UnchangedShape);
+
+STRATA_REGISTER_OP("Shape")
+    .Input("input: T")
+    .Output("output: out_type")
+    .Attr("T: type")
+    .Attr("out_type: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(ShapeShapeFn);
+
+STRATA_REGISTER_OP("OneHot")
+    .Input("indices: TI")
+    .Input("depth: int32")
+    .Input("on_value: T")
+    .Input("off_value: T")
+    .Output("output: T")
+    .Attr("axis: int = -1")
+    .Attr("T: type")
+    .Attr("TI: {uint8, int8, int32, int64} = int64")
+    .SetShapeFn(OneHotShapeFn);
+
+#undef STRATA_INDEX_TYPES
+
+namespace ops {
+
+namespace {
+Output Out0(Node* n) { return n == nullptr ? Output() : Output(n, 0); }
+}  // namespace
+
+Output Reshape(const Scope& scope, Output tensor, Output shape) {
+  return Out0(NodeBuilder(scope, "Reshape").Input(tensor).Input(shape).Finalize());
+}
+
+Output Transpose(const Scope& scope, Output x, Output perm) {
+  return Out0(NodeBuilder(scope, "Transpose").Input(x).Input(perm).Finalize());
+}
+
+Output Concat(const Scope& scope, const OutputList& values, Output axis) {
+  return Out0(NodeBuilder(scope, "ConcatV2", "Concat").Input(values).Input(axis).Finalize());
+}
+
+Output Slice(const Scope& scope, Output input, Output begin, Output size) {
+  return Out0(NodeBuilder(scope, "Slice").Input(input).Input(begin).Input(size).Finalize());
+}
+
+Output Stack(const Scope& scope, const OutputList& values, int64_t axis) {
+  return Out0(NodeBuilder(scope, "Pack", "Stack").Input(values).Attr("axis", axis).Finalize());
+}
+
+Output Fill(const Scope& scope, Output dims, Output value) {
+  return Out0(NodeBuilder(scope, "Fill").Input(dims).Input(value).Finalize());
+}
+
+Output ZerosLike(const Scope& scope, Output x) {
+  return Out0(NodeBuilder(scope, "ZerosLike").Input(x).Finalize());
+}
+
+Output OnesLike(const Scope& scope, Output x) {
+  return Out0(NodeBuilder(scope, "OnesLike").Input(x).Finalize());
+}
+
+Output Shape(const Scope& scope, Output input, DataType out_type) {
+  return Out0(NodeBuilder(scope, "Shape").Input(input).Attr("out_type", out_type).Finalize());
+}
+
+Output OneHot(const Scope& scope, Output indices, Output depth, Output on_value,
+              Output off_value, int64_t axis) {
+  return Out0(NodeBuilder(scope, "OneHot")
+                  .Input(indices)
+                  .Input(depth)
+                  .Input(on_value)
+                  .Input(off_value)
+                  .Attr("axis", axis)
+                  .Finalize());
+}
+
+}  // namespace ops
+}  // namespace strata

@@ -1,0 +1,116 @@
+// The array op family: ops that move, copy or describe elements without
+// arithmetic. Op names, inputs, outputs and attrs are TensorFlow's, so
+// GraphDefs written by TensorFlow import unchanged:
+//
+//   Reshape(tensor: T, shape: Tshape)            Transpose(x: T, perm: Tperm)
+//   ConcatV2(values: N * T, axis: Tidx)          Slice(input: T, begin: Index, size: Index)
+//   Pack(values: N * T; attr axis)               Fill(dims: index_type, value: T)
+//   ZerosLike(x: T)   OnesLike(x: T)             Shape(input: T; attr out_type = int32)
+//   OneHot(indices: TI, depth: int32, on_value: T, off_value: T; attr axis = -1)
+//
+// Each op has a shape function that uses the constant value of its shape,
+// perm, axis, begin/size or depth input when that input is a Const, and the
+// builder functions below (namespace strata::ops):
+//
+//   Scope s = Scope::NewRootScope();
+//   Output x = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({-1, 784}));
+//   Output img = ops::Reshape(s, x, ops::Const<int32_t>(s, {-1, 28, 28, 1}));
+//   Output both = ops::Concat(s, {a, b}, ops::Const(s, 0));
+//   Output rows = ops::Stack(s, {a, b}, /*axis=*/1);
+//
+// The shape rules (the "*OutputShape" functions) are shared by the shape
+// functions, which see partial shapes, and the CPU kernels, which see full
+// ones, so both reject the same inputs with the same messages. Their errors
+// are InvalidArgument without a node prefix; shape functions add the node's
+// name, the executor adds it for kernels.
+//
+// Thread-safety: the op registrations are static; builder functions follow
+// Scope's contract (one thread per graph at a time). The free functions are
+// pure and thread-safe.
+#ifndef STRATA_GRAPH_OPS_ARRAY_OPS_H_
+#define STRATA_GRAPH_OPS_ARRAY_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "graph/scope.h"
+#include "graph/tensor.h"
+#include "graph/tensor_shape.h"
+
+namespace strata {
+
+class InferenceContext;
+
+// ---- Reading index tensors -------------------------------------------------
+
+// The values of an int32 or int64 tensor (any rank, flattened) as int64;
+// InvalidArgument naming `what` for another dtype.
+absl::StatusOr<std::vector<int64_t>> IntTensorValues(const Tensor& t, const char* what);
+
+// A shape given as a 1-D int32/int64 tensor (Fill's `dims`, the random ops'
+// `shape`). InvalidArgument naming `what` if the tensor is not 1-D, a dim is
+// negative or the element count overflows int64.
+absl::StatusOr<TensorShape> ShapeFromShapeTensor(const Tensor& t, const char* what);
+
+// `axis` in [-rank, rank) mapped to [0, rank); InvalidArgument naming `what`
+// otherwise.
+absl::StatusOr<int> NormalizeAxis(int64_t axis, int rank, const char* what);
+
+// For a shape function: sets output 0 to the shape held by 1-D input `input`
+// (Fill's dims, the random ops' shape): the full shape when the input is a
+// constant, else its rank when the input's length is known.
+absl::Status SetOutputFromShapeInput(InferenceContext& c, int input, const char* what);
+
+// ---- Shape rules (partial shapes in, partial shapes out) --------------------
+// A fully defined input gives a fully defined output.
+
+// Reshape to `requested` (at most one -1, which takes the remaining size).
+absl::StatusOr<PartialTensorShape> ReshapeOutputShape(const PartialTensorShape& input,
+                                                      absl::Span<const int64_t> requested);
+
+// `perm` checked to be a permutation of [0, rank) (entries may be negative,
+// counting from the end), returned normalized.
+absl::StatusOr<std::vector<int>> NormalizePermutation(absl::Span<const int64_t> perm, int rank);
+absl::StatusOr<PartialTensorShape> TransposeOutputShape(const PartialTensorShape& input,
+                                                        absl::Span<const int64_t> perm);
+
+// Inputs of one rank >= 1 agreeing on every dim but `axis`.
+absl::StatusOr<PartialTensorShape> ConcatOutputShape(absl::Span<const PartialTensorShape> inputs,
+                                                     int64_t axis);
+
+// `begin[i]` in [0, dim i], `size[i]` -1 (to the end) or with begin + size <=
+// dim i; both of the input's rank.
+absl::StatusOr<PartialTensorShape> SliceOutputShape(const PartialTensorShape& input,
+                                                    absl::Span<const int64_t> begin,
+                                                    absl::Span<const int64_t> size);
+
+// Inputs of one shape, stacked along a new dim at `axis` in [-(rank+1), rank].
+absl::StatusOr<PartialTensorShape> PackOutputShape(absl::Span<const PartialTensorShape> inputs,
+                                                   int64_t axis);
+
+// Indices' shape with `depth` (-1 unknown) inserted at `axis` (-1: last).
+absl::StatusOr<PartialTensorShape> OneHotOutputShape(const PartialTensorShape& indices,
+                                                     int64_t depth, int64_t axis);
+
+namespace ops {
+
+Output Reshape(const Scope& scope, Output tensor, Output shape);
+Output Transpose(const Scope& scope, Output x, Output perm);
+// ConcatV2: at least two values.
+Output Concat(const Scope& scope, const OutputList& values, Output axis);
+Output Slice(const Scope& scope, Output input, Output begin, Output size);
+// Pack.
+Output Stack(const Scope& scope, const OutputList& values, int64_t axis = 0);
+Output Fill(const Scope& scope, Output dims, Output value);
+Output ZerosLike(const Scope& scope, Output x);
+Output OnesLike(const Scope& scope, Output x);
+Output Shape(const Scope& scope, Output input, DataType out_type = DT_INT32);
+Output OneHot(const Scope& scope, Output indices, Output depth, Output on_value,
+              Output off_value, int64_t axis = -1);
+
+}  // namespace ops
+}  // namespace strata
+
+#endif  // STRATA_GRAPH_OPS_ARRAY_OPS_H_

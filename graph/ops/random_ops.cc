@@ -1,0 +1,67 @@
+#include "graph/ops/random_ops.h"
+
+#include <string>
+
+#include "graph/op_registry.h"
+#include "graph/ops/array_ops.h"
+#include "graph/shape_inference.h"
+
+namespace strata {
+
+namespace {
+
+absl::Status RandomShapeFn(InferenceContext& c) {
+  return SetOutputFromShapeInput(c, 0, "random op shape");
+}
+
+}  // namespace
+
+// The three ops share one signature; SetIsStateful keeps constant folding and
+// CSE from treating two draws as one value.
+#define STRATA_REGISTER_RANDOM_OP(name)                   \
+  STRATA_REGISTER_OP(name)                                \
+      .Input("shape: T")                                  \
+      .Output("output: dtype")                            \
+      .Attr("seed: int = 0")                              \
+      .Attr("seed2: int = 0")                             \
+      .Attr("dtype: {half, bfloat16, float, double}")     \
+      .Attr("T: {int32, int64}")                          \
+      .SetIsStateful()                                    \
+      .SetShapeFn(RandomShapeFn)
+
+STRATA_REGISTER_RANDOM_OP("RandomUniform");
+STRATA_REGISTER_RANDOM_OP("RandomStandardNormal");
+STRATA_REGISTER_RANDOM_OP("TruncatedNormal");
+
+#undef STRATA_REGISTER_RANDOM_OP
+
+namespace ops {
+
+namespace {
+Output AddRandomNode(const Scope& scope, const std::string& op, const std::string& name,
+                     Output shape, DataType dtype, const RandomAttrs& attrs) {
+  Node* n = NodeBuilder(scope, op, name)
+                .Input(shape)
+                .Attr("dtype", dtype)
+                .Attr("seed", attrs.seed)
+                .Attr("seed2", attrs.seed2)
+                .Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+}  // namespace
+
+Output RandomUniform(const Scope& scope, Output shape, DataType dtype, const RandomAttrs& attrs) {
+  return AddRandomNode(scope, "RandomUniform", "RandomUniform", shape, dtype, attrs);
+}
+
+Output RandomNormal(const Scope& scope, Output shape, DataType dtype, const RandomAttrs& attrs) {
+  return AddRandomNode(scope, "RandomStandardNormal", "RandomNormal", shape, dtype, attrs);
+}
+
+Output TruncatedNormal(const Scope& scope, Output shape, DataType dtype,
+                       const RandomAttrs& attrs) {
+  return AddRandomNode(scope, "TruncatedNormal", "TruncatedNormal", shape, dtype, attrs);
+}
+
+}  // namespace ops
+}  // namespace strata

@@ -1,0 +1,55 @@
+// The random op family: RandomUniform ([0, 1)), RandomStandardNormal (mean 0,
+// stddev 1) and TruncatedNormal (standard normal, values beyond two stddevs
+// redrawn). Names, inputs and attrs are TensorFlow's:
+//
+//   RandomUniform(shape: T) -> output: dtype
+//       attrs seed: int = 0, seed2: int = 0, dtype: {half, bfloat16, float, double},
+//             T: {int32, int64}
+//
+// The ops are stateful: each run of a node draws new numbers, so graph passes
+// never fold, deduplicate or merge them. With seed == seed2 == 0 each kernel
+// instance picks a random seed; otherwise the numbers depend only on (seed,
+// seed2, the element's index, and how many times the node has run), not on
+// the thread count. The shape function uses `shape` when it is a constant.
+//
+//   Scope s = Scope::NewRootScope();
+//   Output shape = ops::Const<int32_t>(s, {256, 784});
+//   Output w = ops::TruncatedNormal(s, shape, DT_FLOAT, ops::RandomAttrs().Seed(42).Seed2(7));
+//
+// Thread-safety: builder functions follow Scope's contract.
+#ifndef STRATA_GRAPH_OPS_RANDOM_OPS_H_
+#define STRATA_GRAPH_OPS_RANDOM_OPS_H_
+
+#include <cstdint>
+
+#include "graph/scope.h"
+
+namespace strata {
+namespace ops {
+
+// The optional attrs shared by the three ops.
+struct RandomAttrs {
+  RandomAttrs& Seed(int64_t v) {
+    seed = v;
+    return *this;
+  }
+  RandomAttrs& Seed2(int64_t v) {
+    seed2 = v;
+    return *this;
+  }
+  int64_t seed = 0;
+  int64_t seed2 = 0;
+};
+
+Output RandomUniform(const Scope& scope, Output shape, DataType dtype,
+                     const RandomAttrs& attrs = {});
+// RandomStandardNormal.
+Output RandomNormal(const Scope& scope, Output shape, DataType dtype,
+                    const RandomAttrs& attrs = {});
+Output TruncatedNormal(const Scope& scope, Output shape, DataType dtype,
+                       const RandomAttrs& attrs = {});
+
+}  // namespace ops
+}  // namespace strata
+
+#endif  // STRATA_GRAPH_OPS_RANDOM_OPS_H_

@@ -1,0 +1,189 @@
+// CPU kernels of RandomUniform, RandomStandardNormal and TruncatedNormal
+// (graph/ops/random_ops.h) for float, double, half and bfloat16.
+//
+// Reproducibility: element i's value is a pure function of (seed, seed2, run,
+// i), where `run` counts the kernel instance's Compute calls. Each run gets a
+// Philox key derived from (seed, seed2, run) by one Philox call, and element
+// values come from Philox blocks whose counter names the block (or, for
+// TruncatedNormal, the element and the attempt). Work is split over the
+// intra-op pool by block, so the thread count changes nothing.
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops/array_ops.h"
+#include "graph/status.h"
+#include "kernels/cpu/philox.h"
+#include "kernels/eigen_views.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/op_kernel.h"
+
+namespace strata {
+namespace {
+
+uint32_t Lo(uint64_t x) { return static_cast<uint32_t>(x); }
+uint32_t Hi(uint64_t x) { return static_cast<uint32_t>(x >> 32); }
+
+enum class Dist { kUniform, kNormal, kTruncatedNormal };
+
+// Per output type: the type values are computed in, and how one Philox
+// block becomes kPerBlock uniform or normal values.
+template <typename T>
+struct Gen {
+  // float, half and bfloat16: four 32-bit words -> four values. Half and
+  // bfloat16 uniforms keep only as many bits as their mantissa (10 and 7),
+  // so that rounding to the narrow type can never produce 1.0.
+  using C = float;
+  static constexpr int kPerBlock = 4;
+  static constexpr int kUniformBits = std::is_same<T, float>::value           ? 23
+                                      : std::is_same<T, Eigen::half>::value ? 10
+                                                                            : 7;
+  static void Uniform(const PhiloxBlock& b, C* out) {
+    constexpr float kScale = 1.0f / static_cast<float>(1u << kUniformBits);
+    for (int k = 0; k < 4; ++k) out[k] = static_cast<float>(b[k] >> (32 - kUniformBits)) * kScale;
+  }
+  static void Normal(const PhiloxBlock& b, C* out) {
+    float u[4];
+    for (int k = 0; k < 4; ++k) u[k] = Uint32ToUniformFloat(b[k]);
+    BoxMuller(u[0], u[1], &out[0], &out[1]);
+    BoxMuller(u[2], u[3], &out[2], &out[3]);
+  }
+};
+
+// double: two 64-bit draws per block -> two values.
+template <>
+struct Gen<double> {
+  using C = double;
+  static constexpr int kPerBlock = 2;
+  static void Uniform(const PhiloxBlock& b, C* out) {
+    out[0] = Uint64ToUniformDouble(b[0], b[1]);
+    out[1] = Uint64ToUniformDouble(b[2], b[3]);
+  }
+  static void Normal(const PhiloxBlock& b, C* out) {
+    double u[2];
+    Uniform(b, u);
+    BoxMuller(u[0], u[1], &out[0], &out[1]);
+  }
+};
+
+// Counter word 3 keeps the two counter layouts apart: blocks of values (0)
+// and (element, attempt) pairs of TruncatedNormal (1).
+PhiloxBlock BlockCounter(uint64_t block) { return {Lo(block), Hi(block), 0, 0}; }
+PhiloxBlock AttemptCounter(uint64_t element, uint32_t attempt) {
+  return {Lo(element), Hi(element), attempt, 1};
+}
+
+// TruncatedNormal redraws a value beyond two stddevs (probability 4.55%);
+// each attempt offers kPerBlock candidates, so needing more than this many
+// attempts has probability below 1e-600.
+constexpr uint32_t kMaxAttempts = 512;
+
+template <typename T, Dist D>
+absl::Status Generate(const Eigen::ThreadPoolDevice& dev, PhiloxKey key, T* out, int64_t n) {
+  using G = Gen<T>;
+  using C = typename G::C;
+  constexpr int K = G::kPerBlock;
+  // Rough cycles per block (Philox ~60; log/sqrt/sin/cos ~150 per pair).
+  constexpr double kCycles = D == Dist::kUniform ? 80 : 80 + 150 * K / 2;
+  if constexpr (D != Dist::kTruncatedNormal) {
+    const int64_t blocks = (n + K - 1) / K;
+    dev.parallelFor(blocks, Eigen::TensorOpCost(0, K * sizeof(T), kCycles),
+                    [&](Eigen::Index first, Eigen::Index last) {
+                      C v[K];
+                      for (Eigen::Index b = first; b < last; ++b) {
+                        const PhiloxBlock bits = Philox4x32(BlockCounter(b), key);
+                        if constexpr (D == Dist::kUniform) {
+                          G::Uniform(bits, v);
+                        } else {
+                          G::Normal(bits, v);
+                        }
+                        const int64_t i0 = b * K;
+                        for (int k = 0; k < K && i0 + k < n; ++k) out[i0 + k] = static_cast<T>(v[k]);
+                      }
+                    });
+    return absl::OkStatus();
+  }
+  std::atomic<bool> exhausted{false};
+  dev.parallelFor(n, Eigen::TensorOpCost(0, sizeof(T), kCycles),
+                  [&](Eigen::Index first, Eigen::Index last) {
+                    C v[K];
+                    for (Eigen::Index i = first; i < last; ++i) {
+                      bool done = false;
+                      for (uint32_t a = 0; a < kMaxAttempts && !done; ++a) {
+                        G::Normal(Philox4x32(AttemptCounter(i, a), key), v);
+                        for (int k = 0; k < K && !done; ++k) {
+                          if (std::fabs(v[k]) <= C(2)) {
+                            out[i] = static_cast<T>(v[k]);
+                            done = true;
+                          }
+                        }
+                      }
+                      if (!done) exhausted.store(true, std::memory_order_relaxed);
+                    }
+                  });
+  if (exhausted.load()) {
+    return absl::InternalError(absl::StrCat("TruncatedNormal found no value within two stddevs in ",
+                                            kMaxAttempts, " attempts"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T, Dist D>
+class RandomOp : public OpKernel {
+ public:
+  explicit RandomOp(OpKernelConstruction& c) : OpKernel(c) {
+    int64_t seed = 0, seed2 = 0;
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("seed", &seed));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("seed2", &seed2));
+    if (seed == 0 && seed2 == 0) {
+      // TensorFlow's convention: no seed means a fresh one per kernel instance.
+      std::random_device rd;
+      seed = (static_cast<int64_t>(rd()) << 32) | rd();
+      seed2 = (static_cast<int64_t>(rd()) << 32) | rd();
+    }
+    seed_key_ = {Lo(seed), Hi(seed)};
+    seed2_ = static_cast<uint64_t>(seed2);
+  }
+
+  bool IsExpensive() const override { return true; }
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(TensorShape shape, ShapeFromShapeTensor(ctx.input(0), "shape"));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, shape, &out));
+    const uint64_t run = runs_.fetch_add(1, std::memory_order_relaxed);
+    const PhiloxBlock k = Philox4x32({Lo(run), Hi(run), Lo(seed2_), Hi(seed2_)}, seed_key_);
+    return Generate<T, D>(ctx.eigen_cpu_device(), {k[0], k[1]}, out->data<T>(),
+                          out->NumElements());
+  }
+
+ private:
+  PhiloxKey seed_key_;
+  uint64_t seed2_ = 0;
+  std::atomic<uint64_t> runs_{0};  // Compute may run for several steps at once
+};
+
+#define STRATA_REGISTER_RANDOM_KERNELS(T, DT)                                                  \
+  STRATA_REGISTER_KERNEL(KernelBuilder("RandomUniform").Device(kDeviceCpu).TypeConstraint(     \
+                             "dtype", DT),                                                     \
+                         RandomOp<T, Dist::kUniform>);                                         \
+  STRATA_REGISTER_KERNEL(KernelBuilder("RandomStandardNormal")                                 \
+                             .Device(kDeviceCpu)                                               \
+                             .TypeConstraint("dtype", DT),                                     \
+                         RandomOp<T, Dist::kNormal>);                                          \
+  STRATA_REGISTER_KERNEL(KernelBuilder("TruncatedNormal").Device(kDeviceCpu).TypeConstraint(   \
+                             "dtype", DT),                                                     \
+                         RandomOp<T, Dist::kTruncatedNormal>)
+
+STRATA_REGISTER_RANDOM_KERNELS(float, DT_FLOAT);
+STRATA_REGISTER_RANDOM_KERNELS(double, DT_DOUBLE);
+STRATA_REGISTER_RANDOM_KERNELS(Eigen::half, DT_HALF);
+STRATA_REGISTER_RANDOM_KERNELS(Eigen::bfloat16, DT_BFLOAT16);
+
+#undef STRATA_REGISTER_RANDOM_KERNELS
+
+}  // namespace
+}  // namespace strata
