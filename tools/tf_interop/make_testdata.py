@@ -24,6 +24,10 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+# protobuf's pure-Python implementation sorts map keys the way C++'s
+# deterministic serialization does (upb, the default, orders them otherwise),
+# so the .pb files are byte-for-byte what Strata's export writes.
+os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
