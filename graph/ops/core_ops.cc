@@ -1,0 +1,169 @@
+#include "graph/ops/core_ops.h"
+
+#include "absl/strings/str_cat.h"
+#include "graph/attr_value.h"
+#include "graph/op_registry.h"
+#include "graph/shape_inference.h"
+#include "graph/status.h"
+
+namespace strata {
+
+namespace {
+
+// Const's output shape is its value's; the value's dtype must be `dtype`.
+// Only the proto's shape is read here: parsing the contents of a large
+// constant is the kernel's job, once.
+absl::Status ConstShape(InferenceContext& c) {
+  auto it = c.node_def().attr().find("value");
+  if (it == c.node_def().attr().end() || it->second.value_case() != AttrValue::kTensor) {
+    return c.Error("attr 'value' is missing or not a tensor");
+  }
+  const ::tensorflow::TensorProto& value = it->second.tensor();
+  DataType dtype;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("dtype", &dtype));
+  if (value.dtype() != dtype) {
+    return c.Error(absl::StrCat("attr 'dtype' is ", DataTypeString(dtype),
+                                " but attr 'value' holds ", DataTypeString(value.dtype())));
+  }
+  auto shape = TensorShape::FromProto(value.tensor_shape());
+  if (!shape.ok()) return c.Annotate(AnnotateStatus(shape.status(), "attr 'value': "));
+  c.set_output(0, *shape);
+  return absl::OkStatus();
+}
+
+absl::Status PlaceholderShape(InferenceContext& c) {
+  PartialTensorShape shape;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("shape", &shape));
+  c.set_output(0, shape);
+  return absl::OkStatus();
+}
+
+absl::Status NoOutputs(InferenceContext&) { return absl::OkStatus(); }
+
+}  // namespace
+
+STRATA_REGISTER_OP("Const")
+    .Output("output: dtype")
+    .Attr("value: tensor")
+    .Attr("dtype: type")
+    .SetShapeFn(ConstShape);
+
+STRATA_REGISTER_OP("Placeholder")
+    .Output("output: dtype")
+    .Attr("dtype: type")
+    .Attr("shape: shape = <unknown>")
+    .SetShapeFn(PlaceholderShape);
+
+STRATA_REGISTER_OP("Identity")
+    .Input("input: T")
+    .Output("output: T")
+    .Attr("T: type")
+    .SetShapeFn(UnchangedShape);
+
+STRATA_REGISTER_OP("NoOp").SetShapeFn(NoOutputs);
+
+STRATA_REGISTER_OP("_Arg")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("index: int >= 0")
+    .SetIsStateful()
+    .SetShapeFn(UnknownShape);
+
+STRATA_REGISTER_OP("_Retval")
+    .Input("input: T")
+    .Attr("T: type")
+    .Attr("index: int >= 0")
+    .SetIsStateful()
+    .SetShapeFn(NoOutputs);
+
+STRATA_REGISTER_OP("_Send")
+    .Input("tensor: T")
+    .Attr("T: type")
+    .Attr("tensor_name: string")
+    .Attr("send_device: string")
+    .Attr("send_device_incarnation: int")
+    .Attr("recv_device: string")
+    .Attr("client_terminated: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(NoOutputs);
+
+STRATA_REGISTER_OP("_Recv")
+    .Output("tensor: tensor_type")
+    .Attr("tensor_type: type")
+    .Attr("tensor_name: string")
+    .Attr("send_device: string")
+    .Attr("send_device_incarnation: int")
+    .Attr("recv_device: string")
+    .Attr("client_terminated: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(UnknownShape);
+
+namespace ops {
+
+Output Const(const Scope& s, const Tensor& value) {
+  if (!value.IsInitialized()) {
+    s.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+        "building node '", s.GetUniqueNameForOp("Const"), "': Const of an uninitialized tensor")));
+    return Output();
+  }
+  Node* n = NodeBuilder(s, "Const")
+                .Attr("value", MakeAttr(value))
+                .Attr("dtype", MakeAttr(value.dtype()))
+                .Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+
+Output Placeholder(const Scope& s, DataType dtype, const PartialTensorShape& shape) {
+  Node* n = NodeBuilder(s, "Placeholder")
+                .Attr("dtype", MakeAttr(dtype))
+                .Attr("shape", MakeAttr(shape))
+                .Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+
+Output Identity(const Scope& s, Output input) {
+  Node* n = NodeBuilder(s, "Identity").Input(input).Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+
+Node* NoOp(const Scope& s) { return NodeBuilder(s, "NoOp").Finalize(); }
+
+Output Arg(const Scope& s, DataType dtype, int index) {
+  Node* n = NodeBuilder(s, "_Arg", "_arg")
+                .Attr("T", MakeAttr(dtype))
+                .Attr("index", MakeAttr(index))
+                .Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+
+Node* Retval(const Scope& s, Output input, int index) {
+  return NodeBuilder(s, "_Retval", "_retval").Input(input).Attr("index", MakeAttr(index)).Finalize();
+}
+
+namespace {
+void SetSendRecvAttrs(NodeBuilder& b, const SendRecvAttrs& a) {
+  b.Attr("tensor_name", MakeAttr(a.tensor_name))
+      .Attr("send_device", MakeAttr(a.send_device))
+      .Attr("send_device_incarnation", MakeAttr(a.send_device_incarnation))
+      .Attr("recv_device", MakeAttr(a.recv_device))
+      .Attr("client_terminated", MakeAttr(a.client_terminated));
+}
+}  // namespace
+
+Node* Send(const Scope& s, Output tensor, const SendRecvAttrs& attrs) {
+  NodeBuilder b(s, "_Send", "_send");
+  b.Input(tensor);
+  SetSendRecvAttrs(b, attrs);
+  return b.Finalize();
+}
+
+Output Recv(const Scope& s, DataType dtype, const SendRecvAttrs& attrs) {
+  NodeBuilder b(s, "_Recv", "_recv");
+  b.Attr("tensor_type", MakeAttr(dtype));
+  SetSendRecvAttrs(b, attrs);
+  Node* n = b.Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+
+}  // namespace ops
+}  // namespace strata

@@ -1,0 +1,190 @@
+// CPU kernels of the core op family (graph/ops/core_ops.h). None of them
+// computes anything: they move tensors between the graph, the step's call
+// frame and the rendezvous, so each is written to cost as little as the
+// executor around it (no copies, no allocation after construction).
+#include "absl/strings/str_cat.h"
+#include "graph/ops/core_ops.h"
+#include "graph/status.h"
+#include "kernels/call_frame.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/op_kernel.h"
+#include "kernels/rendezvous.h"
+
+namespace strata {
+namespace {
+
+// Parses `value` once, into the device's memory; each run outputs the same
+// buffer (a reference, so consumers never write it in place).
+class ConstOp : public OpKernel {
+ public:
+  explicit ConstOp(OpKernelConstruction& c) : OpKernel(c) {
+    auto it = c.def().attr().find("value");
+    if (it == c.def().attr().end() || it->second.value_case() != AttrValue::kTensor) {
+      c.SetStatus(absl::InvalidArgumentError("attr 'value' is missing or not a tensor"));
+      return;
+    }
+    auto t = Tensor::FromProto(it->second.tensor(), c.device()->allocator());
+    if (!t.ok()) {
+      c.SetStatus(AnnotateStatus(t.status(), "attr 'value': "));
+      return;
+    }
+    if (t->dtype() != output_type(0)) {
+      c.SetStatus(absl::InvalidArgumentError(
+          absl::StrCat("attr 'value' holds ", DataTypeString(t->dtype()), " but attr 'dtype' is ",
+                       DataTypeString(output_type(0)))));
+      return;
+    }
+    value_ = *std::move(t);
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    ctx.set_output(0, value_);
+    return absl::OkStatus();
+  }
+
+ private:
+  Tensor value_;
+};
+
+// Runs only when nothing was fed in its place: that is the user's error.
+class PlaceholderOp : public OpKernel {
+ public:
+  explicit PlaceholderOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shape", &shape_));
+  }
+  absl::Status Compute(OpKernelContext&) override {
+    return absl::InvalidArgumentError(absl::StrCat("You must feed a value for placeholder '",
+                                                   name(), "' with dtype ",
+                                                   DataTypeString(output_type(0)), " and shape ",
+                                                   shape_.DebugString()));
+  }
+
+ private:
+  PartialTensorShape shape_;
+};
+
+// Passes its input through: moves it out of the executor's input slot, so a
+// buffer with a single consumer stays forwardable downstream.
+class IdentityOp : public OpKernel {
+ public:
+  explicit IdentityOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    ctx.set_output(0, std::move(ctx.params().inputs[0]));
+    return absl::OkStatus();
+  }
+};
+
+class NoOpOp : public OpKernel {
+ public:
+  explicit NoOpOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext&) override { return absl::OkStatus(); }
+};
+
+class ArgOp : public OpKernel {
+ public:
+  explicit ArgOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("index", &index_));
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    CallFrame* frame = ctx.params().call_frame;
+    if (frame == nullptr) return absl::FailedPreconditionError("_Arg run without a call frame");
+    Tensor* out = ctx.mutable_output(0);
+    STRATA_RETURN_IF_ERROR(frame->GetArg(index_, out));
+    if (out->dtype() != output_type(0)) {
+      return absl::InvalidArgumentError(absl::StrCat("argument ", index_, " is ",
+                                                     DataTypeString(out->dtype()), ", expected ",
+                                                     DataTypeString(output_type(0))));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t index_ = 0;
+};
+
+class RetvalOp : public OpKernel {
+ public:
+  explicit RetvalOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("index", &index_));
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    CallFrame* frame = ctx.params().call_frame;
+    if (frame == nullptr) return absl::FailedPreconditionError("_Retval run without a call frame");
+    return frame->SetRetval(index_, ctx.input(0));
+  }
+
+ private:
+  int64_t index_ = 0;
+};
+
+// The rendezvous key of a _Send/_Recv pair, from the attrs both carry.
+absl::Status ParseKey(OpKernelConstruction& c, std::string* key) {
+  std::string tensor_name, send_device, recv_device;
+  int64_t incarnation = 0;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("tensor_name", &tensor_name));
+  STRATA_RETURN_IF_ERROR(c.GetAttr("send_device", &send_device));
+  STRATA_RETURN_IF_ERROR(c.GetAttr("send_device_incarnation", &incarnation));
+  STRATA_RETURN_IF_ERROR(c.GetAttr("recv_device", &recv_device));
+  *key = Rendezvous::CreateKey(send_device, static_cast<uint64_t>(incarnation), recv_device,
+                               tensor_name);
+  return absl::OkStatus();
+}
+
+class SendOp : public OpKernel {
+ public:
+  explicit SendOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, ParseKey(c, &key_));
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    Rendezvous* r = ctx.params().rendezvous;
+    if (r == nullptr) return absl::FailedPreconditionError("_Send run without a rendezvous");
+    return r->Send(key_, ctx.input(0));
+  }
+
+ private:
+  std::string key_;
+};
+
+class RecvOp : public AsyncOpKernel {
+ public:
+  explicit RecvOp(OpKernelConstruction& c) : AsyncOpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, ParseKey(c, &key_));
+  }
+  void ComputeAsync(OpKernelContext& ctx, DoneCallback done) override {
+    Rendezvous* r = ctx.params().rendezvous;
+    if (r == nullptr) {
+      done(absl::FailedPreconditionError("_Recv run without a rendezvous"));
+      return;
+    }
+    // The context outlives `done`, so capturing it by pointer is safe.
+    OpKernelContext* c = &ctx;
+    const DataType want = output_type(0);
+    r->RecvAsync(key_, [c, want, done = std::move(done)](const absl::Status& s, const Tensor& t) {
+      if (!s.ok()) {
+        done(s);
+        return;
+      }
+      if (t.dtype() != want) {
+        done(absl::InvalidArgumentError(absl::StrCat("received ", DataTypeString(t.dtype()),
+                                                     ", expected ", DataTypeString(want))));
+        return;
+      }
+      c->set_output(0, t);
+      done(absl::OkStatus());
+    });
+  }
+
+ private:
+  std::string key_;
+};
+
+STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceCpu), ConstOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("Placeholder").Device(kDeviceCpu), PlaceholderOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceCpu), IdentityOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("NoOp").Device(kDeviceCpu), NoOpOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_Arg").Device(kDeviceCpu), ArgOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_Retval").Device(kDeviceCpu), RetvalOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_Send").Device(kDeviceCpu), SendOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_Recv").Device(kDeviceCpu), RecvOp);
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,129 @@
+#include "runtime/device.h"
+
+#include <thread>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/eigen_views.h"
+
+namespace strata {
+
+namespace {
+
+uint64_t NewIncarnation() {
+  // Process-wide generator: seeded from the OS once; zero is kept for "no
+  // incarnation" in keys that do not carry one.
+  static absl::BitGen* gen = new absl::BitGen;
+  static absl::Mutex mu;
+  absl::MutexLock l(&mu);
+  uint64_t v = 0;
+  while (v == 0) v = absl::Uniform<uint64_t>(*gen);
+  return v;
+}
+
+}  // namespace
+
+Device::Device(const DeviceName& name)
+    : parsed_name_(name), name_(name.ToString()), incarnation_(NewIncarnation()) {}
+
+Device::~Device() = default;
+
+absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::Create(const DeviceName& name,
+                                                             int intra_op_threads,
+                                                             int64_t memory_limit_bytes) {
+  if (!name.IsFullySpecified() || name.type != kDeviceCpu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a CPU device needs a full name of type CPU, got '", name.ToString(), "'"));
+  }
+  if (intra_op_threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("device ", name.ToString(), ": ",
+                                                   intra_op_threads, " intra-op threads"));
+  }
+  return std::unique_ptr<CpuDevice>(new CpuDevice(name, intra_op_threads, memory_limit_bytes));
+}
+
+CpuDevice::CpuDevice(const DeviceName& name, int intra_op_threads, int64_t memory_limit_bytes)
+    : Device(name),
+      intra_op_threads_(intra_op_threads),
+      allocator_(std::make_unique<TrackingCpuAllocator>(
+          absl::StrCat("cpu_", name.id, "_task_", name.task), memory_limit_bytes)),
+      pool_(std::make_unique<Eigen::ThreadPool>(intra_op_threads)),
+      eigen_device_(std::make_unique<Eigen::ThreadPoolDevice>(pool_.get(), intra_op_threads)) {}
+
+CpuDevice::~CpuDevice() = default;
+
+DeviceMgr::DeviceMgr(std::vector<std::unique_ptr<Device>> devices) : owned_(std::move(devices)) {
+  for (const auto& d : owned_) raw_.push_back(d.get());
+}
+
+absl::StatusOr<std::unique_ptr<DeviceMgr>> DeviceMgr::Create(
+    std::vector<std::unique_ptr<Device>> devices) {
+  if (devices.empty()) return absl::InvalidArgumentError("a DeviceMgr needs at least one device");
+  absl::flat_hash_set<std::string> names;
+  for (const auto& d : devices) {
+    if (d == nullptr) return absl::InvalidArgumentError("null device");
+    if (!names.insert(d->name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("two devices named ", d->name()));
+    }
+  }
+  return std::unique_ptr<DeviceMgr>(new DeviceMgr(std::move(devices)));
+}
+
+std::vector<Device*> DeviceMgr::MatchingDevices(const DeviceName& spec) const {
+  std::vector<Device*> out;
+  for (Device* d : raw_) {
+    if (spec.Matches(d->parsed_name())) out.push_back(d);
+  }
+  return out;
+}
+
+absl::StatusOr<Device*> DeviceMgr::LookupDevice(absl::string_view name) const {
+  for (Device* d : raw_) {
+    if (d->name() == name) return d;
+  }
+  auto spec = DeviceName::Parse(name);
+  if (!spec.ok()) return spec.status();
+  std::vector<Device*> m = MatchingDevices(*spec);
+  if (m.empty()) {
+    return absl::NotFoundError(absl::StrCat("no device matches '", name,
+                                            "'; devices are: ", DeviceListString()));
+  }
+  return m.front();
+}
+
+std::string DeviceMgr::DeviceListString() const {
+  return absl::StrJoin(raw_, ", ", [](std::string* out, const Device* d) { out->append(d->name()); });
+}
+
+absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateCpuDeviceMgr(const DeviceOptions& opts) {
+  if (opts.num_cpu_devices < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_cpu_devices is ", opts.num_cpu_devices, "; need at least 1"));
+  }
+  if (opts.intra_op_threads_per_device < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "intra_op_threads_per_device is ", opts.intra_op_threads_per_device, "; need >= 0"));
+  }
+  if (opts.replica < 0 || opts.task < 0) {
+    return absl::InvalidArgumentError("replica and task must be >= 0");
+  }
+  auto job = DeviceName::Parse(absl::StrCat("/job:", opts.job));
+  if (!job.ok()) return job.status();
+  int threads = opts.intra_op_threads_per_device;
+  if (threads == 0) {
+    const int hw = static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::max(1, hw / opts.num_cpu_devices);
+  }
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int i = 0; i < opts.num_cpu_devices; ++i) {
+    auto d = CpuDevice::Create(DeviceName::Full(opts.job, opts.replica, opts.task, kDeviceCpu, i),
+                               threads, opts.cpu_memory_limit_bytes);
+    if (!d.ok()) return d.status();
+    devices.push_back(*std::move(d));
+  }
+  return DeviceMgr::Create(std::move(devices));
+}
+
+}  // namespace strata

@@ -1,0 +1,127 @@
+// Devices: the places a graph partition runs. A Device implements the kernels'
+// view (kernels/device_base.h): a full name, a type, an allocator that keeps
+// statistics, and Eigen's intra-op thread pool. A DeviceMgr owns the devices
+// of one process and finds them by full or partial name.
+//
+// One CPU device, or N virtual CPU devices that simulate an N-device machine
+// (each with its own allocator and intra-op pool, so per-device memory stats
+// are separate and the partitions of a Mirrored step run side by side):
+//
+//   DeviceOptions opts;
+//   opts.num_cpu_devices = 2;
+//   opts.intra_op_threads_per_device = 1;
+//   absl::StatusOr<std::unique_ptr<DeviceMgr>> mgr = CreateCpuDeviceMgr(opts);
+//   Device* cpu1 = *(*mgr)->LookupDevice("/cpu:1");
+//   cpu1->name();                       // "/job:localhost/replica:0/task:0/device:CPU:1"
+//   cpu1->allocator()->GetStats().peak_bytes_in_use;
+//
+// Thread-safety: Device and DeviceMgr methods may be called concurrently.
+// Ownership: the DeviceMgr owns its devices; they live as long as it, which
+// must outlive every session, executor and tensor that uses them.
+#ifndef STRATA_RUNTIME_DEVICE_H_
+#define STRATA_RUNTIME_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/device_base.h"
+#include "runtime/device_name.h"
+
+namespace Eigen {
+class ThreadPoolInterface;
+}  // namespace Eigen
+
+namespace strata {
+
+class Device : public DeviceBase {
+ public:
+  ~Device() override;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const override { return name_; }
+  const std::string& device_type() const override { return parsed_name_.type; }
+  const DeviceName& parsed_name() const { return parsed_name_; }
+  // A random number fixed for this device object's life: a Send/Recv key
+  // names it, so a restarted device never matches a stale peer's key.
+  uint64_t incarnation() const { return incarnation_; }
+
+ protected:
+  explicit Device(const DeviceName& name);
+
+ private:
+  const DeviceName parsed_name_;
+  const std::string name_;
+  const uint64_t incarnation_;
+};
+
+// A host CPU device (also each virtual CPU device): its own tracking
+// allocator and an Eigen thread pool of `intra_op_threads` threads.
+class CpuDevice : public Device {
+ public:
+  // InvalidArgument if `name` is not fully specified or not of type CPU, or
+  // `intra_op_threads` < 1.
+  static absl::StatusOr<std::unique_ptr<CpuDevice>> Create(const DeviceName& name,
+                                                           int intra_op_threads,
+                                                           int64_t memory_limit_bytes = 0);
+  ~CpuDevice() override;
+
+  Allocator* allocator() const override { return allocator_.get(); }
+  const Eigen::ThreadPoolDevice* eigen_cpu_device() const override { return eigen_device_.get(); }
+  int intra_op_threads() const { return intra_op_threads_; }
+
+ private:
+  CpuDevice(const DeviceName& name, int intra_op_threads, int64_t memory_limit_bytes);
+  const int intra_op_threads_;
+  std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<Eigen::ThreadPoolInterface> pool_;
+  std::unique_ptr<Eigen::ThreadPoolDevice> eigen_device_;
+};
+
+class DeviceMgr {
+ public:
+  // InvalidArgument if `devices` is empty or two devices share a name.
+  static absl::StatusOr<std::unique_ptr<DeviceMgr>> Create(
+      std::vector<std::unique_ptr<Device>> devices);
+
+  // In creation order; the first is the default device.
+  const std::vector<Device*>& devices() const { return raw_; }
+  // The device with this full name, or the first matching a partial one
+  // ("/cpu:1", "/device:CPU:*"). InvalidArgument for a malformed name;
+  // NotFound naming it and listing the devices if none matches.
+  absl::StatusOr<Device*> LookupDevice(absl::string_view name) const;
+  // Every device `spec` matches, in creation order.
+  std::vector<Device*> MatchingDevices(const DeviceName& spec) const;
+  // The full names, comma-separated, for error messages.
+  std::string DeviceListString() const;
+
+ private:
+  explicit DeviceMgr(std::vector<std::unique_ptr<Device>> devices);
+  std::vector<std::unique_ptr<Device>> owned_;
+  std::vector<Device*> raw_;
+};
+
+struct DeviceOptions {
+  std::string job = "localhost";
+  int replica = 0;
+  int task = 0;
+  // CPU:0 .. CPU:n-1, each a separate device (virtual devices when n > 1).
+  int num_cpu_devices = 1;
+  // Eigen threads per device; 0 picks hardware concurrency / num_cpu_devices
+  // (at least 1).
+  int intra_op_threads_per_device = 0;
+  // Per-device allocator limit; 0 for none.
+  int64_t cpu_memory_limit_bytes = 0;
+};
+
+// The CPU devices `opts` describes. InvalidArgument for a count < 1, a
+// negative thread count or a bad job name.
+absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateCpuDeviceMgr(const DeviceOptions& opts);
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_DEVICE_H_

@@ -1,0 +1,357 @@
+#include "runtime/executor.h"
+
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "graph/status.h"
+#include "kernels/cancellation.h"
+#include "kernels/eigen_views.h"
+#include "kernels/kernel_registry.h"
+
+namespace strata {
+
+namespace {
+
+// How many executor loops may nest on one thread (an async kernel completing
+// synchronously, or a Send waking a Recv of another partition, continues the
+// receiving step inline). Past this, continuations go to the inter-op pool so
+// that a ping-pong between partitions cannot overflow the stack.
+constexpr int kMaxInlineDepth = 8;
+thread_local int inline_depth = 0;
+
+// Slots are written exactly once per step and are empty before, so writing
+// one is a construction, not an assignment (no swap through a temporary).
+inline void MoveInto(Tensor* slot, Tensor&& v) {
+  slot->~Tensor();
+  new (slot) Tensor(std::move(v));
+}
+inline void CopyInto(Tensor* slot, const Tensor& v) {
+  slot->~Tensor();
+  new (slot) Tensor(v);
+}
+inline void Clear(Tensor* t) {
+  if (t->buffer() != nullptr || t->IsInitialized()) {
+    t->~Tensor();
+    new (t) Tensor();
+  }
+}
+
+absl::Status NodeError(const OpKernel& k, const absl::Status& s) {
+  return absl::Status(s.code(),
+                      absl::StrCat("node '", k.name(), "' (op ", k.type_string(), "): ", s.message()));
+}
+
+}  // namespace
+
+// The state of one step: the input slots, the pending counts and the
+// bookkeeping that tells when the step is over.
+//
+// Termination uses tokens rather than a count of running nodes: each loop
+// (the starting thread's, each pool task's, each async kernel's
+// continuation) holds one token for its whole life, however many nodes it
+// runs, and the step ends when the last token is returned. So a chain of
+// inline nodes does no atomic operation besides the kernels' own.
+class Executor::StepState {
+ public:
+  explicit StepState(Executor* ex)
+      : ex_(ex),
+        items_(ex->items_.data()),
+        edges_(ex->out_edges_.data()),
+        slots_(new Tensor[ex->num_slots_]),
+        pending_(new std::atomic<int32_t>[ex->items_.size()]) {}
+
+  void Start(const Args& args, DoneCallback done) {
+    args_ = args;
+    done_ = std::move(done);
+    if (args.cancellation != nullptr) {
+      cm_ = args.cancellation;
+    } else {
+      own_cm_.emplace();
+      cm_ = &*own_cm_;
+    }
+    const int32_t n = static_cast<int32_t>(ex_->items_.size());
+    const int32_t* init = ex_->initial_pending_.data();
+    for (int32_t i = 0; i < n; ++i) pending_[i].store(init[i], std::memory_order_relaxed);
+    failed_ = false;
+    outstanding_.store(1, std::memory_order_relaxed);  // the starting loop's token
+    Stack stack(ex_->roots_.rbegin(), ex_->roots_.rend());
+    RunLoop(stack);
+  }
+
+ private:
+  using Stack = absl::InlinedVector<int32_t, 32>;
+
+  // A started asynchronous kernel: its context must live until `done`.
+  struct AsyncNode {
+    AsyncNode(StepState* s, int32_t id, const OpKernelContext::Params& p)
+        : state(s), node(id), ctx(p) {}
+    StepState* state;
+    int32_t node;
+    OpKernelContext ctx;
+  };
+
+  OpKernelContext::Params BaseParams() const {
+    OpKernelContext::Params p;
+    p.device = ex_->device_;
+    p.step_id = args_.step_id;
+    p.rendezvous = args_.rendezvous;
+    p.call_frame = args_.call_frame;
+    p.cancellation = cm_;
+    p.collective_executor = args_.collective_executor;
+    return p;
+  }
+
+  // Runs ready nodes until none is left, then returns this loop's token.
+  void RunLoop(Stack& stack) {
+    ++inline_depth;
+    OpKernelContext::Params params = BaseParams();
+    Eigen::ThreadPoolInterface* const pool = args_.inter_op_pool;
+    while (!stack.empty()) {
+      const int32_t id = stack.back();
+      stack.pop_back();
+      const NodeItem& item = items_[id];
+      // A cancelled or failed step starts no more nodes; their inputs stay
+      // in the slots and go with this state (it is not reused).
+      if (cm_->IsCancelled()) continue;
+      // An expensive node goes to the pool when this thread has other work,
+      // so that independent expensive nodes run side by side.
+      if (item.is_expensive && pool != nullptr && !stack.empty()) {
+        outstanding_.fetch_add(1, std::memory_order_relaxed);
+        pool->Schedule([this, id] {
+          Stack s{id};
+          RunLoop(s);
+        });
+        continue;
+      }
+      params.op_kernel = item.kernel;
+      params.inputs = &slots_[item.input_start];
+      if (item.is_async) {
+        StartAsync(id, params);
+        continue;
+      }
+      OpKernelContext ctx(params);
+      absl::Status s = item.kernel->Compute(ctx);
+      for (int32_t i = 0; i < item.num_inputs; ++i) Clear(&params.inputs[i]);
+      if (!s.ok()) {
+        RecordError(item, s);
+        continue;
+      }
+      Propagate(item, ctx.outputs().data(), &stack);
+    }
+    --inline_depth;
+    ReturnToken();
+  }
+
+  // Hands `outs` to the consumers and pushes those that became ready.
+  void Propagate(const NodeItem& item, Tensor* outs, Stack* stack) {
+    const OutEdge* e = edges_ + item.out_begin;
+    const OutEdge* const end = edges_ + item.out_end;
+    for (; e != end; ++e) {
+      if (e->dst_slot >= 0) {
+        Tensor& out = outs[e->src_output];
+        if (!out.IsInitialized()) {
+          RecordError(item, absl::InternalError(absl::StrCat(
+                                "output ", e->src_output, " was not set by the kernel")));
+          return;
+        }
+        if (e->move) {
+          MoveInto(&slots_[e->dst_slot], std::move(out));
+        } else {
+          CopyInto(&slots_[e->dst_slot], out);
+        }
+      }
+      // A node with one in-edge is ready when it arrives: no atomic needed.
+      if (items_[e->dst].initial_pending == 1 ||
+          pending_[e->dst].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        stack->push_back(e->dst);
+      }
+    }
+  }
+
+  void StartAsync(int32_t id, const OpKernelContext::Params& params) {
+    const NodeItem& item = items_[id];
+    // The async kernel's completion continues the step with its own token.
+    outstanding_.fetch_add(1, std::memory_order_relaxed);
+    auto* a = new AsyncNode(this, id, params);
+    static_cast<AsyncOpKernel*>(item.kernel)->ComputeAsync(a->ctx, [a](absl::Status s) {
+      a->state->AsyncDone(a, std::move(s));
+    });
+  }
+
+  void AsyncDone(AsyncNode* a, absl::Status s) {
+    const NodeItem& item = items_[a->node];
+    Tensor* inputs = &slots_[item.input_start];
+    for (int32_t i = 0; i < item.num_inputs; ++i) Clear(&inputs[i]);
+    if (!s.ok()) {
+      RecordError(item, s);
+      delete a;
+      ReturnToken();
+      return;
+    }
+    Stack stack;
+    if (!cm_->IsCancelled()) Propagate(item, a->ctx.outputs().data(), &stack);
+    delete a;
+    Eigen::ThreadPoolInterface* const pool = args_.inter_op_pool;
+    if (inline_depth >= kMaxInlineDepth && pool != nullptr && !stack.empty()) {
+      pool->Schedule([this, stack = std::move(stack)]() mutable { RunLoop(stack); });
+      return;
+    }
+    RunLoop(stack);
+  }
+
+  void RecordError(const NodeItem& item, const absl::Status& s) {
+    absl::Status annotated = NodeError(*item.kernel, s);
+    {
+      absl::MutexLock l(&mu_);
+      if (status_.ok()) status_ = annotated;
+    }
+    failed_.store(true, std::memory_order_relaxed);
+    cm_->StartCancel(annotated);
+  }
+
+  void ReturnToken() {
+    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish();
+  }
+
+  // The last token is back: report and give the state back before calling
+  // `done`, since `done` may destroy the executor.
+  void Finish() {
+    absl::Status s;
+    {
+      absl::MutexLock l(&mu_);
+      s = std::move(status_);
+      status_ = absl::OkStatus();
+    }
+    if (s.ok() && cm_->IsCancelled()) {
+      s = cm_->status();
+      failed_.store(true, std::memory_order_relaxed);
+    }
+    DoneCallback done = std::move(done_);
+    done_ = nullptr;
+    Executor* ex = ex_;
+    if (failed_.load(std::memory_order_relaxed)) {
+      delete this;  // slots may hold inputs of nodes that never ran
+    } else {
+      own_cm_.reset();
+      ex->ReleaseState(std::unique_ptr<StepState>(this));
+    }
+    done(std::move(s));
+  }
+
+  Executor* const ex_;
+  const NodeItem* const items_;
+  const OutEdge* const edges_;
+  const std::unique_ptr<Tensor[]> slots_;
+  const std::unique_ptr<std::atomic<int32_t>[]> pending_;
+
+  Args args_;
+  DoneCallback done_;
+  std::optional<CancellationManager> own_cm_;
+  CancellationManager* cm_ = nullptr;
+  std::atomic<int32_t> outstanding_{0};
+  std::atomic<bool> failed_{false};
+  absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+Executor::Executor(DeviceBase* device) : device_(device) {}
+Executor::~Executor() = default;
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, DeviceBase* device) {
+  if (device == nullptr) return absl::InvalidArgumentError("Executor::Create: null device");
+  STRATA_ASSIGN_OR_RETURN(std::vector<Node*> order, graph.TopologicalSort());
+  STRATA_RETURN_IF_ERROR(graph.CheckInputsConnected());
+  std::unique_ptr<Executor> ex(new Executor(device));
+  const int n = static_cast<int>(order.size());
+  // Node index = position in topological order, so roots come first and the
+  // slot array is laid out roughly in execution order.
+  std::vector<int32_t> index(graph.num_node_ids(), -1);
+  for (int i = 0; i < n; ++i) index[order[i]->id()] = i;
+  ex->kernels_.reserve(n);
+  ex->items_.resize(n);
+  int32_t slot = 0;
+  for (int i = 0; i < n; ++i) {
+    const Node* node = order[i];
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k,
+                            CreateOpKernel(device, node->def(), node->op_def(),
+                                           node->input_types(), node->output_types()));
+    NodeItem& item = ex->items_[i];
+    item.kernel = k.get();
+    item.input_start = slot;
+    item.num_inputs = node->num_inputs();
+    item.initial_pending = static_cast<int32_t>(node->in_edges().size());
+    item.is_async = k->IsAsync();
+    item.is_expensive = k->IsExpensive();
+    slot += node->num_inputs();
+    ex->kernels_.push_back(std::move(k));
+  }
+  ex->num_slots_ = slot;
+  for (int i = 0; i < n; ++i) {
+    const Node* node = order[i];
+    NodeItem& item = ex->items_[i];
+    item.out_begin = static_cast<int32_t>(ex->out_edges_.size());
+    // Data edges grouped by output, so the last consumer of each output is
+    // known: it gets the tensor moved in, the others a reference.
+    std::vector<std::vector<const Edge*>> by_output(node->num_outputs());
+    for (const Edge* e : node->out_edges()) {
+      if (!e->IsControlEdge()) by_output[e->src_output].push_back(e);
+    }
+    for (const auto& edges : by_output) {
+      for (size_t j = 0; j < edges.size(); ++j) {
+        const Edge* e = edges[j];
+        const int32_t dst = index[e->dst->id()];
+        ex->out_edges_.push_back(OutEdge{dst, ex->items_[dst].input_start + e->dst_input,
+                                         e->src_output, j + 1 == edges.size()});
+      }
+    }
+    for (const Edge* e : node->out_edges()) {
+      if (e->IsControlEdge()) ex->out_edges_.push_back(OutEdge{index[e->dst->id()], -1, -1, false});
+    }
+    item.out_end = static_cast<int32_t>(ex->out_edges_.size());
+    ex->initial_pending_.push_back(item.initial_pending);
+    if (item.initial_pending == 0) ex->roots_.push_back(i);
+  }
+  return ex;
+}
+
+std::unique_ptr<Executor::StepState> Executor::AcquireState() {
+  {
+    absl::MutexLock l(&free_mu_);
+    if (!free_states_.empty()) {
+      std::unique_ptr<StepState> s = std::move(free_states_.back());
+      free_states_.pop_back();
+      return s;
+    }
+  }
+  return std::make_unique<StepState>(this);
+}
+
+void Executor::ReleaseState(std::unique_ptr<StepState> s) {
+  absl::MutexLock l(&free_mu_);
+  // Keep a few (as many as steps ever ran at once is plenty; bound it so a
+  // burst of concurrent steps does not pin memory forever).
+  if (free_states_.size() < 8) free_states_.push_back(std::move(s));
+}
+
+void Executor::RunAsync(const Args& args, DoneCallback done) {
+  StepState* s = AcquireState().release();
+  s->Start(args, std::move(done));
+}
+
+absl::Status Executor::Run(const Args& args) {
+  absl::Notification n;
+  absl::Status status;
+  RunAsync(args, [&](absl::Status s) {
+    status = std::move(s);
+    n.Notify();
+  });
+  n.WaitForNotification();
+  return status;
+}
+
+}  // namespace strata

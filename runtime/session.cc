@@ -1,0 +1,233 @@
+#include "runtime/session.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "graph/graph_def_import.h"
+#include "graph/status.h"
+#include "kernels/call_frame.h"
+#include "kernels/cancellation.h"
+#include "kernels/eigen_views.h"
+#include "runtime/executor.h"
+#include "runtime/local_rendezvous.h"
+#include "runtime/partition.h"
+#include "runtime/placement.h"
+#include "runtime/subgraph.h"
+
+namespace strata {
+
+// Everything a step of one (feeds, fetches, targets) signature needs; built
+// once, read-only afterwards, shared by concurrent steps.
+struct Session::Plan {
+  std::vector<std::string> feed_names;
+  std::vector<DataType> feed_types;
+  std::vector<PartialTensorShape> feed_shapes;
+  int num_fetches = 0;
+  struct Part {
+    Device* device;
+    std::unique_ptr<Executor> executor;
+  };
+  std::vector<Part> parts;
+  std::vector<std::string> partition_devices;
+  std::vector<::tensorflow::GraphDef> partition_graphs;
+};
+
+Session::Session(std::unique_ptr<Graph> graph, SessionOptions options,
+                 std::unique_ptr<DeviceMgr> owned, DeviceMgr* devices, Device* default_device)
+    : graph_(std::move(graph)),
+      options_(std::move(options)),
+      owned_devices_(std::move(owned)),
+      devices_(devices),
+      default_device_(default_device) {
+  int threads = options_.inter_op_threads;
+  if (threads <= 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  inter_op_pool_ = std::make_unique<Eigen::ThreadPool>(threads);
+}
+
+Session::~Session() {
+  // Executors (in the plans) go before the pool and the devices they use.
+  absl::MutexLock l(&mu_);
+  plans_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::CreateFromOwnedGraph(std::unique_ptr<Graph> g,
+                                                                       SessionOptions options) {
+  std::unique_ptr<DeviceMgr> owned;
+  DeviceMgr* devices = options.device_mgr;
+  if (devices == nullptr) {
+    STRATA_ASSIGN_OR_RETURN(owned, CreateCpuDeviceMgr(options.devices));
+    devices = owned.get();
+  }
+  Device* default_device = devices->devices().front();
+  if (!options.default_device.empty()) {
+    auto d = devices->LookupDevice(options.default_device);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SessionOptions.default_device: ", d.status().message()));
+    }
+    default_device = *d;
+  }
+  if (options.inter_op_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SessionOptions.inter_op_threads is ", options.inter_op_threads));
+  }
+  return std::unique_ptr<Session>(
+      new Session(std::move(g), std::move(options), std::move(owned), devices, default_device));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const ::tensorflow::GraphDef& def,
+                                                         SessionOptions options) {
+  auto g = std::make_unique<Graph>();
+  STRATA_RETURN_IF_ERROR(ImportGraphDef(def, g.get()));
+  return CreateFromOwnedGraph(std::move(g), std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
+                                                         SessionOptions options) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, CopyGraph(graph));
+  return CreateFromOwnedGraph(std::move(g), std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Scope& scope,
+                                                         SessionOptions options) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  return Create(*scope.graph(), std::move(options));
+}
+
+absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
+    const std::vector<std::pair<std::string, Tensor>>& feeds,
+    const std::vector<std::string>& fetches, const std::vector<std::string>& targets) const {
+  auto plan = std::make_shared<Plan>();
+  for (const auto& f : feeds) plan->feed_names.push_back(f.first);
+  STRATA_ASSIGN_OR_RETURN(StepGraph sg, BuildStepGraph(*graph_, plan->feed_names, fetches, targets));
+  plan->feed_types = std::move(sg.feed_types);
+  plan->feed_shapes = std::move(sg.feed_shapes);
+  plan->num_fetches = static_cast<int>(fetches.size());
+  for (const GraphPass& pass : options_.optimization_passes) {
+    STRATA_RETURN_IF_ERROR(pass(sg.graph.get()));
+  }
+  PlacementOptions popts;
+  popts.default_device = default_device_;
+  popts.allow_soft_placement = options_.allow_soft_placement;
+  STRATA_RETURN_IF_ERROR(PlaceGraph(sg.graph.get(), *devices_, popts));
+  STRATA_ASSIGN_OR_RETURN(std::vector<Partition> parts, PartitionGraph(*sg.graph, *devices_));
+  for (Partition& p : parts) {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(*p.graph, p.device));
+    plan->partition_devices.push_back(p.device->name());
+    plan->partition_graphs.emplace_back();
+    p.graph->ToGraphDef(&plan->partition_graphs.back());
+    plan->parts.push_back(Plan::Part{p.device, std::move(ex)});
+  }
+  return std::shared_ptr<const Plan>(std::move(plan));
+}
+
+absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::GetPlan(
+    const std::vector<std::pair<std::string, Tensor>>& feeds,
+    const std::vector<std::string>& fetches, const std::vector<std::string>& targets) {
+  // The key keeps the order: outputs follow the fetch order and feeds map to
+  // _Arg indices in order. '\n' cannot appear in a node name.
+  std::string key;
+  for (const auto& f : feeds) absl::StrAppend(&key, f.first, "\n");
+  key += "->\n";
+  for (const auto& f : fetches) absl::StrAppend(&key, f, "\n");
+  key += "=>\n";
+  for (const auto& t : targets) absl::StrAppend(&key, t, "\n");
+  {
+    absl::ReaderMutexLock l(&mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+  }
+  // Planned outside the lock so that other signatures keep running; if two
+  // threads plan one signature at once, the first to finish wins.
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, BuildPlan(feeds, fetches, targets));
+  absl::MutexLock l(&mu_);
+  auto [it, inserted] = plans_.emplace(std::move(key), std::move(plan));
+  if (inserted) plans_built_.fetch_add(1, std::memory_order_relaxed);
+  return it->second;
+}
+
+absl::Status Session::Run(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                          const std::vector<std::string>& fetches,
+                          const std::vector<std::string>& targets, std::vector<Tensor>* outputs) {
+  return Run(RunOptions(), feeds, fetches, targets, outputs, nullptr);
+}
+
+absl::Status Session::Run(const RunOptions& run_options,
+                          const std::vector<std::pair<std::string, Tensor>>& feeds,
+                          const std::vector<std::string>& fetches,
+                          const std::vector<std::string>& targets, std::vector<Tensor>* outputs,
+                          RunMetadata* metadata) {
+  if (outputs == nullptr && !fetches.empty()) {
+    return absl::InvalidArgumentError("Session::Run: fetches given but outputs is null");
+  }
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan(feeds, fetches, targets));
+  if (metadata != nullptr && run_options.output_partition_graphs) {
+    metadata->partition_devices = plan->partition_devices;
+    metadata->partition_graphs = plan->partition_graphs;
+  }
+  return RunPlan(*plan, feeds, outputs);
+}
+
+absl::Status Session::RunPlan(const Plan& plan,
+                              const std::vector<std::pair<std::string, Tensor>>& feeds,
+                              std::vector<Tensor>* outputs) {
+  // 1. The fed values must be what the graph expects.
+  std::vector<Tensor> args;
+  args.reserve(feeds.size());
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const Tensor& t = feeds[i].second;
+    if (t.dtype() != plan.feed_types[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed '", feeds[i].first, "': expected a ", DataTypeString(plan.feed_types[i]),
+          " tensor, got ", t.IsInitialized() ? DataTypeString(t.dtype()) : "an empty Tensor"));
+    }
+    if (!plan.feed_shapes[i].IsCompatibleWith(t.shape())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed '", feeds[i].first, "': shape ", t.shape().DebugString(),
+          " is not compatible with the tensor's shape ", plan.feed_shapes[i].DebugString()));
+    }
+    args.push_back(t);
+  }
+  VectorCallFrame frame(std::move(args), plan.num_fetches);
+  Executor::Args ex_args;
+  ex_args.step_id = next_step_id_.fetch_add(1, std::memory_order_relaxed);
+  ex_args.call_frame = &frame;
+  ex_args.inter_op_pool = inter_op_pool_.get();
+
+  absl::Status status;
+  if (plan.parts.size() == 1) {
+    // 2a. One partition: no rendezvous, the caller's thread runs it.
+    status = plan.parts[0].executor->Run(ex_args);
+  } else {
+    // 2b. Partitions meet in this step's rendezvous; the first error cancels
+    // the step, which aborts the rendezvous so that waiting Recvs fail too.
+    CancellationManager cm;
+    LocalRendezvous rendezvous;
+    CancellationToken token =
+        cm.RegisterCallback([&rendezvous](const absl::Status& s) { rendezvous.StartAbort(s); });
+    ex_args.cancellation = &cm;
+    ex_args.rendezvous = &rendezvous;
+    std::atomic<int> remaining{static_cast<int>(plan.parts.size())};
+    absl::Notification all_done;
+    auto done = [&remaining, &all_done](absl::Status) {
+      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) all_done.Notify();
+    };
+    for (size_t i = 1; i < plan.parts.size(); ++i) {
+      Executor* ex = plan.parts[i].executor.get();
+      inter_op_pool_->Schedule([ex, &ex_args, done] { ex->RunAsync(ex_args, done); });
+    }
+    plan.parts[0].executor->RunAsync(ex_args, done);
+    all_done.WaitForNotification();
+    cm.DeregisterCallback(token);
+    // Every failing partition cancelled the step with its error; the first
+    // one is the cause, the others are its consequences.
+    if (cm.IsCancelled()) status = cm.status();
+  }
+  if (!status.ok()) return status;
+  if (outputs != nullptr) *outputs = std::move(frame.retvals());
+  return absl::OkStatus();
+}
+
+}  // namespace strata

@@ -1,0 +1,153 @@
+// Session: runs steps of a graph on the devices of one process.
+//
+//   Scope root = Scope::NewRootScope();
+//   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+//   Output y = ops::Identity(root.WithOpName("y").WithDevice("/cpu:1"), x);
+//   SessionOptions opts;
+//   opts.devices.num_cpu_devices = 2;                 // virtual CPU:0 and CPU:1
+//   absl::StatusOr<std::unique_ptr<Session>> s = Session::Create(root, opts);
+//   std::vector<Tensor> out;
+//   absl::Status st = (*s)->Run({{"x", Tensor::Scalar<float>(1)}}, {"y:0"}, {}, &out);
+//
+// A Run with a new (feeds, fetches, targets) signature is planned once:
+// prune to what the fetches and targets need (feeds cut the graph; an unfed
+// placeholder nothing needs is fine), rewrite feeds into _Arg and fetches into
+// _Retval nodes, run the optimization passes, place each node on a device
+// (runtime/placement.h), split into one partition per device with _Send/_Recv
+// pairs between them (runtime/partition.h) and build one Executor per
+// partition. The plan is cached, so a repeated Run only checks the feeds,
+// runs the partitions at once (one on the calling thread, the others on the
+// inter-op pool; they meet in a per-step rendezvous) and collects the fetches.
+//
+// Errors (InvalidArgument unless said) name what is wrong: an unknown or
+// malformed feed, fetch or target name; a fed value of the wrong dtype or a
+// shape the tensor's known shape rules out; a node requesting a device that
+// does not exist; a failing kernel ("node 'x' (op MatMul): ...", with the
+// kernel's code). The first failure in any partition cancels the others.
+//
+// Thread-safety: Run may be called concurrently from many threads (plans are
+// immutable once cached; each step has its own state). Ownership: the session
+// owns a copy of the graph, its plans and, unless SessionOptions::device_mgr
+// is given, its devices; Run's outputs are independent of the session.
+#ifndef STRATA_RUNTIME_SESSION_H_
+#define STRATA_RUNTIME_SESSION_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "graph/graph.h"
+#include "graph/scope.h"
+#include "graph/tensor.h"
+#include "proto/graph.pb.h"
+#include "runtime/device.h"
+
+namespace Eigen {
+class ThreadPoolInterface;
+}  // namespace Eigen
+
+namespace strata {
+
+// A graph rewrite run on each step graph after pruning and before placement
+// (constant folding, CSE, ...). It must keep the _Arg and _Retval nodes.
+using GraphPass = std::function<absl::Status(Graph*)>;
+
+struct SessionOptions {
+  // The devices to create, unless `device_mgr` is set.
+  DeviceOptions devices;
+  // Devices shared with other sessions (not owned; must outlive the session).
+  DeviceMgr* device_mgr = nullptr;
+  // Threads of the inter-op pool (expensive kernels, partitions other than
+  // the caller's); 0: hardware concurrency.
+  int inter_op_threads = 0;
+  // Where unplaced nodes go (a full or partial name); "": the first device.
+  std::string default_device;
+  // A device request that cannot be met falls back to default placement.
+  bool allow_soft_placement = false;
+  // Run in order on every new step graph; none by default.
+  std::vector<GraphPass> optimization_passes;
+};
+
+struct RunOptions {
+  // Fill RunMetadata::partition_graphs.
+  bool output_partition_graphs = false;
+};
+
+struct RunMetadata {
+  // One per partition of the step's plan, with the device it runs on.
+  std::vector<std::string> partition_devices;
+  std::vector<::tensorflow::GraphDef> partition_graphs;
+};
+
+class Session {
+ public:
+  // Imports `def` (graph/graph_def_import.h); its errors name the node.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const ::tensorflow::GraphDef& def,
+                                                         SessionOptions options = {});
+  // Copies `graph`: later changes to it do not reach the session.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const Graph& graph,
+                                                         SessionOptions options = {});
+  // The scope's graph, or the scope's error if building it failed.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const Scope& scope,
+                                                         SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Feeds ("x", "x:0", "y:1" with their values), fetches (tensor names) and
+  // targets (node names run for their effect). `outputs` gets one tensor per
+  // fetch, in order.
+  absl::Status Run(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                   const std::vector<std::string>& fetches,
+                   const std::vector<std::string>& targets, std::vector<Tensor>* outputs);
+  absl::Status Run(const RunOptions& run_options,
+                   const std::vector<std::pair<std::string, Tensor>>& feeds,
+                   const std::vector<std::string>& fetches,
+                   const std::vector<std::string>& targets, std::vector<Tensor>* outputs,
+                   RunMetadata* metadata);
+
+  // How many step plans were built (cache misses) so far.
+  int64_t num_plans_built() const { return plans_built_.load(std::memory_order_relaxed); }
+  const DeviceMgr& device_mgr() const { return *devices_; }
+  const Graph& graph() const { return *graph_; }
+
+ private:
+  struct Plan;
+  Session(std::unique_ptr<Graph> graph, SessionOptions options, std::unique_ptr<DeviceMgr> owned,
+          DeviceMgr* devices, Device* default_device);
+  static absl::StatusOr<std::unique_ptr<Session>> CreateFromOwnedGraph(std::unique_ptr<Graph> g,
+                                                                       SessionOptions options);
+  absl::StatusOr<std::shared_ptr<const Plan>> GetPlan(
+      const std::vector<std::pair<std::string, Tensor>>& feeds,
+      const std::vector<std::string>& fetches, const std::vector<std::string>& targets);
+  absl::StatusOr<std::shared_ptr<const Plan>> BuildPlan(
+      const std::vector<std::pair<std::string, Tensor>>& feeds,
+      const std::vector<std::string>& fetches, const std::vector<std::string>& targets) const;
+  absl::Status RunPlan(const Plan& plan, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                       std::vector<Tensor>* outputs);
+
+  // Const after construction.
+  const std::unique_ptr<Graph> graph_;
+  const SessionOptions options_;
+  const std::unique_ptr<DeviceMgr> owned_devices_;
+  DeviceMgr* const devices_;
+  Device* const default_device_;
+  std::unique_ptr<Eigen::ThreadPoolInterface> inter_op_pool_;
+
+  std::atomic<int64_t> next_step_id_{1};
+  std::atomic<int64_t> plans_built_{0};
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const Plan>> plans_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_SESSION_H_

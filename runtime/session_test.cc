@@ -1,0 +1,348 @@
+#include "runtime/session.h"
+
+#include <atomic>
+#include <thread>
+
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "graph/scope.h"
+#include "graph/shape_inference.h"
+#include "gtest/gtest.h"
+#include "kernels/kernel_registry.h"
+
+namespace strata {
+namespace {
+
+// Counts its runs, passes its input through; a side effect to target.
+STRATA_REGISTER_OP("_SessTestCount").Input("x: float").Output("y: float").SetIsStateful().SetShapeFn(
+    UnchangedShape);
+STRATA_REGISTER_OP("_SessTestFail").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
+std::atomic<int> g_count_runs{0};
+
+class CountOp : public OpKernel {
+ public:
+  explicit CountOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    g_count_runs.fetch_add(1);
+    ctx.set_output(0, ctx.input(0));
+    return absl::OkStatus();
+  }
+};
+class FailOp : public OpKernel {
+ public:
+  explicit FailOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext&) override { return absl::FailedPreconditionError("kaput"); }
+};
+STRATA_REGISTER_KERNEL(KernelBuilder("_SessTestCount").Device(kDeviceCpu), CountOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_SessTestFail").Device(kDeviceCpu), FailOp);
+
+Output Count(const Scope& s, Output x) {
+  return Output(NodeBuilder(s, "_SessTestCount").Input(x).Finalize(), 0);
+}
+
+SessionOptions Options(int num_devices = 1) {
+  SessionOptions o;
+  o.devices.num_cpu_devices = num_devices;
+  o.devices.intra_op_threads_per_device = 1;
+  o.inter_op_threads = 2;
+  return o;
+}
+
+float Scalar(const Tensor& t) { return *t.data<float>(); }
+
+TEST(SessionTest, FeedsFetchesAndTargets) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({}));
+  Output c = ops::Const(root.WithOpName("c"), 2.0f);
+  Output y = ops::AddV2(root.WithOpName("y"), x, c);
+  ops::Mul(root.WithOpName("z"), y, y);
+  Output counted = Count(root.WithOpName("counted"), c);
+  ops::NoOp(root.WithOpName("side_effect").WithControlDependencies({counted.node()}));
+  auto session = Session::Create(root, Options());
+  ASSERT_TRUE(session.ok()) << session.status();
+
+  std::vector<Tensor> out;
+  g_count_runs = 0;
+  ASSERT_TRUE((*session)->Run({{"x", Tensor::Scalar<float>(1)}}, {"y", "z:0", "c"}, {}, &out).ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(Scalar(out[0]), 3.0f);
+  EXPECT_EQ(Scalar(out[1]), 9.0f);
+  EXPECT_EQ(Scalar(out[2]), 2.0f);
+  EXPECT_EQ(g_count_runs.load(), 0);  // not needed, pruned
+
+  ASSERT_TRUE((*session)->Run({}, {}, {"side_effect"}, &out).ok());
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(g_count_runs.load(), 1);
+}
+
+TEST(SessionTest, PruningLeavesUnneededPlaceholdersAlone) {
+  Scope root = Scope::NewRootScope();
+  ops::Placeholder(root.WithOpName("unused"), DT_FLOAT);
+  Output needed = ops::Placeholder(root.WithOpName("needed"), DT_FLOAT);
+  ops::Identity(root.WithOpName("a"), ops::Const(root, 5.0f));
+  ops::Identity(root.WithOpName("b"), needed);
+  auto session = std::move(Session::Create(root, Options())).value();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"a"}, {}, &out).ok());
+  EXPECT_EQ(Scalar(out[0]), 5.0f);
+
+  absl::Status s = session->Run({}, {"b"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("You must feed a value for placeholder 'needed'"), std::string::npos)
+      << s;
+}
+
+TEST(SessionTest, FeedingAnIntermediateTensorCutsTheGraph) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  Output broken = Output(NodeBuilder(root.WithOpName("broken"), "_SessTestFail").Input(x).Finalize(), 0);
+  ops::AddV2(root.WithOpName("y"), broken, broken);
+  auto session = std::move(Session::Create(root, Options())).value();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({{"broken:0", Tensor::Scalar<float>(4)}}, {"y", "broken"}, {}, &out).ok());
+  EXPECT_EQ(Scalar(out[0]), 8.0f);
+  EXPECT_EQ(Scalar(out[1]), 4.0f);  // a fetched feed is returned as fed
+  // Not fed, the failing node runs and its error names it.
+  absl::Status s = session->Run({{"x", Tensor::Scalar<float>(4)}}, {"y"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "node 'broken' (op _SessTestFail): kaput");
+}
+
+TEST(SessionTest, TwoVirtualCpuDevicesWithSendRecv) {
+  Scope root = Scope::NewRootScope();
+  Scope d0 = root.WithDevice("/cpu:0");
+  Scope d1 = root.WithDevice("/device:CPU:1");
+  Output x = ops::Placeholder(d0.WithOpName("x"), DT_FLOAT, PartialTensorShape({3}));
+  Output a = ops::Mul(d0.WithOpName("a"), x, x);                       // CPU:0
+  Output b = ops::AddV2(d1.WithOpName("b"), a, ops::Const<float>(d1, {1, 1, 1}));  // CPU:1
+  Output c = ops::AddV2(d1.WithOpName("c"), a, b);                     // a sent once to CPU:1
+  Output d = ops::Mul(d0.WithOpName("d"), c, x);                       // back to CPU:0
+  Output counted = Count(d1.WithOpName("counted"), b);
+  ops::Identity(d0.WithOpName("e").WithControlDependencies({counted.node()}), d);
+  auto session = Session::Create(root, Options(2));
+  ASSERT_TRUE(session.ok()) << session.status();
+
+  RunOptions ro;
+  ro.output_partition_graphs = true;
+  RunMetadata md;
+  std::vector<Tensor> out;
+  g_count_runs = 0;
+  absl::Status s = (*session)->Run(ro, {{"x", Tensor::FromVector<float>({1, 2, 3})}}, {"e", "b"},
+                                   {}, &out, &md);
+  ASSERT_TRUE(s.ok()) << s;
+  // a = x^2 = [1,4,9]; b = [2,5,10]; c = [3,9,19]; d = c*x = [3,18,57]
+  EXPECT_EQ(std::vector<float>(out[0].data<float>(), out[0].data<float>() + 3),
+            (std::vector<float>{3, 18, 57}));
+  EXPECT_EQ(std::vector<float>(out[1].data<float>(), out[1].data<float>() + 3),
+            (std::vector<float>{2, 5, 10}));
+  EXPECT_EQ(g_count_runs.load(), 1);  // the control edge crossed devices too
+
+  ASSERT_EQ(md.partition_graphs.size(), 2u);
+  EXPECT_EQ(md.partition_devices[0], "/job:localhost/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(md.partition_devices[1], "/job:localhost/replica:0/task:0/device:CPU:1");
+  auto count_op = [](const tensorflow::GraphDef& g, const std::string& op) {
+    int n = 0;
+    for (const auto& node : g.node()) n += node.op() == op;
+    return n;
+  };
+  // CPU:0 sends a (once, though b and c both use it) and receives c and the
+  // control signal; CPU:1 receives a and sends c and the control signal (the
+  // _Retval of b is colocated with b, so b is not sent).
+  EXPECT_EQ(count_op(md.partition_graphs[0], "_Send"), 1);
+  EXPECT_EQ(count_op(md.partition_graphs[0], "_Recv"), 2);
+  EXPECT_EQ(count_op(md.partition_graphs[1], "_Recv"), 1);
+  EXPECT_EQ(count_op(md.partition_graphs[1], "_Send"), 2);
+
+  // Again with other values: the cached plan, a fresh rendezvous.
+  ASSERT_TRUE((*session)->Run({{"x", Tensor::FromVector<float>({0, 1, 0})}}, {"e", "b"}, {}, &out).ok());
+  EXPECT_EQ(out[0].data<float>()[1], 3.0f);  // a=1, b=2, c=3, d=3
+  EXPECT_EQ((*session)->num_plans_built(), 1);
+}
+
+TEST(SessionTest, UnspecifiedNodesFollowTheirInputs) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root.WithOpName("x").WithDevice("/cpu:1"), 1.0f);
+  ops::Identity(root.WithOpName("y"), x);
+  auto session = std::move(Session::Create(root, Options(2))).value();
+  RunOptions ro;
+  ro.output_partition_graphs = true;
+  RunMetadata md;
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run(ro, {}, {"y"}, {}, &out, &md).ok());
+  ASSERT_EQ(md.partition_devices.size(), 1u);
+  EXPECT_EQ(md.partition_devices[0], "/job:localhost/replica:0/task:0/device:CPU:1");
+  EXPECT_EQ(Scalar(out[0]), 1.0f);
+}
+
+TEST(SessionTest, ErrorInOnePartitionCancelsTheOther) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x").WithDevice("/cpu:0"), DT_FLOAT);
+  Output bad = Output(
+      NodeBuilder(root.WithOpName("bad").WithDevice("/cpu:1"), "_SessTestFail").Input(x).Finalize(), 0);
+  // CPU:0 waits for `bad` through a Recv that will never be sent.
+  ops::AddV2(root.WithOpName("y").WithDevice("/cpu:0"), x, bad);
+  auto session = std::move(Session::Create(root, Options(2))).value();
+  std::vector<Tensor> out;
+  for (int i = 0; i < 20; ++i) {
+    absl::Status s = session->Run({{"x", Tensor::Scalar<float>(1)}}, {"y"}, {}, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.message(), "node 'bad' (op _SessTestFail): kaput");
+  }
+}
+
+TEST(SessionTest, PlansAreCachedPerSignature) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  ops::Identity(root.WithOpName("y"), x);
+  ops::Identity(root.WithOpName("z"), x);
+  auto session = std::move(Session::Create(root, Options())).value();
+  std::vector<Tensor> out;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(session->Run({{"x", Tensor::Scalar<float>(i)}}, {"y"}, {}, &out).ok());
+    EXPECT_EQ(Scalar(out[0]), i);
+  }
+  EXPECT_EQ(session->num_plans_built(), 1);
+  ASSERT_TRUE(session->Run({{"x", Tensor::Scalar<float>(1)}}, {"z"}, {}, &out).ok());
+  ASSERT_TRUE(session->Run({{"x", Tensor::Scalar<float>(1)}}, {"y", "z"}, {}, &out).ok());
+  ASSERT_TRUE(session->Run({{"x", Tensor::Scalar<float>(1)}}, {"z", "y"}, {}, &out).ok());
+  EXPECT_EQ(session->num_plans_built(), 4);
+  ASSERT_TRUE(session->Run({{"x", Tensor::Scalar<float>(1)}}, {"y"}, {}, &out).ok());
+  EXPECT_EQ(session->num_plans_built(), 4);
+}
+
+TEST(SessionTest, ConcurrentRunsFromFourThreads) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x").WithDevice("/cpu:0"), DT_FLOAT);
+  Output y = x;
+  for (int i = 0; i < 10; ++i) {
+    y = ops::AddV2(root.WithDevice(i % 2 == 0 ? "/cpu:0" : "/cpu:1"), y, ops::Const(root, 1.0f));
+  }
+  ops::Identity(root.WithOpName("y"), y);
+  ops::Mul(root.WithOpName("sq"), x, x);
+  auto session = std::move(Session::Create(root, Options(2))).value();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<Tensor> out;
+      for (int i = 0; i < 100; ++i) {
+        const float v = static_cast<float>(t * 1000 + i);
+        // Two signatures, so plans are built concurrently too.
+        std::vector<std::string> fetches = (i % 2 == 0) ? std::vector<std::string>{"y"}
+                                                        : std::vector<std::string>{"sq", "y"};
+        absl::Status s = session->Run({{"x", Tensor::Scalar<float>(v)}}, fetches, {}, &out);
+        if (!s.ok() || Scalar(out.back()) != v + 10) ++wrong;
+        if (s.ok() && i % 2 == 1 && Scalar(out[0]) != v * v) ++wrong;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(session->num_plans_built(), 2);
+}
+
+TEST(SessionTest, NameAndFeedErrors) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, 2}));
+  ops::Identity(root.WithOpName("y"), x);
+  auto session = std::move(Session::Create(root, Options())).value();
+  std::vector<Tensor> out;
+  Tensor good(DT_FLOAT, TensorShape{5, 2});
+  auto expect_invalid = [&](absl::Status s, const std::string& needle) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  };
+  ASSERT_TRUE(session->Run({{"x", good}}, {"y"}, {}, &out).ok());
+  expect_invalid(session->Run({{"x", good}}, {"nope:0"}, {}, &out), "'nope:0'");
+  expect_invalid(session->Run({{"x", good}}, {"y:1"}, {}, &out), "'y:1'");
+  expect_invalid(session->Run({{"x", good}}, {"y:z"}, {}, &out), "'y:z'");
+  expect_invalid(session->Run({{"q", good}}, {"y"}, {}, &out), "feed 'q'");
+  expect_invalid(session->Run({{"x", good}}, {}, {"ghost"}, &out), "target 'ghost'");
+  expect_invalid(session->Run({{"x", good}, {"x:0", good}}, {"y"}, {}, &out), "twice");
+  expect_invalid(session->Run({{"x", Tensor(DT_INT32, TensorShape{5, 2})}}, {"y"}, {}, &out),
+                 "feed 'x': expected a float tensor, got int32");
+  expect_invalid(session->Run({{"x", Tensor(DT_FLOAT, TensorShape{5, 3})}}, {"y"}, {}, &out),
+                 "feed 'x': shape [5,3] is not compatible with the tensor's shape [?,2]");
+}
+
+TEST(SessionTest, DeviceRequestErrors) {
+  {
+    Scope root = Scope::NewRootScope();
+    ops::Const(root.WithOpName("far").WithDevice("/cpu:7"), 1.0f);
+    auto session = std::move(Session::Create(root, Options(2))).value();
+    std::vector<Tensor> out;
+    absl::Status s = session->Run({}, {"far"}, {}, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("'far'"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("/cpu:7"), std::string::npos) << s;
+  }
+  {
+    Scope root = Scope::NewRootScope();
+    ops::Const(root.WithOpName("garbled").WithDevice("cpu zero"), 1.0f);
+    auto session = std::move(Session::Create(root, Options())).value();
+    std::vector<Tensor> out;
+    absl::Status s = session->Run({}, {"garbled"}, {}, &out);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("'garbled'"), std::string::npos) << s;
+  }
+  {
+    Scope root = Scope::NewRootScope();
+    ops::Const(root.WithOpName("on_gpu").WithDevice("/gpu:0"), 1.0f);
+    SessionOptions o = Options();
+    o.allow_soft_placement = true;
+    auto session = std::move(Session::Create(root, o)).value();
+    std::vector<Tensor> out;
+    ASSERT_TRUE(session->Run({}, {"on_gpu"}, {}, &out).ok());
+    EXPECT_EQ(Scalar(out[0]), 1.0f);
+  }
+}
+
+TEST(SessionTest, CreateFromGraphDef) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  ops::Mul(root.WithOpName("y"), x, ops::Const(root, 3.0f));
+  tensorflow::GraphDef def;
+  ASSERT_TRUE(root.ToGraphDef(&def).ok());
+  auto session = Session::Create(def, Options());
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run({{"x:0", Tensor::Scalar<float>(2)}}, {"y:0"}, {}, &out).ok());
+  EXPECT_EQ(Scalar(out[0]), 6.0f);
+
+  def.mutable_node(0)->set_op("NoSuchOp");
+  EXPECT_FALSE(Session::Create(def, Options()).ok());
+}
+
+TEST(SessionTest, OptimizationPassesRunOncePerPlan) {
+  Scope root = Scope::NewRootScope();
+  ops::Identity(root.WithOpName("y"), ops::Const(root, 1.0f));
+  int calls = 0;
+  int nodes_seen = 0;
+  SessionOptions o = Options();
+  o.optimization_passes.push_back([&](Graph* g) {
+    ++calls;
+    nodes_seen = g->num_nodes();
+    return absl::OkStatus();
+  });
+  auto session = std::move(Session::Create(root, o)).value();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"y"}, {}, &out).ok());
+  ASSERT_TRUE(session->Run({}, {"y"}, {}, &out).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(nodes_seen, 3);  // Const, y and the _Retval
+
+  SessionOptions failing = Options();
+  failing.optimization_passes.push_back(
+      [](Graph*) { return absl::InternalError("pass exploded"); });
+  auto s2 = std::move(Session::Create(root, failing)).value();
+  EXPECT_EQ(s2->Run({}, {"y"}, {}, &out).message(), "pass exploded");
+}
+
+TEST(SessionTest, ScopeErrorsAreReportedAtCreate) {
+  Scope root = Scope::NewRootScope();
+  ops::AddV2(root, ops::Const(root, 1.0f), ops::Const(root, 1));  // float + int32
+  EXPECT_FALSE(Session::Create(root, Options()).ok());
+}
+
+}  // namespace
+}  // namespace strata
