@@ -27,8 +27,8 @@ namespace {
 using array_copy::RowMajorStrides;
 using array_copy::StridedWalker;
 
-// Tile edge for the strided case: 32 x 32 elements of 8 bytes is 8 KiB per
-// side, well inside L1 with the other side.
+// Tile edge for the strided case: a 32 x 32 tile of 8-byte elements is
+// 8 KiB, which stays in L1 while it is transposed.
 constexpr int64_t kTile = 32;
 
 // Step 1. On return `dims` are the merged input dims and `perm` the merged
@@ -133,13 +133,20 @@ void CopyTiled(const Eigen::ThreadPoolDevice& dev, const U* src, U* dst,
           const StridedWalker in_w(odims, istr, o, 0), out_w(odims, ostr, o, 0);
           const U* in = src + in_w.offset();
           U* out = dst + out_w.offset();
-          const int64_t i0 = strip * kTile, i1 = std::min(rows, i0 + kTile);
+          const int64_t i0 = strip * kTile, ni = std::min(rows - i0, kTile);
+          U tile[kTile][kTile];
           for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-            const int64_t j1 = std::min(cols, j0 + kTile);
-            for (int64_t i = i0; i < i1; ++i) {
-              const U* s = in + i + j0 * sa;
-              U* d = out + i * ob + j0;
-              for (int64_t j = 0; j < j1 - j0; ++j) d[j] = s[j * sa];
+            const int64_t nj = std::min(cols - j0, kTile);
+            // Read the tile's input rows whole, then write its output rows
+            // whole: each cache line is touched once, even when the input
+            // stride is a large power of two (which would make the lines of
+            // a strided walk evict each other).
+            for (int64_t j = 0; j < nj; ++j) {
+              std::memcpy(tile[j], in + i0 + (j0 + j) * sa, ni * sizeof(U));
+            }
+            for (int64_t i = 0; i < ni; ++i) {
+              U* d = out + (i0 + i) * ob + j0;
+              for (int64_t j = 0; j < nj; ++j) d[j] = tile[j][i];
             }
           }
         }
