@@ -306,9 +306,13 @@ absl::Status SetOrAnnotate(InferenceContext& c, const absl::StatusOr<PartialTens
   return absl::OkStatus();
 }
 
+// A shape of rank `n` with unknown dims; unknown rank for n < 0, and for a
+// rank beyond any real tensor's (a malformed graph could claim 2^40), which
+// must not become a 2^40-entry vector.
 PartialTensorShape UnknownDimsOfLength(int64_t n) {
-  return n < 0 ? PartialTensorShape::UnknownRank()
-               : PartialTensorShape(DimVector(static_cast<size_t>(n), -1));
+  constexpr int64_t kMaxRank = 254;  // TensorFlow's limit
+  return n < 0 || n > kMaxRank ? PartialTensorShape::UnknownRank()
+                               : PartialTensorShape(DimVector(static_cast<size_t>(n), -1));
 }
 
 absl::Status ReshapeShapeFn(InferenceContext& c) {
@@ -369,12 +373,14 @@ absl::Status SliceShapeFn(InferenceContext& c) {
   int64_t rank = c.input(0).dims();
   if (rank < 0) rank = VectorLength(c, 1);
   if (rank < 0) rank = VectorLength(c, 2);
-  DimVector out(static_cast<size_t>(std::max<int64_t>(rank, 0)), -1);
   if (size && rank == static_cast<int64_t>(size->size())) {
     // Sizes other than -1 are output dims even when begin is unknown.
-    for (size_t i = 0; i < out.size(); ++i) out[i] = (*size)[i] >= 0 ? (*size)[i] : -1;
+    DimVector out(size->begin(), size->end());
+    for (int64_t& d : out) d = std::max<int64_t>(d, -1);
+    c.set_output(0, PartialTensorShape(out));
+  } else {
+    c.set_output(0, UnknownDimsOfLength(rank));
   }
-  c.set_output(0, rank < 0 ? PartialTensorShape::UnknownRank() : PartialTensorShape(out));
   return absl::OkStatus();
 }
 

@@ -514,6 +514,12 @@ TEST(ArrayShapeFnTest, UnknownInputsGivePartialShapes) {
   Output axis = ops::Placeholder(s, DT_INT32, PartialTensorShape(DimVector{}));
   EXPECT_EQ(ops::Concat(s, {x, x}, axis).shape(), PartialTensorShape({-1, -1}));
   EXPECT_EQ(ops::Concat(s, {x, x}, ops::Const(s, 1)).shape(), PartialTensorShape({-1, 8}));
+  Output begin = ops::Placeholder(s, DT_INT32, PartialTensorShape({2}));
+  EXPECT_EQ(ops::Slice(s, x, begin, ops::Const<int32_t>(s, {3, -1})).shape(),
+            PartialTensorShape({3, -1}));
+  // A shape input claiming 2^40 dims (a malformed graph) gives unknown rank.
+  Output huge = ops::Placeholder(s, DT_INT32, PartialTensorShape({int64_t{1} << 40}));
+  EXPECT_TRUE(ops::Reshape(s, x, huge).shape().unknown_rank());
   Output unknown = ops::Placeholder(s, DT_FLOAT);
   EXPECT_TRUE(ops::Shape(s, unknown).shape() == PartialTensorShape({-1}));
   EXPECT_TRUE(ops::Stack(s, {unknown, x}).shape() == PartialTensorShape({2, -1, 4}));
