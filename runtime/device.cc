@@ -26,9 +26,14 @@ uint64_t NewIncarnation() {
 }  // namespace
 
 Device::Device(const DeviceName& name)
-    : parsed_name_(name), name_(name.ToString()), incarnation_(NewIncarnation()) {}
+    : parsed_name_(name),
+      name_(name.ToString()),
+      incarnation_(NewIncarnation()),
+      resource_mgr_(std::make_unique<ResourceMgr>(name_)) {}
 
 Device::~Device() = default;
+
+void Device::DestroyResources() { resource_mgr_.reset(); }
 
 absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::Create(const DeviceName& name,
                                                              int intra_op_threads,
@@ -52,7 +57,7 @@ CpuDevice::CpuDevice(const DeviceName& name, int intra_op_threads, int64_t memor
       pool_(std::make_unique<Eigen::ThreadPool>(intra_op_threads)),
       eigen_device_(std::make_unique<Eigen::ThreadPoolDevice>(pool_.get(), intra_op_threads)) {}
 
-CpuDevice::~CpuDevice() = default;
+CpuDevice::~CpuDevice() { DestroyResources(); }
 
 DeviceMgr::DeviceMgr(std::vector<std::unique_ptr<Device>> devices) : owned_(std::move(devices)) {
   for (const auto& d : owned_) raw_.push_back(d.get());

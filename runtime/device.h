@@ -3,6 +3,9 @@
 // statistics, and Eigen's intra-op thread pool. A DeviceMgr owns the devices
 // of one process and finds them by full or partial name.
 //
+// Each device has a ResourceMgr for its variables, which persist across steps
+// and sessions that share the DeviceMgr.
+//
 // One CPU device, or N virtual CPU devices that simulate an N-device machine
 // (each with its own allocator and intra-op pool, so per-device memory stats
 // are separate and the partitions of a Mirrored step run side by side):
@@ -29,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/device_base.h"
+#include "kernels/resource_mgr.h"
 #include "runtime/device_name.h"
 
 namespace Eigen {
@@ -49,14 +53,21 @@ class Device : public DeviceBase {
   // A random number fixed for this device object's life: a Send/Recv key
   // names it, so a restarted device never matches a stale peer's key.
   uint64_t incarnation() const { return incarnation_; }
+  // The device's variables and other state that outlives steps (kernels/
+  // resource_mgr.h); it lives as long as the device.
+  ResourceMgr* resource_manager() const override { return resource_mgr_.get(); }
 
  protected:
   explicit Device(const DeviceName& name);
+  // Subclasses call this first in their destructor: resources hold tensors
+  // allocated from the subclass's allocator, which must outlive them.
+  void DestroyResources();
 
  private:
   const DeviceName parsed_name_;
   const std::string name_;
   const uint64_t incarnation_;
+  std::unique_ptr<ResourceMgr> resource_mgr_;
 };
 
 // A host CPU device (also each virtual CPU device): its own tracking

@@ -17,10 +17,10 @@ namespace strata {
 
 namespace {
 
-// How many executor loops may nest on one thread (an async kernel completing
-// synchronously, or a Send waking a Recv of another partition, continues the
-// receiving step inline). Past this, continuations go to the inter-op pool so
-// that a ping-pong between partitions cannot overflow the stack.
+// How many executor loops may nest on one thread (a Send waking a waiting
+// Recv of another partition continues the receiving step inline, inside the
+// sender's loop). Past this, continuations go to the inter-op pool so that a
+// ping-pong between partitions cannot overflow the stack.
 constexpr int kMaxInlineDepth = 8;
 thread_local int inline_depth = 0;
 
@@ -87,12 +87,19 @@ class Executor::StepState {
   using Stack = absl::InlinedVector<int32_t, 32>;
 
   // A started asynchronous kernel: its context must live until `done`.
+  // `phase` decides who finishes it: if `done` comes before ComputeAsync has
+  // returned (a Recv whose value was already sent), the starting loop carries
+  // on with the outputs itself instead of nesting a new loop; otherwise the
+  // `done` caller continues the step.
+  enum Phase : int { kStarting = 0, kStarted = 1, kDone = 2 };
   struct AsyncNode {
     AsyncNode(StepState* s, int32_t id, const OpKernelContext::Params& p)
         : state(s), node(id), ctx(p) {}
     StepState* state;
     int32_t node;
     OpKernelContext ctx;
+    absl::Status status;
+    std::atomic<int> phase{kStarting};
   };
 
   OpKernelContext::Params BaseParams() const {
@@ -131,7 +138,7 @@ class Executor::StepState {
       params.op_kernel = item.kernel;
       params.inputs = &slots_[item.input_start];
       if (item.is_async) {
-        StartAsync(id, params);
+        StartAsync(id, params, &stack);
         continue;
       }
       OpKernelContext ctx(params);
@@ -173,29 +180,43 @@ class Executor::StepState {
     }
   }
 
-  void StartAsync(int32_t id, const OpKernelContext::Params& params) {
+  void StartAsync(int32_t id, const OpKernelContext::Params& params, Stack* stack) {
     const NodeItem& item = items_[id];
-    // The async kernel's completion continues the step with its own token.
+    // A token for the completion, taken before the kernel starts since
+    // `done` may run on another thread at once.
     outstanding_.fetch_add(1, std::memory_order_relaxed);
     auto* a = new AsyncNode(this, id, params);
     static_cast<AsyncOpKernel*>(item.kernel)->ComputeAsync(a->ctx, [a](absl::Status s) {
-      a->state->AsyncDone(a, std::move(s));
+      a->status = std::move(s);
+      if (a->phase.exchange(kDone, std::memory_order_acq_rel) == kStarting) return;
+      a->state->AsyncDone(a);
     });
+    if (a->phase.exchange(kStarted, std::memory_order_acq_rel) == kDone) {
+      // Finished already: continue in this loop. This loop's own token keeps
+      // the step alive, so the completion's token can go back at once.
+      FinishAsyncNode(a, stack);
+      outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
 
-  void AsyncDone(AsyncNode* a, absl::Status s) {
+  // Clears the inputs and hands on the outputs of a finished async node.
+  void FinishAsyncNode(AsyncNode* a, Stack* stack) {
     const NodeItem& item = items_[a->node];
     Tensor* inputs = &slots_[item.input_start];
     for (int32_t i = 0; i < item.num_inputs; ++i) Clear(&inputs[i]);
-    if (!s.ok()) {
-      RecordError(item, s);
-      delete a;
-      ReturnToken();
-      return;
+    if (!a->status.ok()) {
+      RecordError(item, a->status);
+    } else if (!cm_->IsCancelled()) {
+      Propagate(item, a->ctx.outputs().data(), stack);
     }
-    Stack stack;
-    if (!cm_->IsCancelled()) Propagate(item, a->ctx.outputs().data(), &stack);
     delete a;
+  }
+
+  // Completion on another thread (or after ComputeAsync returned): continue
+  // the step there with the completion's token.
+  void AsyncDone(AsyncNode* a) {
+    Stack stack;
+    FinishAsyncNode(a, &stack);
     Eigen::ThreadPoolInterface* const pool = args_.inter_op_pool;
     if (inline_depth >= kMaxInlineDepth && pool != nullptr && !stack.empty()) {
       pool->Schedule([this, stack = std::move(stack)]() mutable { RunLoop(stack); });

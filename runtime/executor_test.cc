@@ -29,6 +29,7 @@ STRATA_REGISTER_OP("_TestAdd").Input("x: float").Input("y: float").Output("z: fl
 STRATA_REGISTER_OP("_TestFail").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestNoOutput").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestAsyncAddOne").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
+STRATA_REGISTER_OP("_TestSyncAsyncAddOne").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestWaitForCancel").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestExpensive").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestNoKernel").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
@@ -86,6 +87,19 @@ class AsyncAddOneOp : public AsyncOpKernel {
   }
 };
 
+// An async kernel that calls `done` before returning (like a Recv whose value
+// was already sent).
+class SyncAsyncAddOneOp : public AsyncOpKernel {
+ public:
+  explicit SyncAsyncAddOneOp(OpKernelConstruction& c) : AsyncOpKernel(c) {}
+  void ComputeAsync(OpKernelContext& ctx, DoneCallback done) override {
+    Tensor* y;
+    absl::Status s = ctx.allocate_output(0, ctx.input(0).shape(), &y);
+    if (s.ok()) *y->data<float>() = *ctx.input(0).data<float>() + 1;
+    done(s);
+  }
+};
+
 // Finishes only when the step is cancelled (like a Recv whose peer never sends).
 class WaitForCancelOp : public AsyncOpKernel {
  public:
@@ -122,6 +136,7 @@ STRATA_REGISTER_KERNEL(KernelBuilder("_TestAdd").Device(kDeviceCpu), AddOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestFail").Device(kDeviceCpu), FailOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestNoOutput").Device(kDeviceCpu), NoOutputOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestAsyncAddOne").Device(kDeviceCpu), AsyncAddOneOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_TestSyncAsyncAddOne").Device(kDeviceCpu), SyncAsyncAddOneOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestWaitForCancel").Device(kDeviceCpu), WaitForCancelOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestExpensive").Device(kDeviceCpu), ExpensiveOp);
 
@@ -267,6 +282,22 @@ TEST_F(ExecutorTest, AsyncKernelsContinueTheStep) {
   auto out = RunWith(ex.get(), 10.0f, 1);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*(*out)[0].data<float>(), 16.0f);
+}
+
+TEST_F(ExecutorTest, AsyncKernelsThatFinishAtOnceStayInTheLoop) {
+  Scope root = Scope::NewRootScope();
+  Output y = ops::Arg(root, DT_FLOAT, 0);
+  // Deep enough to overflow the stack if each completion nested a loop.
+  for (int i = 0; i < 20000; ++i) y = Unary(root, "_TestSyncAsyncAddOne", y);
+  ops::Retval(root, y, 0);
+  auto ex = MakeExecutor(root);
+  ASSERT_NE(ex, nullptr);
+  // No pool: nothing could move a nested continuation off this thread.
+  VectorCallFrame frame({Tensor::Scalar<float>(0)}, 1);
+  Executor::Args args;
+  args.call_frame = &frame;
+  ASSERT_TRUE(ex->Run(args).ok());
+  EXPECT_EQ(*frame.retvals()[0].data<float>(), 20000.0f);
 }
 
 TEST_F(ExecutorTest, CancellingFromOutsideWakesAsyncKernelsAndEndsTheStep) {

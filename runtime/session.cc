@@ -41,9 +41,13 @@ Session::Session(std::unique_ptr<Graph> graph, SessionOptions options,
       owned_devices_(std::move(owned)),
       devices_(devices),
       default_device_(default_device) {
-  int threads = options_.inter_op_threads;
-  if (threads <= 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  inter_op_pool_ = std::make_unique<Eigen::ThreadPool>(threads);
+  inter_op_pool_ = options_.inter_op_pool;
+  if (inter_op_pool_ == nullptr) {
+    int threads = options_.inter_op_threads;
+    if (threads <= 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    owned_pool_ = std::make_unique<Eigen::ThreadPool>(threads);
+    inter_op_pool_ = owned_pool_.get();
+  }
 }
 
 Session::~Session() {
@@ -88,6 +92,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
                                                          SessionOptions options) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, CopyGraph(graph));
   return CreateFromOwnedGraph(std::move(g), std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::unique_ptr<Graph> graph,
+                                                         SessionOptions options) {
+  if (graph == nullptr) return absl::InvalidArgumentError("Session::Create: null graph");
+  return CreateFromOwnedGraph(std::move(graph), std::move(options));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Scope& scope,
@@ -167,11 +177,12 @@ absl::Status Session::Run(const RunOptions& run_options,
     metadata->partition_devices = plan->partition_devices;
     metadata->partition_graphs = plan->partition_graphs;
   }
-  return RunPlan(*plan, feeds, outputs);
+  return RunPlan(*plan, feeds, run_options.cancellation, outputs);
 }
 
 absl::Status Session::RunPlan(const Plan& plan,
                               const std::vector<std::pair<std::string, Tensor>>& feeds,
+                              CancellationManager* external_cancellation,
                               std::vector<Tensor>* outputs) {
   // 1. The fed values must be what the graph expects.
   std::vector<Tensor> args;
@@ -194,19 +205,26 @@ absl::Status Session::RunPlan(const Plan& plan,
   Executor::Args ex_args;
   ex_args.step_id = next_step_id_.fetch_add(1, std::memory_order_relaxed);
   ex_args.call_frame = &frame;
-  ex_args.inter_op_pool = inter_op_pool_.get();
+  ex_args.inter_op_pool = inter_op_pool_;
 
   absl::Status status;
-  if (plan.parts.size() == 1) {
-    // 2a. One partition: no rendezvous, the caller's thread runs it.
+  if (plan.parts.size() == 1 && external_cancellation == nullptr) {
+    // 2a. One partition: no rendezvous, the caller's thread runs it, the
+    // executor makes its own cancellation manager.
     status = plan.parts[0].executor->Run(ex_args);
   } else {
     // 2b. Partitions meet in this step's rendezvous; the first error cancels
     // the step, which aborts the rendezvous so that waiting Recvs fail too.
     CancellationManager cm;
     LocalRendezvous rendezvous;
-    CancellationToken token =
-        cm.RegisterCallback([&rendezvous](const absl::Status& s) { rendezvous.StartAbort(s); });
+    cm.RegisterCallback([&rendezvous](const absl::Status& s) { rendezvous.StartAbort(s); });
+    // An outside cancellation cancels the step (not the other way round).
+    CancellationToken outside = kInvalidCancellationToken;
+    if (external_cancellation != nullptr) {
+      outside = external_cancellation->RegisterCallback(
+          [&cm](const absl::Status& s) { cm.StartCancel(s); });
+      if (outside == kInvalidCancellationToken) return external_cancellation->status();
+    }
     ex_args.cancellation = &cm;
     ex_args.rendezvous = &rendezvous;
     std::atomic<int> remaining{static_cast<int>(plan.parts.size())};
@@ -220,7 +238,8 @@ absl::Status Session::RunPlan(const Plan& plan,
     }
     plan.parts[0].executor->RunAsync(ex_args, done);
     all_done.WaitForNotification();
-    cm.DeregisterCallback(token);
+    // Waits for the callback if it is running now: `cm` must outlive it.
+    if (external_cancellation != nullptr) external_cancellation->DeregisterCallback(outside);
     // Every failing partition cancelled the step with its error; the first
     // one is the cause, the others are its consequences.
     if (cm.IsCancelled()) status = cm.status();

@@ -56,6 +56,8 @@ class ThreadPoolInterface;
 
 namespace strata {
 
+class CancellationManager;
+
 // A graph rewrite run on each step graph after pruning and before placement
 // (constant folding, CSE, ...). It must keep the _Arg and _Retval nodes.
 using GraphPass = std::function<absl::Status(Graph*)>;
@@ -68,6 +70,9 @@ struct SessionOptions {
   // Threads of the inter-op pool (expensive kernels, partitions other than
   // the caller's); 0: hardware concurrency.
   int inter_op_threads = 0;
+  // A pool shared with other sessions instead (not owned; must outlive the
+  // session); inter_op_threads is then ignored.
+  Eigen::ThreadPoolInterface* inter_op_pool = nullptr;
   // Where unplaced nodes go (a full or partial name); "": the first device.
   std::string default_device;
   // A device request that cannot be met falls back to default placement.
@@ -79,6 +84,9 @@ struct SessionOptions {
 struct RunOptions {
   // Fill RunMetadata::partition_graphs.
   bool output_partition_graphs = false;
+  // Cancelling it ends the step with its status (not owned; it must outlive
+  // the Run call). The step's own failures do not cancel it.
+  CancellationManager* cancellation = nullptr;
 };
 
 struct RunMetadata {
@@ -94,6 +102,9 @@ class Session {
                                                          SessionOptions options = {});
   // Copies `graph`: later changes to it do not reach the session.
   static absl::StatusOr<std::unique_ptr<Session>> Create(const Graph& graph,
+                                                         SessionOptions options = {});
+  // Takes `graph` over (no copy).
+  static absl::StatusOr<std::unique_ptr<Session>> Create(std::unique_ptr<Graph> graph,
                                                          SessionOptions options = {});
   // The scope's graph, or the scope's error if building it failed.
   static absl::StatusOr<std::unique_ptr<Session>> Create(const Scope& scope,
@@ -132,7 +143,7 @@ class Session {
       const std::vector<std::pair<std::string, Tensor>>& feeds,
       const std::vector<std::string>& fetches, const std::vector<std::string>& targets) const;
   absl::Status RunPlan(const Plan& plan, const std::vector<std::pair<std::string, Tensor>>& feeds,
-                       std::vector<Tensor>* outputs);
+                       CancellationManager* external_cancellation, std::vector<Tensor>* outputs);
 
   // Const after construction.
   const std::unique_ptr<Graph> graph_;
@@ -140,7 +151,8 @@ class Session {
   const std::unique_ptr<DeviceMgr> owned_devices_;
   DeviceMgr* const devices_;
   Device* const default_device_;
-  std::unique_ptr<Eigen::ThreadPoolInterface> inter_op_pool_;
+  std::unique_ptr<Eigen::ThreadPoolInterface> owned_pool_;
+  Eigen::ThreadPoolInterface* inter_op_pool_ = nullptr;
 
   std::atomic<int64_t> next_step_id_{1};
   std::atomic<int64_t> plans_built_{0};

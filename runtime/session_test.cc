@@ -3,11 +3,15 @@
 #include <atomic>
 #include <thread>
 
+#include "graph/attr_value.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/scope.h"
 #include "graph/shape_inference.h"
 #include "gtest/gtest.h"
+#include "absl/time/clock.h"
+#include "kernels/cancellation.h"
+#include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 
 namespace strata {
@@ -17,7 +21,24 @@ namespace {
 STRATA_REGISTER_OP("_SessTestCount").Input("x: float").Output("y: float").SetIsStateful().SetShapeFn(
     UnchangedShape);
 STRATA_REGISTER_OP("_SessTestFail").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
+STRATA_REGISTER_OP("_SessTestWaitForCancel").Input("x: float").Output("y: float").SetShapeFn(
+    UnchangedShape);
 std::atomic<int> g_count_runs{0};
+
+// Finishes only when the step is cancelled.
+class WaitForCancelOp : public AsyncOpKernel {
+ public:
+  explicit WaitForCancelOp(OpKernelConstruction& c) : AsyncOpKernel(c) {}
+  void ComputeAsync(OpKernelContext& ctx, DoneCallback done) override {
+    CancellationManager* cm = ctx.params().cancellation;
+    auto shared = std::make_shared<DoneCallback>(std::move(done));
+    if (cm->RegisterCallback([shared](const absl::Status& s) { (*shared)(s); }) ==
+        kInvalidCancellationToken) {
+      (*shared)(cm->status());
+    }
+  }
+};
+STRATA_REGISTER_KERNEL(KernelBuilder("_SessTestWaitForCancel").Device(kDeviceCpu), WaitForCancelOp);
 
 class CountOp : public OpKernel {
  public:
@@ -190,6 +211,30 @@ TEST(SessionTest, ErrorInOnePartitionCancelsTheOther) {
   }
 }
 
+TEST(SessionTest, RunCanBeCancelledFromOutside) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  NodeBuilder(root.WithOpName("stuck"), "_SessTestWaitForCancel").Input(x).Finalize();
+  auto session = std::move(Session::Create(root, Options())).value();
+  CancellationManager cm;
+  RunOptions ro;
+  ro.cancellation = &cm;
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(30));
+    cm.StartCancel(absl::CancelledError("user gave up"));
+  });
+  std::vector<Tensor> out;
+  absl::Status s = session->Run(ro, {{"x", Tensor::Scalar<float>(1)}}, {"stuck"}, {}, &out, nullptr);
+  canceller.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_NE(s.message().find("user gave up"), std::string::npos) << s;
+  // Already cancelled: the step does not start.
+  s = session->Run(ro, {{"x", Tensor::Scalar<float>(1)}}, {"x"}, {}, &out, nullptr);
+  EXPECT_EQ(s.message(), "user gave up");
+  // Other runs are unaffected.
+  ASSERT_TRUE(session->Run({{"x", Tensor::Scalar<float>(1)}}, {"x"}, {}, &out).ok());
+}
+
 TEST(SessionTest, PlansAreCachedPerSignature) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
@@ -336,6 +381,40 @@ TEST(SessionTest, OptimizationPassesRunOncePerPlan) {
       [](Graph*) { return absl::InternalError("pass exploded"); });
   auto s2 = std::move(Session::Create(root, failing)).value();
   EXPECT_EQ(s2->Run({}, {"y"}, {}, &out).message(), "pass exploded");
+}
+
+TEST(SessionTest, SharedDevicesAndPoolAndAnOwnedGraph) {
+  DeviceOptions dopts;
+  dopts.num_cpu_devices = 2;
+  dopts.intra_op_threads_per_device = 1;
+  auto devices = std::move(CreateCpuDeviceMgr(dopts)).value();
+  Eigen::ThreadPool pool(2);
+  SessionOptions o;
+  o.device_mgr = devices.get();
+  o.inter_op_pool = &pool;
+  o.default_device = "/cpu:1";
+  auto g = std::make_unique<Graph>();
+  tensorflow::NodeDef c;
+  c.set_name("c");
+  c.set_op("Const");
+  (*c.mutable_attr())["value"] = MakeAttr(Tensor::Scalar<float>(7));
+  (*c.mutable_attr())["dtype"] = MakeAttr(DT_FLOAT);
+  ASSERT_TRUE(g->AddNode(c).ok());
+  auto session = Session::Create(std::move(g), o);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(&(*session)->device_mgr(), devices.get());
+  RunOptions ro;
+  ro.output_partition_graphs = true;
+  RunMetadata md;
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run(ro, {}, {"c"}, {}, &out, &md).ok());
+  EXPECT_EQ(Scalar(out[0]), 7.0f);
+  ASSERT_EQ(md.partition_devices.size(), 1u);
+  EXPECT_EQ(md.partition_devices[0], devices->devices()[1]->name());
+
+  o.default_device = "/gpu:0";
+  EXPECT_EQ(Session::Create(Scope::NewRootScope(), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SessionTest, ScopeErrorsAreReportedAtCreate) {

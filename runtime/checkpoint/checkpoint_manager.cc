@@ -1,0 +1,149 @@
+#include "runtime/checkpoint/checkpoint_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "graph/status.h"
+#include "runtime/checkpoint/checkpoint_format.h"
+#include "runtime/checkpoint/checkpoint_writer.h"
+#include "runtime/checkpoint/file_io.h"
+
+namespace strata {
+namespace {
+
+namespace io = checkpoint_io;
+namespace fmt = checkpoint_format;
+
+constexpr char kCkptPrefix[] = "ckpt-";
+
+// "ckpt-<digits>.index" -> step.
+std::optional<int64_t> StepOfIndexFile(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kCkptPrefix) || !absl::ConsumeSuffix(&name, fmt::kIndexSuffix)) {
+    return std::nullopt;
+  }
+  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  int64_t step;
+  if (!absl::SimpleAtoi(name, &step)) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(
+    const std::string& dir, int max_to_keep) {
+  if (max_to_keep < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointManager: max_to_keep must be >= 0, got ", max_to_keep));
+  }
+  if (dir.empty()) return absl::InvalidArgumentError("CheckpointManager: empty directory");
+  STRATA_RETURN_IF_ERROR(io::CreateDirs(dir));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDir(dir));
+  std::unique_ptr<CheckpointManager> m(new CheckpointManager(dir, max_to_keep));
+  absl::MutexLock l(&m->mu_);
+  for (const std::string& n : names) {
+    if (auto step = StepOfIndexFile(n)) m->steps_.push_back(*step);
+  }
+  std::sort(m->steps_.begin(), m->steps_.end());
+  return m;
+}
+
+std::string CheckpointManager::Prefix(int64_t step) const {
+  return io::JoinPath(dir_, absl::StrCat(kCkptPrefix, step));
+}
+
+absl::StatusOr<std::string> CheckpointManager::Save(
+    int64_t step, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  if (step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("CheckpointManager: negative step ", step));
+  }
+  std::map<std::string, std::string> md = metadata;
+  md.emplace(kMetadataGlobalStep, absl::StrCat(step));
+  absl::MutexLock l(&mu_);
+  const std::string prefix = Prefix(step);
+  STRATA_RETURN_IF_ERROR(SaveCheckpoint(prefix, tensors, md));
+  auto pos = std::lower_bound(steps_.begin(), steps_.end(), step);
+  if (pos == steps_.end() || *pos != step) steps_.insert(pos, step);
+
+  // The pointer file is rewritten before old checkpoints go, so it never
+  // names a deleted one.
+  std::vector<int64_t> doomed;
+  if (max_to_keep_ > 0 && steps_.size() > static_cast<size_t>(max_to_keep_)) {
+    const size_t n = steps_.size() - max_to_keep_;
+    doomed.assign(steps_.begin(), steps_.begin() + n);
+    steps_.erase(steps_.begin(), steps_.begin() + n);
+  }
+  STRATA_RETURN_IF_ERROR(WritePointerFile());
+  for (int64_t s : doomed) STRATA_RETURN_IF_ERROR(DeleteCheckpoint(Prefix(s)));
+  return prefix;
+}
+
+absl::Status CheckpointManager::WritePointerFile() {
+  std::string text;
+  if (!steps_.empty()) {
+    absl::StrAppend(&text, "model_checkpoint_path: \"", kCkptPrefix, steps_.back(), "\"\n");
+  }
+  for (int64_t s : steps_) {
+    absl::StrAppend(&text, "all_model_checkpoint_paths: \"", kCkptPrefix, s, "\"\n");
+  }
+  return io::WriteFileAtomically(io::JoinPath(dir_, kPointerFile), text);
+}
+
+std::optional<std::string> CheckpointManager::Latest() const {
+  absl::MutexLock l(&mu_);
+  if (steps_.empty()) return std::nullopt;
+  return Prefix(steps_.back());
+}
+
+std::vector<std::string> CheckpointManager::checkpoints() const {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> out;
+  for (int64_t s : steps_) out.push_back(Prefix(s));
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointManager::LoadLatestValid(
+    std::vector<absl::Status>* skipped) const {
+  std::vector<std::string> all = checkpoints();
+  if (all.empty()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in '", dir_, "'"));
+  }
+  std::string errors;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    auto r = CheckpointReader::Open(*it);
+    absl::Status s = r.ok() ? (*r)->VerifyAll() : r.status();
+    if (s.ok()) return r;
+    if (skipped != nullptr) skipped->push_back(s);
+    absl::StrAppend(&errors, errors.empty() ? "" : "; ", s.message());
+  }
+  return absl::DataLossError(absl::StrCat("no intact checkpoint in '", dir_, "': ", errors));
+}
+
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
+  const std::string path = io::JoinPath(dir, CheckpointManager::kPointerFile);
+  auto text = io::ReadFileToString(path);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) {
+      return absl::NotFoundError(absl::StrCat("no checkpoint pointer file '", path, "'"));
+    }
+    return text.status();
+  }
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "model_checkpoint_path:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.size() < 2 || line.front() != '"' || line.back() != '"') break;
+    line = line.substr(1, line.size() - 2);
+    if (line.empty() || absl::StrContains(line, '"')) break;
+    return line.front() == '/' ? std::string(line) : io::JoinPath(dir, line);
+  }
+  return absl::DataLossError(
+      absl::StrCat("checkpoint pointer file '", path, "' has no valid model_checkpoint_path"));
+}
+
+}  // namespace strata

@@ -1,0 +1,95 @@
+// CheckpointReader: reads a checkpoint written by SaveCheckpoint, verifying
+// every byte it uses (format in checkpoint_format.h).
+//
+//   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> r,
+//                           CheckpointReader::Open("/tmp/run/ckpt-100"));
+//   for (const auto& [name, info] : r->tensors()) { ... info.dtype, info.shape ... }
+//   Tensor w;
+//   STRATA_RETURN_IF_ERROR(r->Read("dense/kernel", &w));        // CRC-checked
+//   std::map<std::string, Tensor> values;
+//   STRATA_RETURN_IF_ERROR(r->RestoreInto(
+//       {{"dense/kernel", {DT_FLOAT, TensorShape{784, 10}}}}, &values));
+//
+// Errors: NotFound when there is no checkpoint at the prefix or no tensor of
+// that name; DataLoss naming the file (and the tensor) for a corrupt or
+// truncated index or data file; InvalidArgument naming the tensor when
+// RestoreInto's expected dtype or shape differs from the checkpoint's.
+// Corrupt input never crashes the reader.
+//
+// Thread-safety: after Open the reader is immutable; Read, VerifyAll and
+// RestoreInto may run concurrently. Ownership: the reader keeps the data
+// file open; tensors it returns are independent of it.
+#ifndef STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_READER_H_
+#define STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_READER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/tensor.h"
+#include "graph/tensor_shape.h"
+#include "graph/types.h"
+
+namespace strata {
+namespace checkpoint_io {
+class RandomAccessFile;
+}  // namespace checkpoint_io
+
+class CheckpointReader {
+ public:
+  struct TensorInfo {
+    DataType dtype = DT_INVALID;
+    TensorShape shape;
+  };
+
+  // Reads and validates the index and opens the data file.
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(const std::string& prefix);
+  ~CheckpointReader();
+
+  const std::string& prefix() const { return prefix_; }
+  // Every tensor's dtype and shape, by name.
+  const std::map<std::string, TensorInfo>& tensors() const { return infos_; }
+  bool Contains(const std::string& name) const { return infos_.count(name) > 0; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // NotFound naming the key if absent.
+  absl::StatusOr<std::string> GetMetadata(const std::string& key) const;
+
+  // Reads one tensor into fresh host memory, checking its CRC32C.
+  absl::Status Read(const std::string& name, Tensor* out) const;
+
+  // Checks the data file's size and its whole-file CRC32C (padding
+  // included) in one sequential pass: OK means every byte of the checkpoint
+  // is as written (the index was checked by Open); DataLoss naming the file
+  // otherwise.
+  absl::Status VerifyAll() const;
+
+  // Checks that every expected tensor exists with exactly that dtype and
+  // shape, then reads them all. `out` is only written if everything
+  // succeeds (name -> tensor), so a failed restore changes nothing.
+  absl::Status RestoreInto(const std::map<std::string, TensorInfo>& expected,
+                           std::map<std::string, Tensor>* out) const;
+
+ private:
+  struct Entry {
+    TensorInfo info;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    uint32_t crc = 0;
+  };
+  CheckpointReader() = default;
+
+  std::string prefix_;
+  std::string data_path_;
+  uint64_t data_size_ = 0;  // as the index records it
+  uint32_t data_crc_ = 0;   // CRC32C of the whole data file
+  std::unique_ptr<checkpoint_io::RandomAccessFile> data_;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, TensorInfo> infos_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_READER_H_
