@@ -18,7 +18,7 @@ TensorBuffer* AllocateBuffer(Allocator* alloc, DataType dtype, const TensorShape
 }
 
 absl::Status CheckSupported(DataType dtype) {
-  if (!DataTypeCanUseMemcpy(dtype)) {
+  if (!DataTypeCanAllocate(dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensors of dtype ", DataTypeString(dtype), " are not supported"));
   }
@@ -165,11 +165,24 @@ absl::StatusOr<Tensor> Tensor::FromProto(const ::tensorflow::TensorProto& p, All
   return t;
 }
 
+absl::Status Tensor::ToProto(::tensorflow::TensorProto* p, bool typed_values) const {
+  if (dtype_ == DT_RESOURCE) {
+    p->Clear();
+    return absl::InvalidArgumentError(
+        absl::StrCat("a resource handle tensor ", shape_.DebugString(),
+                     " cannot be serialized: handles name state of this process only"));
+  }
+  AsProto(p, typed_values);
+  return absl::OkStatus();
+}
+
 void Tensor::AsProto(::tensorflow::TensorProto* p, bool typed_values) const {
   p->Clear();
   p->set_dtype(dtype_);
   shape_.AsProto(p->mutable_tensor_shape());
-  if (!IsInitialized()) return;
+  // A resource handle's id is never written (see ToProto); the dtype and
+  // shape alone make FromProto fail with InvalidArgument.
+  if (!IsInitialized() || dtype_ == DT_RESOURCE) return;
   const int64_t n = NumElements();
   if (!typed_values) {
     p->set_tensor_content(std::string(static_cast<const char*>(raw_data()), TotalBytes()));
@@ -208,6 +221,7 @@ std::string Tensor::DebugString(int max_entries) const {
       case DT_INT64: absl::StrAppend(&out, " ", data<int64_t>()[i]); break;
       case DT_BOOL: absl::StrAppend(&out, data<bool>()[i] ? " true" : " false"); break;
       case DT_UINT8: absl::StrAppend(&out, " ", data<uint8_t>()[i]); break;
+      case DT_RESOURCE: absl::StrAppend(&out, " #", data<uint64_t>()[i]); break;
       default: absl::StrAppend(&out, " ?"); break;
     }
   }

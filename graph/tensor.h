@@ -141,7 +141,11 @@ class Tensor {
   static absl::StatusOr<Tensor> FromProto(const ::tensorflow::TensorProto& p,
                                           Allocator* alloc = CpuAllocator());
   // Writes tensor_content (compact) or, with `typed_values`, the typed field.
+  // A DT_RESOURCE tensor gets only its dtype and shape (no handle ids).
   void AsProto(::tensorflow::TensorProto* p, bool typed_values = false) const;
+  // AsProto, or InvalidArgument for a DT_RESOURCE tensor: resource handles
+  // name state of this process and are never serialized.
+  absl::Status ToProto(::tensorflow::TensorProto* p, bool typed_values = false) const;
 
   // "float [2,3] 1 2 3 4 5 6" with at most `max_entries` values.
   std::string DebugString(int max_entries = 10) const;

@@ -19,11 +19,19 @@ size_t DataTypeSize(DataType dt) {
     case DT_BOOL: return 1;
     case DT_HALF: return 2;
     case DT_BFLOAT16: return 2;
+    // A resource handle: one uint64 id per element (kernels/resource_mgr.h).
+    case DT_RESOURCE: return 8;
     default: return 0;
   }
 }
 
-bool DataTypeCanUseMemcpy(DataType dt) { return DataTypeSize(dt) != 0; }
+// Resource handles have a size but are not plain data: a TensorProto must
+// never carry one (an id forged from a file would name another process's
+// state), so they are excluded here and allowed explicitly where tensors are
+// allocated.
+bool DataTypeCanUseMemcpy(DataType dt) { return dt != DT_RESOURCE && DataTypeSize(dt) != 0; }
+
+bool DataTypeCanAllocate(DataType dt) { return DataTypeSize(dt) != 0; }
 
 namespace {
 struct NameEntry {

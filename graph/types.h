@@ -37,11 +37,16 @@ using ::tensorflow::DT_RESOURCE;
 using ::tensorflow::DT_STRING;
 
 // Bytes per element; 0 for types Strata cannot hold in a flat buffer
-// (string, resource, variant, invalid, reference types).
+// (string, variant, invalid, reference types). DT_RESOURCE is 8: a resource
+// handle is a uint64 id (kernels/resource_mgr.h).
 size_t DataTypeSize(DataType dt);
 
-// True for the types a Tensor can hold: the fixed-size numeric types and bool.
+// True for the plain-data types: the fixed-size numeric types and bool, which
+// TensorProtos and Const nodes may carry. False for DT_RESOURCE.
 bool DataTypeCanUseMemcpy(DataType dt);
+
+// True for the types a Tensor can hold: the plain-data types and DT_RESOURCE.
+bool DataTypeCanAllocate(DataType dt);
 
 // TensorFlow's short names: "float", "double", "int32", "int64", "bool", ...
 std::string DataTypeString(DataType dt);

@@ -1,0 +1,179 @@
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "graph/tensor.h"
+#include "kernels/resource_mgr.h"
+#include "kernels/testing/kernel_runner.h"
+
+namespace strata {
+namespace {
+
+// The kernel runner's CPU device plus a ResourceMgr, as runtime devices have.
+class ResourceCpuDevice : public TestCpuDevice {
+ public:
+  explicit ResourceCpuDevice(const std::string& name = "cpu") : rm_(name) {}
+  ResourceMgr* resource_manager() const override { return &rm_; }
+
+ private:
+  mutable ResourceMgr rm_;
+};
+
+std::map<std::string, AttrValue> HandleAttrs(const std::string& name, DataType dt,
+                                             const PartialTensorShape& shape) {
+  return {{"shared_name", MakeAttr(name)}, {"dtype", MakeAttr(dt)}, {"shape", MakeAttr(shape)}};
+}
+
+Tensor Handle(DeviceBase* dev, const std::string& name, DataType dt = DT_FLOAT,
+              const PartialTensorShape& shape = PartialTensorShape({2})) {
+  auto out = RunKernel(dev, "VarHandleOp", {}, HandleAttrs(name, dt, shape));
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0] : Tensor();
+}
+
+absl::StatusOr<Tensor> Read(DeviceBase* dev, const Tensor& h, DataType dt = DT_FLOAT) {
+  auto out = RunKernel(dev, "ReadVariableOp", {h}, {{"dtype", MakeAttr(dt)}});
+  if (!out.ok()) return out.status();
+  return (*out)[0];
+}
+
+std::vector<float> Values(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.NumElements());
+}
+
+TEST(VariableKernelsTest, HandleIsAStableScalarResource) {
+  ResourceCpuDevice dev;
+  Tensor h1 = Handle(&dev, "w");
+  Tensor h2 = Handle(&dev, "w");
+  EXPECT_EQ(h1.dtype(), DT_RESOURCE);
+  EXPECT_EQ(h1.dims(), 0);
+  EXPECT_EQ(*h1.data<uint64_t>(), *h2.data<uint64_t>());
+  EXPECT_NE(*Handle(&dev, "other").data<uint64_t>(), *h1.data<uint64_t>());
+  // The same name with another dtype is an error naming the variable.
+  auto bad = RunKernel(&dev, "VarHandleOp", {}, HandleAttrs("w", DT_INT32, PartialTensorShape({2})));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'w'"), std::string::npos);
+}
+
+TEST(VariableKernelsTest, ReadBeforeAssignIsFailedPreconditionNamingTheVariable) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "layer/kernel");
+  auto r = Read(&dev, h);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("layer/kernel"), std::string::npos);
+  auto init = RunKernel(&dev, "VarIsInitializedOp", {h});
+  ASSERT_TRUE(init.ok());
+  EXPECT_FALSE(*(*init)[0].data<bool>());
+}
+
+TEST(VariableKernelsTest, AssignReadAddSub) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "w");
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>({1, 2})}).ok());
+  auto init = RunKernel(&dev, "VarIsInitializedOp", {h});
+  ASSERT_TRUE(init.ok());
+  EXPECT_TRUE(*(*init)[0].data<bool>());
+  ASSERT_TRUE(RunKernel(&dev, "AssignAddVariableOp", {h, Tensor::FromVector<float>({10, 20})}).ok());
+  ASSERT_TRUE(RunKernel(&dev, "AssignSubVariableOp", {h, Tensor::FromVector<float>({1, 1})}).ok());
+  auto r = Read(&dev, h);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Values(*r), (std::vector<float>{10, 21}));
+}
+
+TEST(VariableKernelsTest, ReadsAreSnapshotsThatLaterWritesDoNotChange) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "w");
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>({1, 2})}).ok());
+  auto before = Read(&dev, h);
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(RunKernel(&dev, "AssignAddVariableOp", {h, Tensor::FromVector<float>({5, 5})}).ok());
+  auto after = Read(&dev, h);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Values(*before), (std::vector<float>{1, 2}));
+  EXPECT_EQ(Values(*after), (std::vector<float>{6, 7}));
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>({0, 0})}).ok());
+  EXPECT_EQ(Values(*after), (std::vector<float>{6, 7}));
+}
+
+TEST(VariableKernelsTest, UnsharedValueIsUpdatedInPlace) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "w", DT_FLOAT, PartialTensorShape({100000}));
+  std::vector<float> init(100000, 1.0f);
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>(init)}).ok());
+  ASSERT_TRUE(RunKernel(&dev, "AssignAddVariableOp", {h, Tensor::FromVector<float>(init)}).ok());
+  const void* p1;
+  {
+    auto r = Read(&dev, h);
+    ASSERT_TRUE(r.ok());
+    p1 = r->raw_data();
+    EXPECT_EQ(r->data<float>()[99999], 2.0f);
+  }  // the snapshot is gone: nobody else holds the buffer
+  ASSERT_TRUE(RunKernel(&dev, "AssignAddVariableOp", {h, Tensor::FromVector<float>(init)}).ok());
+  auto r = Read(&dev, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->raw_data(), p1);
+  EXPECT_EQ(r->data<float>()[0], 3.0f);
+  EXPECT_EQ(r->data<float>()[99999], 3.0f);
+}
+
+TEST(VariableKernelsTest, WrongDtypeOrShapeIsInvalidArgument) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "w", DT_FLOAT, PartialTensorShape({2}));
+  auto s1 = RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<double>({1, 2})});
+  EXPECT_EQ(s1.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s1.status().message().find("'w'"), std::string::npos);
+  auto s2 = RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>({1, 2, 3})});
+  EXPECT_EQ(s2.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>({1, 2})}).ok());
+  EXPECT_EQ(Read(&dev, h, DT_INT32).status().code(), absl::StatusCode::kInvalidArgument);
+  auto s3 = RunKernel(&dev, "AssignAddVariableOp", {h, Tensor::FromVector<float>({1})});
+  EXPECT_EQ(s3.status().code(), absl::StatusCode::kInvalidArgument);
+  auto s4 = RunKernel(&dev, "ReadVariableOp", {Tensor::Scalar<int64_t>(1)},
+                      {{"dtype", MakeAttr(DT_FLOAT)}});
+  EXPECT_FALSE(s4.ok());
+}
+
+TEST(VariableKernelsTest, HandleFromAnotherDeviceIsNotFound) {
+  ResourceCpuDevice dev0("cpu:0"), dev1("cpu:1");
+  Tensor h0 = Handle(&dev0, "w");
+  Handle(&dev1, "w");
+  ASSERT_TRUE(RunKernel(&dev0, "AssignVariableOp", {h0, Tensor::FromVector<float>({1, 2})}).ok());
+  auto r = Read(&dev1, h0);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("cpu:1"), std::string::npos);
+}
+
+TEST(VariableKernelsTest, DestroyResource) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "w");
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>({1, 2})}).ok());
+  ASSERT_TRUE(RunKernel(&dev, "DestroyResourceOp", {h}).ok());
+  EXPECT_EQ(Read(&dev, h).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(RunKernel(&dev, "DestroyResourceOp", {h}).ok());  // ignore_lookup_error
+  EXPECT_EQ(RunKernel(&dev, "DestroyResourceOp", {h}, {{"ignore_lookup_error", MakeAttr(false)}})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  auto init = RunKernel(&dev, "VarIsInitializedOp", {h});
+  ASSERT_TRUE(init.ok());
+  EXPECT_FALSE(*(*init)[0].data<bool>());
+  // A new VarHandleOp run makes a fresh, uninitialized variable.
+  Tensor h2 = Handle(&dev, "w");
+  EXPECT_NE(*h2.data<uint64_t>(), *h.data<uint64_t>());
+  EXPECT_EQ(Read(&dev, h2).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(VariableKernelsTest, Int64Counter) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "step", DT_INT64, PartialTensorShape({}));
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::Scalar<int64_t>(0)}).ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(RunKernel(&dev, "AssignAddVariableOp", {h, Tensor::Scalar<int64_t>(1)}).ok());
+  }
+  auto r = Read(&dev, h, DT_INT64);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r->data<int64_t>(), 5);
+}
+
+}  // namespace
+}  // namespace strata
