@@ -256,7 +256,8 @@ absl::Status WindowedDim(InferenceContext& c, int64_t in, int64_t window, int64_
                          int64_t stride, Padding padding, const std::string& what,
                          int64_t* out) {
   if (in < 0 || window < 0) {
-    *out = -1;
+    // SAME's output size does not depend on the window.
+    *out = in >= 0 && padding == Padding::kSame && stride >= 1 ? (in + stride - 1) / stride : -1;
     return absl::OkStatus();
   }
   auto w = ComputeWindowedOutput(in, window, dilation, stride, padding);

@@ -94,6 +94,13 @@ TEST(NnOpsShapeTest, DilationAndUnknownDims) {
   ExpectShape(ops::Conv2D(root, ops::Placeholder(root, DT_FLOAT, P({-1, -1, 10, -1})),
                           Filter(root, 3, 3, 4, 6), {1, 2, 2, 1}, "SAME"),
               P({-1, -1, 5, 6}));
+  // SAME's output size needs no window size.
+  ExpectShape(ops::Conv2D(root, ops::Placeholder(root, DT_FLOAT, P({2, 10, 9, 4})),
+                          Filter(root, -1, -1, 4, 6), {1, 2, 2, 1}, "SAME"),
+              P({2, 5, 5, 6}));
+  ExpectShape(ops::Conv2D(root, ops::Placeholder(root, DT_FLOAT, P({2, 10, 9, 4})),
+                          Filter(root, -1, 3, 4, 6), {1, 2, 2, 1}, "VALID"),
+              P({2, -1, 4, 6}));
   ExpectShape(ops::Conv2D(root, ops::Placeholder(root, DT_FLOAT),
                           Filter(root, 3, 3, 4, 6), {1, 2, 2, 1}, "SAME"),
               P({-1, -1, -1, 6}));
