@@ -8,6 +8,10 @@
 //                       "feed" / "fetch" named by tensor, the tensor in attr
 //                       "value"; "target" nodes name targets. Absent for
 //                       import-only cases (random ops).
+// Each case with expected values then runs in a Session, and every fetch
+// must match TensorFlow's: exactly for integers and bools, to 1e-5 relative
+// (plus 1e-6 absolute, for values near zero) for floats.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -20,6 +24,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "graph/graph_def_import.h"
 #include "graph/tensor.h"
+#include "runtime/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -154,6 +159,75 @@ TEST(TfInteropTest, ShapesAreAsPreciseAsTensorFlows) {
   ASSERT_NE(u, nullptr);
   EXPECT_TRUE(u->op_def().is_stateful);
   EXPECT_EQ(u->output_shape(0), PartialTensorShape({3, 2}));
+}
+
+// Compares one fetched tensor with TensorFlow's; returns "" or what differs.
+std::string Compare(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype()) {
+    return "dtype " + DataTypeString(got.dtype()) + ", TensorFlow " + DataTypeString(want.dtype());
+  }
+  if (got.shape() != want.shape()) {
+    return "shape " + got.shape().DebugString() + ", TensorFlow " + want.shape().DebugString();
+  }
+  const int64_t n = want.NumElements();
+  for (int64_t i = 0; i < n; ++i) {
+    double g = 0, w = 0;
+    bool exact = true;
+    switch (want.dtype()) {
+      case DT_FLOAT: g = got.data<float>()[i]; w = want.data<float>()[i]; exact = false; break;
+      case DT_DOUBLE: g = got.data<double>()[i]; w = want.data<double>()[i]; exact = false; break;
+      case DT_INT32: g = got.data<int32_t>()[i]; w = want.data<int32_t>()[i]; break;
+      case DT_INT64: g = static_cast<double>(got.data<int64_t>()[i]);
+                     w = static_cast<double>(want.data<int64_t>()[i]); break;
+      case DT_BOOL: g = got.data<bool>()[i]; w = want.data<bool>()[i]; break;
+      default: return "unexpected dtype " + DataTypeString(want.dtype());
+    }
+    const bool ok = exact ? g == w : std::abs(g - w) <= 1e-5 * std::abs(w) + 1e-6;
+    if (!ok) {
+      std::ostringstream msg;
+      msg.precision(9);
+      msg << "element " << i << ": " << g << ", TensorFlow " << w;
+      return msg.str();
+    }
+  }
+  return "";
+}
+
+TEST(TfInteropTest, SessionMatchesTensorFlowsNumbers) {
+  int compared = 0;
+  for (const std::string& c : Cases()) {
+    if (!fs::exists(fs::path(kDir) / (c + ".expected.pb"))) continue;
+    SCOPED_TRACE(c);
+    auto session = Session::Create(Load(c + ".pb"));
+    ASSERT_TRUE(session.ok()) << session.status();
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    std::vector<std::string> fetches, targets;
+    std::vector<Tensor> want;
+    const ::tensorflow::GraphDef box = Load(c + ".expected.pb");
+    for (const auto& n : box.node()) {
+      if (n.op() == "target") {
+        targets.push_back(n.name());
+        continue;
+      }
+      auto t = Tensor::FromProto(n.attr().at("value").tensor());
+      ASSERT_TRUE(t.ok()) << n.name() << ": " << t.status();
+      if (n.op() == "feed") {
+        feeds.emplace_back(n.name(), *t);
+      } else {
+        fetches.push_back(n.name());
+        want.push_back(*t);
+      }
+    }
+    std::vector<Tensor> got;
+    absl::Status st = (*session)->Run(feeds, fetches, targets, &got);
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(Compare(got[i], want[i]), "") << fetches[i];
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 50);
 }
 
 }  // namespace
