@@ -29,12 +29,14 @@ std::string NodeWhere(const ::tensorflow::NodeDef& n) {
   return absl::StrCat("node '", n.name(), "' (op ", n.op(), ")");
 }
 
-// TensorFlow's node name grammar: [A-Za-z0-9.][A-Za-z0-9_./>-]*. Names with
-// ':' or '^' would make input strings ambiguous.
+// TensorFlow's node name grammar, with a leading '_' allowed as TensorFlow
+// allows it for internal ops (Strata's step and partition graphs name nodes
+// "_arg_x_0", "_retval_y_0"): [A-Za-z0-9._][A-Za-z0-9_./>-]*. Names with ':'
+// or '^' would make input strings ambiguous.
 bool IsValidNodeName(absl::string_view s) {
   if (s.empty()) return false;
   const char c0 = s[0];
-  if (!absl::ascii_isalnum(c0) && c0 != '.') return false;
+  if (!absl::ascii_isalnum(c0) && c0 != '.' && c0 != '_') return false;
   for (char c : s.substr(1)) {
     if (!absl::ascii_isalnum(c) && c != '_' && c != '.' && c != '-' && c != '/' && c != '>') {
       return false;
@@ -103,7 +105,7 @@ absl::Status ValidateNodeDef(const ::tensorflow::NodeDef& n, std::vector<InputNa
   if (!IsValidNodeName(n.name())) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid node name '", absl::CHexEscape(n.name()), "' (op ", n.op(),
-                     "): names match [A-Za-z0-9.][A-Za-z0-9_./>-]*"));
+                     "): names match [A-Za-z0-9._][A-Za-z0-9_./>-]*"));
   }
   for (const auto& kv : n.attr()) {
     absl::Status s = ValidateAttrValue(kv.second);

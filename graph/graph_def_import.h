@@ -13,7 +13,8 @@
 //
 // What is checked (each error is InvalidArgument, or NotFound for an unknown
 // op, and names the node and, where there is one, the attr or input):
-//   - node names: non-empty, TensorFlow's grammar, unique;
+//   - node names: non-empty, TensorFlow's grammar (a leading '_' allowed, for
+//     the internal names of step and partition graphs), unique;
 //   - ops: registered; attrs: declared, of the declared type, allowed dtype,
 //     >= minimum; a missing attr gets its default or is an error;
 //   - attr values: shapes have dims >= -1 and a known-dims product that fits

@@ -166,6 +166,21 @@ TEST(ImportGraphDefTest, DefaultedAttrsAreWrittenOnExport) {
   EXPECT_EQ(Deterministic(out), Deterministic(completed));
 }
 
+TEST(ImportGraphDefTest, InternalOpsAndNamesOfStepGraphs) {
+  // What a session's step graph looks like: _Arg / _Retval nodes with
+  // internal names; a worker imports such graphs.
+  const ::tensorflow::GraphDef def = Parse(R"pb(
+    node { name: "_arg_x_0" op: "_Arg" attr { key: "T" value { type: DT_FLOAT } }
+           attr { key: "index" value { i: 0 } } }
+    node { name: "y" op: "Neg" input: "_arg_x_0" attr { key: "T" value { type: DT_FLOAT } } }
+    node { name: "_retval_y_0" op: "_Retval" input: "y" attr { key: "T" value { type: DT_FLOAT } }
+           attr { key: "index" value { i: 0 } } }
+  )pb");
+  auto g = ImportGraphDef(def);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Export(**g), Deterministic(def));
+}
+
 TEST(ImportGraphDefTest, SameTensorTwiceIsFine) {
   auto g = ImportGraphDef(Parse(R"pb(
     node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
