@@ -1,0 +1,195 @@
+// Gradients of the array op family (graph/ops/array_ops.h) and of the
+// gradient helper ops (graph/gradients/grad_ops.h). These ops move elements,
+// so each gradient moves dL/dy back: Slice <-> Pad, Pack <-> Unpack,
+// ConcatV2 -> Slices, Transpose -> the inverse Transpose. Offsets and shapes
+// are constants when shape inference knows them, run-time ops otherwise.
+#include <cstdint>
+#include <vector>
+
+#include "graph/gradients/grad_ops.h"
+#include "graph/gradients/grad_registry.h"
+#include "graph/gradients/grad_util.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+
+namespace strata {
+namespace {
+
+using grad::ConstIntValues;
+using grad::IntVector;
+
+absl::Status ReshapeGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(grad::ReshapeLike(s, g[0], OpInput(op, 0)));
+  out->push_back(Output());
+  return s.status();
+}
+
+absl::Status TransposeGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output perm = OpInput(op, 1);
+  Output inverse;
+  auto p = ConstIntValues(perm);
+  const int rank = OpInput(op, 0).shape().dims();
+  if (p && rank >= 0) {
+    auto normalized = NormalizePermutation(*p, rank);
+    if (!normalized.ok()) return normalized.status();
+    std::vector<int64_t> inv(normalized->size());
+    for (size_t i = 0; i < inv.size(); ++i) inv[(*normalized)[i]] = static_cast<int64_t>(i);
+    inverse = IntVector(s, inv);
+  } else {
+    inverse = ops::InvertPermutation(s, perm);
+  }
+  out->push_back(ops::Transpose(s, g[0], inverse));
+  out->push_back(Output());
+  return s.status();
+}
+
+// Each input's gradient is the slice of dL/dy where it was copied to.
+absl::Status ConcatV2Grad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  const int n = op.num_inputs() - 1;
+  OutputList values;
+  for (int i = 0; i < n; ++i) values.push_back(OpInput(op, i));
+  Output axis = OpInput(op, n);
+
+  // Static: the axis is a constant and every input's size along it is known.
+  auto axis_v = ConstIntValues(axis);
+  const PartialTensorShape first = values[0].shape();
+  bool is_static = axis_v && axis_v->size() == 1 && !first.unknown_rank();
+  int a = 0;
+  if (is_static) {
+    auto normalized = NormalizeAxis((*axis_v)[0], first.dims(), "ConcatV2 axis");
+    if (!normalized.ok()) return normalized.status();
+    a = *normalized;
+    for (const Output& v : values) {
+      const PartialTensorShape vs = v.shape();
+      is_static = is_static && vs.dims() == first.dims() && vs.dim_size(a) >= 0;
+    }
+  }
+  if (is_static) {
+    int64_t offset = 0;
+    for (const Output& v : values) {
+      std::vector<int64_t> begin(first.dims(), 0), size(first.dims(), -1);
+      begin[a] = offset;
+      size[a] = v.shape().dim_size(a);
+      offset += size[a];
+      out->push_back(ops::Slice(s, g[0], IntVector(s, begin), IntVector(s, size)));
+    }
+  } else {
+    Output axis32 = axis.type() == DT_INT32 ? axis : ops::Cast(s, axis, DT_INT32);
+    OutputList shapes;
+    for (const Output& v : values) shapes.push_back(ops::Shape(s, v));
+    OutputList offsets = ops::ConcatOffset(s, axis32, shapes);
+    for (int i = 0; i < n && static_cast<int>(offsets.size()) == n; ++i) {
+      out->push_back(ops::Slice(s, g[0], offsets[i], shapes[i]));
+    }
+  }
+  if (!s.ok()) return s.status();
+  out->push_back(Output());
+  return absl::OkStatus();
+}
+
+// The input's gradient is dL/dy zero-padded back to the input's shape.
+absl::Status SliceGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), begin = OpInput(op, 1), y = OpOutput(op, 0);
+  const PartialTensorShape xs = x.shape(), ys = y.shape();
+  auto b = ConstIntValues(begin);
+  Output paddings;
+  if (b && xs.IsFullyDefined() && ys.IsFullyDefined() &&
+      static_cast<int>(b->size()) == xs.dims()) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < xs.dims(); ++i) {
+      p.push_back(static_cast<int32_t>((*b)[i]));
+      p.push_back(static_cast<int32_t>(xs.dim_size(i) - (*b)[i] - ys.dim_size(i)));
+    }
+    paddings = ops::Const<int32_t>(s, p, TensorShape{xs.dims(), 2});
+  } else {
+    const DataType dt = begin.type();
+    Output after = ops::Sub(s, ops::Sub(s, ops::Shape(s, x, dt), begin), ops::Shape(s, y, dt));
+    paddings = ops::Stack(s, {begin, after}, /*axis=*/1);
+  }
+  out->push_back(ops::Pad(s, g[0], paddings));
+  out->push_back(Output());
+  out->push_back(Output());
+  return s.status();
+}
+
+absl::Status PackGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  int64_t axis = 0;
+  auto st = GetAttr(op.attrs(), "axis", &axis);
+  if (!st.ok()) return st;
+  OutputList parts = ops::Unstack(s, g[0], op.num_inputs(), axis);
+  if (!s.ok()) return s.status();
+  for (const Output& p : parts) out->push_back(p);
+  return absl::OkStatus();
+}
+
+// Outputs without a gradient contribute zeros to the stacked gradient.
+absl::Status UnpackGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  int64_t axis = 0;
+  auto st = GetAttr(op.attrs(), "axis", &axis);
+  if (!st.ok()) return st;
+  OutputList parts;
+  for (int i = 0; i < op.num_outputs(); ++i) {
+    parts.push_back(g[i].ok() ? g[i] : ops::ZerosLike(s, OpOutput(op, i)));
+  }
+  out->push_back(ops::Stack(s, parts, axis));
+  return s.status();
+}
+
+// The input's gradient is the part of dL/dy that padding did not add.
+absl::Status PadGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), paddings = OpInput(op, 1);
+  const PartialTensorShape xs = x.shape();
+  auto p = ConstIntValues(paddings);
+  if (p && xs.IsFullyDefined() && static_cast<int>(p->size()) == 2 * xs.dims()) {
+    std::vector<int64_t> begin;
+    for (int i = 0; i < xs.dims(); ++i) begin.push_back((*p)[2 * i]);
+    out->push_back(ops::Slice(s, g[0], IntVector(s, begin), grad::ShapeOf(s, x)));
+  } else {
+    const DataType dt = paddings.type();
+    Output before = ops::Slice(s, paddings, ops::Const<int32_t>(s, {0, 0}),
+                               ops::Const<int32_t>(s, {-1, 1}));
+    Output begin = ops::Reshape(s, before, ops::Const<int32_t>(s, {-1}));
+    out->push_back(ops::Slice(s, g[0], begin, ops::Shape(s, x, dt)));
+  }
+  out->push_back(Output());
+  return s.status();
+}
+
+absl::Status BroadcastToGrad(const Scope& s, const Node& op, const OutputList& g,
+                             OutputList* out) {
+  out->push_back(grad::SumToShapeOf(s, g[0], OpInput(op, 0), {OpOutput(op, 0).shape()}));
+  out->push_back(Output());
+  return s.status();
+}
+
+// Every output element is the value: its gradient is the sum of dL/dy.
+absl::Status FillGrad(const Scope& s, const Node&, const OutputList& g, OutputList* out) {
+  Output flat = ops::Reshape(s, g[0], ops::Const<int32_t>(s, {-1}));
+  out->push_back(Output());
+  out->push_back(ops::Sum(s, flat, ops::Const(s, int32_t{0})));
+  return s.status();
+}
+
+STRATA_REGISTER_GRADIENT("Reshape", ReshapeGrad);
+STRATA_REGISTER_GRADIENT("Transpose", TransposeGrad);
+STRATA_REGISTER_GRADIENT("ConcatV2", ConcatV2Grad);
+STRATA_REGISTER_GRADIENT("Slice", SliceGrad);
+STRATA_REGISTER_GRADIENT("Pack", PackGrad);
+STRATA_REGISTER_GRADIENT("Unpack", UnpackGrad);
+STRATA_REGISTER_GRADIENT("Pad", PadGrad);
+STRATA_REGISTER_GRADIENT("BroadcastTo", BroadcastToGrad);
+STRATA_REGISTER_GRADIENT("Fill", FillGrad);
+
+STRATA_NO_GRADIENT("Shape");
+STRATA_NO_GRADIENT("ZerosLike");
+STRATA_NO_GRADIENT("OnesLike");
+STRATA_NO_GRADIENT("OneHot");
+STRATA_NO_GRADIENT("BroadcastGradientArgs");
+STRATA_NO_GRADIENT("ReducedShape");
+STRATA_NO_GRADIENT("Size");
+STRATA_NO_GRADIENT("ConcatOffset");
+STRATA_NO_GRADIENT("InvertPermutation");
+
+}  // namespace
+}  // namespace strata

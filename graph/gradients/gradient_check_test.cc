@@ -1,0 +1,376 @@
+// The numeric check of every registered gradient. Each case builds a tiny
+// graph (double placeholders -> the op -> outputs), reduces the outputs to a
+// scalar with random weights (so every output element's gradient matters and
+// no symmetry hides a mistake), and compares AddSymbolicGradients with
+// central finite differences (testing::MaxGradientError).
+//
+// Every case runs twice: with placeholders of the inputs' full shapes (the
+// gradient functions' static paths: constant shapes and axes) and with
+// unknown-rank placeholders (their run-time paths: Shape,
+// BroadcastGradientArgs, ReducedShape, ConcatOffset, ...).
+//
+// EveryRegisteredGradientHasACase fails when an op has a registered gradient
+// and no case here: a new gradient comes with its check.
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/gradients/grad_ops.h"
+#include "graph/gradients/grad_registry.h"
+#include "graph/gradients/gradient_checker.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "graph/ops/nn_ops.h"
+#include "gtest/gtest.h"
+#include "runtime/session.h"
+
+namespace strata {
+namespace {
+
+using BuildFn = std::function<OutputList(const Scope&, const OutputList&)>;
+
+struct GradCase {
+  std::string op;    // the op whose gradient this case checks
+  std::string name;  // what is special about it
+  std::vector<Tensor> inputs;
+  BuildFn build;
+  testing::GradientCheckOptions options = {};
+};
+
+// ---- Input values -------------------------------------------------------------
+
+std::mt19937& Rng() {
+  static std::mt19937 rng(20240611);
+  return rng;
+}
+
+// Uniform in [lo, hi].
+Tensor Uniform(const TensorShape& shape, double lo, double hi) {
+  Tensor t(DT_DOUBLE, shape);
+  std::uniform_real_distribution<double> d(lo, hi);
+  for (double& v : t.span<double>()) v = d(Rng());
+  return t;
+}
+
+// Uniform magnitude in [lo, hi] with a random sign: away from the kinks of
+// Relu/Maximum and from zeros of denominators.
+Tensor AwayFromZero(const TensorShape& shape, double lo = 0.2, double hi = 1.5) {
+  Tensor t = Uniform(shape, lo, hi);
+  std::bernoulli_distribution sign(0.5);
+  for (double& v : t.span<double>()) v = sign(Rng()) ? v : -v;
+  return t;
+}
+
+Tensor U(const TensorShape& shape) { return Uniform(shape, -1.5, 1.5); }
+
+Output I32(const Scope& s, std::initializer_list<int32_t> v) { return ops::Const<int32_t>(s, v); }
+
+// ---- Cases ------------------------------------------------------------------------
+
+BuildFn Binary(Output (*f)(const Scope&, Output, Output)) {
+  return [f](const Scope& s, const OutputList& x) -> OutputList { return {f(s, x[0], x[1])}; };
+}
+BuildFn Unary(Output (*f)(const Scope&, Output)) {
+  return [f](const Scope& s, const OutputList& x) -> OutputList { return {f(s, x[0])}; };
+}
+BuildFn Reduction(Output (*f)(const Scope&, Output, Output, const ops::ReductionAttrs&),
+                  std::vector<int32_t> axes, bool keep_dims) {
+  return [=](const Scope& s, const OutputList& x) -> OutputList {
+    return {f(s, x[0], ops::Const<int32_t>(s, axes, TensorShape{int64_t(axes.size())}),
+              ops::ReductionAttrs().KeepDims(keep_dims))};
+  };
+}
+BuildFn MatMulCase(bool ta, bool tb) {
+  return [=](const Scope& s, const OutputList& x) -> OutputList {
+    return {ops::MatMul(s, x[0], x[1], ops::MatMul::Attrs().TransposeA(ta).TransposeB(tb))};
+  };
+}
+
+std::vector<GradCase> MathCases() {
+  std::vector<GradCase> c;
+  c.push_back({"AddV2", "same shape", {U({2, 3}), U({2, 3})}, Binary(ops::AddV2)});
+  c.push_back({"AddV2", "row vector broadcast", {U({2, 3}), U({3})}, Binary(ops::AddV2)});
+  c.push_back({"AddV2", "both broadcast", {U({2, 1}), U({1, 3})}, Binary(ops::AddV2)});
+  c.push_back({"Add", "scalar broadcast", {U({2, 3}), U({})}, Binary(ops::Add)});
+  c.push_back({"Sub", "column broadcast", {U({2, 3}), U({2, 1})}, Binary(ops::Sub)});
+  c.push_back({"Sub", "rank 3 vs 2", {U({2, 1}), U({3, 1, 4})}, Binary(ops::Sub)});
+  c.push_back({"Mul", "row vector broadcast", {U({2, 3}), U({3})}, Binary(ops::Mul)});
+  c.push_back({"Mul", "x used twice: x * x + x", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::AddV2(s, ops::Mul(s, x[0], x[0]), x[0])};
+               }});
+  c.push_back({"RealDiv", "broadcast", {U({2, 3}), AwayFromZero({3}, 0.5, 2)},
+               Binary(ops::RealDiv)});
+  c.push_back({"Pow", "positive base", {Uniform({2, 3}, 0.5, 2), Uniform({3}, 0.5, 2.5)},
+               Binary(ops::Pow)});
+  c.push_back({"Maximum", "broadcast", {AwayFromZero({2, 3}), AwayFromZero({3})},
+               Binary(ops::Maximum)});
+  c.push_back({"Minimum", "column broadcast", {AwayFromZero({2, 3}), AwayFromZero({2, 1})},
+               Binary(ops::Minimum)});
+  c.push_back({"Neg", "", {U({2, 3})}, Unary(ops::Neg)});
+  c.push_back({"Square", "", {U({2, 3})}, Unary(ops::Square)});
+  c.push_back({"Sqrt", "", {Uniform({2, 3}, 0.5, 2)}, Unary(ops::Sqrt)});
+  c.push_back({"Rsqrt", "", {Uniform({2, 3}, 0.5, 2)}, Unary(ops::Rsqrt)});
+  c.push_back({"Exp", "", {U({2, 3})}, Unary(ops::Exp)});
+  c.push_back({"Log", "", {Uniform({2, 3}, 0.5, 2)}, Unary(ops::Log)});
+  c.push_back({"AddN", "three terms", {U({2, 2}), U({2, 2}), U({2, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::AddN(s, x)};
+               }});
+  c.push_back({"MatMul", "a b", {U({2, 3}), U({3, 4})}, MatMulCase(false, false)});
+  c.push_back({"MatMul", "a b^T", {U({2, 3}), U({4, 3})}, MatMulCase(false, true)});
+  c.push_back({"MatMul", "a^T b", {U({3, 2}), U({3, 4})}, MatMulCase(true, false)});
+  c.push_back({"MatMul", "a^T b^T", {U({3, 2}), U({4, 3})}, MatMulCase(true, true)});
+  c.push_back({"Sum", "axis 1", {U({2, 3})}, Reduction(ops::Sum, {1}, false)});
+  c.push_back({"Sum", "axis -1 keep_dims", {U({2, 3})}, Reduction(ops::Sum, {-1}, true)});
+  c.push_back({"Sum", "axes 0 and 2 of rank 3", {U({2, 3, 2})}, Reduction(ops::Sum, {0, 2}, false)});
+  c.push_back({"Sum", "no axes", {U({2, 3})}, Reduction(ops::Sum, {}, false)});
+  c.push_back({"Sum", "scalar axis", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Sum(s, x[0], ops::Const(s, int32_t{0}))};
+               }});
+  c.push_back({"Mean", "axis 0", {U({3, 2})}, Reduction(ops::Mean, {0}, false)});
+  c.push_back({"Mean", "axes -1 and 0 keep_dims", {U({2, 3, 2})},
+               Reduction(ops::Mean, {-1, 0}, true)});
+  c.push_back({"Max", "axis 1", {U({2, 4})}, Reduction(ops::Max, {1}, false)});
+  c.push_back({"Max", "all axes", {U({2, 3})}, Reduction(ops::Max, {0, 1}, false)});
+  c.push_back({"Min", "axis -1 keep_dims", {U({3, 2, 3})}, Reduction(ops::Min, {-1}, true)});
+  c.push_back({"Select", "elementwise condition", {U({2, 3}), U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 Output c = ops::Const(s, Tensor::FromVector<bool>({true, false, false, true, true,
+                                                                     false}, TensorShape{2, 3}));
+                 return {ops::Select(s, c, x[0], x[1])};
+               }});
+  c.push_back({"Select", "row condition", {U({2, 3}), U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 Output c = ops::Const(s, Tensor::FromVector<bool>({false, true}));
+                 return {ops::Select(s, c, x[0], x[1])};
+               }});
+  c.push_back({"SelectV2", "broadcast condition and operands", {U({2, 3}), U({3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 Output c = ops::Const(s, Tensor::FromVector<bool>({true, false},
+                                                                   TensorShape{2, 1}));
+                 return {ops::SelectV2(s, c, x[0], x[1])};
+               }});
+  // Through float: the float rounding of x (about 6e-8 relative) limits the
+  // difference quotient to about 1e-5, hence the larger step and tolerance.
+  GradCase cast{"Cast", "double -> float -> double", {U({2, 3})},
+                [](const Scope& s, const OutputList& x) -> OutputList {
+                  Output f = ops::Cast(s, x[0], DT_FLOAT);
+                  return {ops::Cast(s, ops::Mul(s, f, f), DT_DOUBLE)};
+                }};
+  cast.options.step = 1e-2;
+  cast.options.tolerance = 1e-3;
+  c.push_back(cast);
+  return c;
+}
+
+std::vector<GradCase> ArrayCases() {
+  std::vector<GradCase> c;
+  c.push_back({"Identity", "", {U({2, 3})}, Unary(ops::Identity)});
+  c.push_back({"Reshape", "with -1", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Reshape(s, x[0], I32(s, {3, -1}))};
+               }});
+  c.push_back({"Transpose", "rank 3", {U({2, 3, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Transpose(s, x[0], I32(s, {2, 0, 1}))};
+               }});
+  c.push_back({"Transpose", "perm known only at run time", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Transpose(s, x[0], ops::Identity(s, I32(s, {1, 0})))};
+               }});
+  c.push_back({"ConcatV2", "axis 0", {U({2, 3}), U({1, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Concat(s, x, ops::Const(s, int32_t{0}))};
+               }});
+  c.push_back({"ConcatV2", "three inputs, axis -1", {U({2, 1}), U({2, 3}), U({2, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Concat(s, x, ops::Const(s, int32_t{-1}))};
+               }});
+  c.push_back({"Slice", "size -1", {U({3, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Slice(s, x[0], I32(s, {1, 1}), I32(s, {2, -1}))};
+               }});
+  c.push_back({"Slice", "int64 indices, rank 3", {U({2, 3, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Slice(s, x[0], ops::Const<int64_t>(s, {0, 1, 2}),
+                                    ops::Const<int64_t>(s, {2, 1, 2}))};
+               }});
+  c.push_back({"Pack", "axis 0", {U({2, 3}), U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Stack(s, x, 0)};
+               }});
+  c.push_back({"Pack", "axis -1", {U({2, 3}), U({2, 3}), U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Stack(s, x, -1)};
+               }});
+  c.push_back({"Fill", "scalar value", {U({})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Fill(s, I32(s, {2, 3}), x[0])};
+               }});
+  c.push_back({"BroadcastTo", "vector to matrix", {U({3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::BroadcastTo(s, x[0], I32(s, {2, 3}))};
+               }});
+  c.push_back({"BroadcastTo", "column to rank 3", {U({2, 1})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::BroadcastTo(s, x[0], I32(s, {2, 2, 3}))};
+               }});
+  c.push_back({"Pad", "both sides", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Pad(s, x[0], ops::Const<int32_t>(s, {1, 0, 0, 2}, TensorShape{2, 2}))};
+               }});
+  c.push_back({"Unpack", "axis 0", {U({3, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return ops::Unstack(s, x[0], 3, 0);
+               }});
+  c.push_back({"Unpack", "axis -1, one output unused", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 OutputList parts = ops::Unstack(s, x[0], 3, -1);
+                 return {parts[0], parts[2]};
+               }});
+  return c;
+}
+
+std::vector<GradCase> NnCases() {
+  std::vector<GradCase> c;
+  c.push_back({"Relu", "", {AwayFromZero({2, 3})}, Unary(ops::Relu)});
+  c.push_back({"Sigmoid", "", {U({2, 3})}, Unary(ops::Sigmoid)});
+  c.push_back({"Tanh", "", {U({2, 3})}, Unary(ops::Tanh)});
+  c.push_back({"BiasAdd", "NHWC", {U({2, 3}), U({3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::BiasAdd(s, x[0], x[1])};
+               }});
+  c.push_back({"BiasAdd", "NCHW", {U({2, 3, 2, 2}), U({3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::BiasAdd(s, x[0], x[1], "NCHW")};
+               }});
+  c.push_back({"Softmax", "", {U({2, 4})}, Unary(ops::Softmax)});
+  c.push_back({"LogSoftmax", "", {U({2, 4})}, Unary(ops::LogSoftmax)});
+  c.push_back({"SparseSoftmaxCrossEntropyWithLogits", "loss and backprop", {U({3, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 auto r = ops::SparseSoftmaxCrossEntropyWithLogits(s, x[0], I32(s, {1, 0, 3}));
+                 return {r.loss, r.backprop};
+               }});
+  c.push_back({"SparseSoftmaxCrossEntropyWithLogits", "loss only", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 auto r = ops::SparseSoftmaxCrossEntropyWithLogits(
+                     s, x[0], ops::Const<int64_t>(s, {2, 0}));
+                 return {r.loss};
+               }});
+  c.push_back({"Conv2D", "SAME, stride 1", {U({1, 4, 4, 2}), U({2, 2, 2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Conv2D(s, x[0], x[1], {1, 1, 1, 1}, "SAME")};
+               }});
+  c.push_back({"Conv2D", "VALID, stride 2", {U({2, 5, 5, 1}), U({3, 3, 1, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Conv2D(s, x[0], x[1], {1, 2, 2, 1}, "VALID")};
+               }});
+  c.push_back({"MaxPool", "2x2 VALID", {U({1, 4, 4, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::MaxPool(s, x[0], {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID")};
+               }});
+  c.push_back({"MaxPool", "3x3 SAME stride 2", {U({1, 5, 5, 1})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::MaxPool(s, x[0], {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME")};
+               }});
+  return c;
+}
+
+std::vector<GradCase> AllCases() {
+  std::vector<GradCase> all;
+  for (auto* family : {MathCases, ArrayCases, NnCases}) {
+    for (GradCase& c : family()) all.push_back(std::move(c));
+  }
+  return all;
+}
+
+// ---- The check --------------------------------------------------------------
+
+bool GraphHasOp(const Graph& g, const std::string& op) {
+  for (Node* n : g.nodes()) {
+    if (n->type_string() == op) return true;
+  }
+  return false;
+}
+
+// The forward outputs' shapes, from one run with full-shape placeholders.
+absl::StatusOr<std::vector<TensorShape>> OutputShapes(const GradCase& c) {
+  Scope root = Scope::NewRootScope();
+  OutputList xs;
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    xs.push_back(ops::Placeholder(root.WithOpName(absl::StrCat("x", i)), DT_DOUBLE));
+    feeds.emplace_back(xs.back().name(), c.inputs[i]);
+  }
+  OutputList ys = c.build(root, xs);
+  STRATA_RETURN_IF_ERROR(root.status());
+  std::vector<std::string> fetches;
+  for (const Output& y : ys) fetches.push_back(y.name());
+  STRATA_ASSIGN_OR_RETURN(auto session, Session::Create(root));
+  std::vector<Tensor> out;
+  STRATA_RETURN_IF_ERROR(session->Run(feeds, fetches, {}, &out));
+  std::vector<TensorShape> shapes;
+  for (const Tensor& t : out) shapes.push_back(t.shape());
+  return shapes;
+}
+
+// Builds the case with full-shape or unknown-rank placeholders, reduces the
+// outputs to sum_k sum(y_k * w_k), and checks the gradient of every input.
+void CheckCase(const GradCase& c, const std::vector<Tensor>& weights, bool full_shapes) {
+  SCOPED_TRACE(absl::StrCat(c.op, " (", c.name, "), ",
+                            full_shapes ? "full-shape" : "unknown-shape", " placeholders"));
+  Scope root = Scope::NewRootScope();
+  OutputList xs;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    PartialTensorShape shape = full_shapes ? PartialTensorShape(c.inputs[i].shape())
+                                           : PartialTensorShape::UnknownRank();
+    xs.push_back(ops::Placeholder(root.WithOpName(absl::StrCat("x", i)), DT_DOUBLE, shape));
+  }
+  OutputList ys = c.build(root, xs);
+  ASSERT_TRUE(root.ok()) << root.status();
+  ASSERT_TRUE(GraphHasOp(*root.graph(), c.op)) << "the case builds no " << c.op << " node";
+  OutputList terms;
+  Output flat = ops::Const<int32_t>(root, {-1});
+  for (size_t k = 0; k < ys.size(); ++k) {
+    Output weighted = ops::Mul(root, ys[k], ops::Const(root, weights[k]));
+    terms.push_back(ops::Sum(root, ops::Reshape(root, weighted, flat), ops::Const(root, 0)));
+  }
+  Output loss = terms.size() == 1 ? terms[0] : ops::AddN(root, terms);
+  ASSERT_TRUE(root.ok()) << root.status();
+  absl::StatusOr<double> err = testing::MaxGradientError(root, xs, c.inputs, loss, c.options);
+  EXPECT_TRUE(err.ok()) << err.status();
+}
+
+TEST(GradientCheckTest, EveryCaseMatchesFiniteDifferences) {
+  for (const GradCase& c : AllCases()) {
+    absl::StatusOr<std::vector<TensorShape>> shapes = OutputShapes(c);
+    ASSERT_TRUE(shapes.ok()) << c.op << " (" << c.name << "): " << shapes.status();
+    std::vector<Tensor> weights;
+    for (const TensorShape& s : *shapes) weights.push_back(Uniform(s, 0.5, 1.5));
+    CheckCase(c, weights, /*full_shapes=*/true);
+    CheckCase(c, weights, /*full_shapes=*/false);
+  }
+}
+
+TEST(GradientCheckTest, EveryRegisteredGradientHasACase) {
+  std::set<std::string> covered;
+  for (const GradCase& c : AllCases()) covered.insert(c.op);
+  std::vector<std::string> missing;
+  for (const std::string& op : GradientRegistry::Global()->DifferentiableOps()) {
+    if (covered.count(op) == 0) missing.push_back(op);
+  }
+  EXPECT_TRUE(missing.empty()) << "ops with a registered gradient but no numeric check case in "
+                                  "gradient_check_test.cc: "
+                               << absl::StrJoin(missing, ", ");
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,272 @@
+// Gradients of the math op family (graph/ops/math_ops.h).
+//
+// Binary elementwise ops broadcast, so each operand's gradient is summed
+// back to the operand's shape (grad::ReduceBinaryGrads); the comparisons
+// Maximum/Minimum and Pow's x > 0 test are built from Equal, Maximum and
+// Minimum because Strata has no Greater op: x == max(x, y) is x >= y.
+#include "graph/gradients/grad_registry.h"
+#include "graph/gradients/grad_util.h"
+#include "graph/gradients/grad_ops.h"
+#include "graph/gradients/gradients.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+
+namespace strata {
+namespace {
+
+using grad::ReduceBinaryGrads;
+using grad::ScalarConst;
+
+// ---- Binary elementwise -----------------------------------------------------
+
+absl::Status AddGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  ReduceBinaryGrads(s, OpInput(op, 0), OpInput(op, 1), g[0], g[0], out);
+  return s.status();
+}
+
+absl::Status SubGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  ReduceBinaryGrads(s, OpInput(op, 0), OpInput(op, 1), g[0], ops::Neg(s, g[0]), out);
+  return s.status();
+}
+
+absl::Status MulGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), y = OpInput(op, 1);
+  ReduceBinaryGrads(s, x, y, ops::Mul(s, g[0], y), ops::Mul(s, x, g[0]), out);
+  return s.status();
+}
+
+// z = x / y: dz/dx = 1 / y, dz/dy = -x / y^2 = -z / y.
+absl::Status RealDivGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), y = OpInput(op, 1), z = OpOutput(op, 0);
+  Output gx = ops::RealDiv(s, g[0], y);
+  Output gy = ops::Neg(s, ops::RealDiv(s, ops::Mul(s, g[0], z), y));
+  ReduceBinaryGrads(s, x, y, gx, gy, out);
+  return s.status();
+}
+
+// z = x^y: dz/dx = y x^(y-1); dz/dy = z log(x), taken as 0 where x <= 0
+// (TensorFlow's choice: the real power is not differentiable in y there).
+absl::Status PowGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), y = OpInput(op, 1), z = OpOutput(op, 0);
+  const DataType dt = x.type();
+  Output gx = ops::Mul(s, g[0],
+                       ops::Mul(s, y, ops::Pow(s, x, ops::Sub(s, y, ScalarConst(s, dt, 1)))));
+  Output zero = ScalarConst(s, dt, 0);
+  Output x_le_0 = ops::Equal(s, ops::Minimum(s, x, zero), x);
+  Output log_x = ops::SelectV2(s, x_le_0, ops::ZerosLike(s, x), ops::Log(s, x));
+  Output gy = ops::Mul(s, g[0], ops::Mul(s, z, log_x));
+  ReduceBinaryGrads(s, x, y, gx, gy, out);
+  return s.status();
+}
+
+// The gradient goes to x where x is the result (x >= y for Maximum, x <= y
+// for Minimum; ties to x, as in TensorFlow) and to y elsewhere.
+absl::Status MaxMinGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), y = OpInput(op, 1), z = OpOutput(op, 0);
+  Output x_wins = ops::Equal(s, x, z);
+  Output zeros = ops::ZerosLike(s, g[0]);
+  ReduceBinaryGrads(s, x, y, ops::SelectV2(s, x_wins, g[0], zeros),
+                    ops::SelectV2(s, x_wins, zeros, g[0]), out);
+  return s.status();
+}
+
+// ---- Unary elementwise ------------------------------------------------------
+
+absl::Status NegGrad(const Scope& s, const Node&, const OutputList& g, OutputList* out) {
+  out->push_back(ops::Neg(s, g[0]));
+  return s.status();
+}
+
+absl::Status SquareGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0);
+  out->push_back(ops::Mul(s, g[0], ops::Mul(s, x, ScalarConst(s, x.type(), 2))));
+  return s.status();
+}
+
+// y = sqrt(x): dy/dx = 0.5 / y.
+absl::Status SqrtGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output y = OpOutput(op, 0);
+  out->push_back(ops::RealDiv(s, ops::Mul(s, g[0], ScalarConst(s, y.type(), 0.5)), y));
+  return s.status();
+}
+
+// y = x^-1/2: dy/dx = -0.5 x^-3/2 = -0.5 y^3.
+absl::Status RsqrtGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output y = OpOutput(op, 0);
+  Output y3 = ops::Mul(s, y, ops::Square(s, y));
+  out->push_back(ops::Mul(s, g[0], ops::Mul(s, y3, ScalarConst(s, y.type(), -0.5))));
+  return s.status();
+}
+
+absl::Status ExpGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(ops::Mul(s, g[0], OpOutput(op, 0)));
+  return s.status();
+}
+
+absl::Status LogGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(ops::RealDiv(s, g[0], OpInput(op, 0)));
+  return s.status();
+}
+
+// ---- Lists, products, selection, casts ----------------------------------------
+
+absl::Status AddNGrad(const Scope&, const Node& op, const OutputList& g, OutputList* out) {
+  for (int i = 0; i < op.num_inputs(); ++i) out->push_back(g[0]);
+  return absl::OkStatus();
+}
+
+// For C = op(A) op(B), with op a transpose or not:
+//   C = A B     : dA = dC B^T,     dB = A^T dC
+//   C = A B^T   : dA = dC B,       dB = dC^T A
+//   C = A^T B   : dA = B dC^T,     dB = A dC
+//   C = A^T B^T : dA = B^T dC^T,   dB = dC^T A^T
+absl::Status MatMulGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  bool ta = false, tb = false;
+  auto st = GetAttr(op.attrs(), "transpose_a", &ta);
+  if (st.ok()) st = GetAttr(op.attrs(), "transpose_b", &tb);
+  if (!st.ok()) return st;
+  Output a = OpInput(op, 0), b = OpInput(op, 1), dc = g[0];
+  auto mm = [&](Output x, Output y, bool tx, bool ty) {
+    return ops::MatMul(s, x, y, ops::MatMul::Attrs().TransposeA(tx).TransposeB(ty));
+  };
+  if (!ta && !tb) {
+    out->push_back(mm(dc, b, false, true));
+    out->push_back(mm(a, dc, true, false));
+  } else if (!ta && tb) {
+    out->push_back(mm(dc, b, false, false));
+    out->push_back(mm(dc, a, true, false));
+  } else if (ta && !tb) {
+    out->push_back(mm(b, dc, false, true));
+    out->push_back(mm(a, dc, false, false));
+  } else {
+    out->push_back(mm(b, dc, true, true));
+    out->push_back(mm(dc, a, true, true));
+  }
+  return s.status();
+}
+
+// Select (and SelectV2, which also broadcasts): the gradient goes to t where
+// the condition holds and to e elsewhere.
+absl::Status SelectGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output c = OpInput(op, 0);
+  Output zeros = ops::ZerosLike(s, g[0]);
+  out->push_back(Output());
+  out->push_back(ops::Select(s, c, g[0], zeros));
+  out->push_back(ops::Select(s, c, zeros, g[0]));
+  return s.status();
+}
+
+absl::Status SelectV2Grad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output c = OpInput(op, 0), t = OpInput(op, 1), e = OpInput(op, 2);
+  Output zeros = ops::ZerosLike(s, g[0]);
+  out->push_back(Output());
+  out->push_back(grad::SumToShapeOf(s, ops::SelectV2(s, c, g[0], zeros), t,
+                                    {c.shape(), e.shape()}));
+  out->push_back(grad::SumToShapeOf(s, ops::SelectV2(s, c, zeros, g[0]), e,
+                                    {c.shape(), t.shape()}));
+  return s.status();
+}
+
+// Only between differentiable dtypes (float <-> double); a cast to or from
+// an integer or bool carries no gradient.
+absl::Status CastGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  const DataType src = op.input_type(0), dst = op.output_type(0);
+  if (IsDifferentiableType(src) && IsDifferentiableType(dst)) {
+    out->push_back(src == dst ? g[0] : ops::Cast(s, g[0], src));
+  } else {
+    out->push_back(Output());
+  }
+  return s.status();
+}
+
+// ---- Reductions -------------------------------------------------------------
+
+// Sum: every input element contributes once, so the gradient is dL/dy
+// broadcast back over the reduced dims.
+Output SumGradOf(const Scope& s, const Node& op, const Output& g) {
+  Output x = OpInput(op, 0), axes = OpInput(op, 1);
+  Output kept = grad::ReshapeToKeepDims(s, g, x, axes);
+  const PartialTensorShape ks = kept.shape(), xs = x.shape();
+  if (ks.IsFullyDefined() && xs.IsFullyDefined() && ks == xs) return kept;
+  return ops::BroadcastTo(s, kept, grad::ShapeOf(s, x));
+}
+
+absl::Status SumGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(SumGradOf(s, op, g[0]));
+  out->push_back(Output());
+  return s.status();
+}
+
+// Mean = Sum / n with n = |x| / |y| elements per output; dividing dL/dy
+// before broadcasting touches |y| elements instead of |x|.
+absl::Status MeanGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), y = OpOutput(op, 0);
+  const DataType dt = x.type();
+  const PartialTensorShape xs = x.shape(), ys = y.shape();
+  Output scaled;
+  if (xs.IsFullyDefined() && ys.IsFullyDefined()) {
+    int64_t nx = 1, ny = 1;
+    for (int64_t d : xs.dim_sizes()) nx *= d;
+    for (int64_t d : ys.dim_sizes()) ny *= d;
+    const double inv = nx == 0 ? 0.0 : static_cast<double>(ny) / static_cast<double>(nx);
+    scaled = ops::Mul(s, g[0], ScalarConst(s, dt, inv));
+  } else if (ys.IsFullyDefined()) {
+    // The common case of a mean over an unknown batch: |y| is known.
+    int64_t ny = 1;
+    for (int64_t d : ys.dim_sizes()) ny *= d;
+    Output nx = ops::Cast(s, ops::Size(s, x), dt);
+    scaled = ops::Mul(s, ops::RealDiv(s, g[0], nx), ScalarConst(s, dt, static_cast<double>(ny)));
+  } else {
+    Output nx = ops::Cast(s, ops::Size(s, x), dt);
+    Output ny = ops::Maximum(s, ops::Cast(s, ops::Size(s, y), dt), ScalarConst(s, dt, 1));
+    scaled = ops::RealDiv(s, g[0], ops::RealDiv(s, nx, ny));
+  }
+  out->push_back(SumGradOf(s, op, scaled));
+  out->push_back(Output());
+  return s.status();
+}
+
+// Max/Min: the gradient is shared equally among the elements equal to the
+// result (TensorFlow's rule for ties).
+absl::Status MaxMinReductionGrad(const Scope& s, const Node& op, const OutputList& g,
+                                 OutputList* out) {
+  Output x = OpInput(op, 0), axes = OpInput(op, 1);
+  Output y = grad::ReshapeToKeepDims(s, OpOutput(op, 0), x, axes);
+  Output dy = grad::ReshapeToKeepDims(s, g[0], x, axes);
+  Output hit = ops::Cast(s, ops::Equal(s, y, x), x.type());
+  Output count = ops::Sum(s, hit, axes, ops::ReductionAttrs().KeepDims(true));
+  out->push_back(ops::Mul(s, ops::RealDiv(s, hit, count), dy));
+  out->push_back(Output());
+  return s.status();
+}
+
+STRATA_REGISTER_GRADIENT("Add", AddGrad);
+STRATA_REGISTER_GRADIENT("AddV2", AddGrad);
+STRATA_REGISTER_GRADIENT("Sub", SubGrad);
+STRATA_REGISTER_GRADIENT("Mul", MulGrad);
+STRATA_REGISTER_GRADIENT("RealDiv", RealDivGrad);
+STRATA_REGISTER_GRADIENT("Pow", PowGrad);
+STRATA_REGISTER_GRADIENT("Maximum", MaxMinGrad);
+STRATA_REGISTER_GRADIENT("Minimum", MaxMinGrad);
+STRATA_REGISTER_GRADIENT("Neg", NegGrad);
+STRATA_REGISTER_GRADIENT("Square", SquareGrad);
+STRATA_REGISTER_GRADIENT("Sqrt", SqrtGrad);
+STRATA_REGISTER_GRADIENT("Rsqrt", RsqrtGrad);
+STRATA_REGISTER_GRADIENT("Exp", ExpGrad);
+STRATA_REGISTER_GRADIENT("Log", LogGrad);
+STRATA_REGISTER_GRADIENT("AddN", AddNGrad);
+STRATA_REGISTER_GRADIENT("MatMul", MatMulGrad);
+STRATA_REGISTER_GRADIENT("Select", SelectGrad);
+STRATA_REGISTER_GRADIENT("SelectV2", SelectV2Grad);
+STRATA_REGISTER_GRADIENT("Cast", CastGrad);
+STRATA_REGISTER_GRADIENT("Sum", SumGrad);
+STRATA_REGISTER_GRADIENT("Mean", MeanGrad);
+STRATA_REGISTER_GRADIENT("Max", MaxMinReductionGrad);
+STRATA_REGISTER_GRADIENT("Min", MaxMinReductionGrad);
+
+STRATA_NO_GRADIENT("ArgMax");
+STRATA_NO_GRADIENT("Equal");
+
+}  // namespace
+}  // namespace strata
