@@ -1,0 +1,158 @@
+#include "train/data/csv.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "graph/status.h"
+#include "train/data/sources.h"
+
+namespace strata {
+namespace data {
+namespace {
+
+// Reads a whole file through zlib, which passes plain files through
+// unchanged and inflates gzip ones (several concatenated members too).
+absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
+  errno = 0;
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    const int err = errno != 0 ? errno : ENOMEM;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot open CSV file '", path, "'"));
+  }
+  gzbuffer(f, 1 << 17);
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    const int n = gzread(f, buf, sizeof(buf));
+    if (n > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) break;
+    int code = 0;
+    const char* msg = gzerror(f, &code);
+    std::string what = msg != nullptr ? msg : "unknown error";
+    if (code == Z_ERRNO) what = std::strerror(errno);
+    gzclose(f);
+    return absl::DataLossError(absl::StrCat("cannot read CSV file '", path, "': ", what));
+  }
+  // gzread returns 0 at a truncated gzip stream's end too; gzerror tells.
+  int code = Z_OK;
+  const char* msg = gzerror(f, &code);
+  if (code != Z_OK && code != Z_STREAM_END) {
+    std::string what = msg != nullptr ? msg : "unknown error";
+    gzclose(f);
+    return absl::DataLossError(absl::StrCat("CSV file '", path, "' is corrupt: ", what));
+  }
+  gzclose(f);
+  return out;
+}
+
+bool ParseFinite(absl::string_view field, double* v) {
+  return absl::SimpleAtod(field, v) && std::isfinite(*v);
+}
+
+struct Parsed {
+  int64_t num_cols = 0;  // 0 until the first data row
+  std::vector<float> features;
+  std::vector<int32_t> labels;
+};
+
+absl::Status ParseFile(const std::string& path, absl::string_view text, Parsed* p) {
+  int64_t line_no = 0;
+  bool first_line = true;
+  std::vector<absl::string_view> fields;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);  // also drops a CR
+    if (line.empty()) continue;
+    auto bad = [&](auto&&... why) {
+      return absl::InvalidArgumentError(absl::StrCat("CSV file '", path, "' line ", line_no, ": ", why...));
+    };
+    fields = absl::StrSplit(line, ',');
+    for (auto& f : fields) f = absl::StripAsciiWhitespace(f);
+    const bool header_candidate = first_line;
+    first_line = false;
+    if (header_candidate) {
+      bool any_number = false;
+      double v;
+      for (auto f : fields) any_number |= absl::SimpleAtod(f, &v);
+      if (!any_number) continue;  // a header line
+    }
+    const int64_t n = static_cast<int64_t>(fields.size());
+    if (n < 2) return bad("need at least one feature and a label, found ", n, " column(s)");
+    if (p->num_cols == 0) p->num_cols = n;
+    if (n != p->num_cols) return bad("expected ", p->num_cols, " columns, found ", n);
+    for (int64_t c = 0; c + 1 < n; ++c) {
+      double v;
+      if (!ParseFinite(fields[c], &v) || std::fabs(v) > 3.4e38) {
+        return bad("column ", c + 1, " ('", fields[c], "') is not a finite number");
+      }
+      p->features.push_back(static_cast<float>(v));
+    }
+    double label;
+    if (!ParseFinite(fields[n - 1], &label) || label != std::floor(label) || label < INT32_MIN ||
+        label > INT32_MAX) {
+      return bad("label (column ", n, ") '", fields[n - 1], "' is not an int32 integer");
+    }
+    p->labels.push_back(static_cast<int32_t>(label));
+  }
+  return absl::OkStatus();
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+absl::StatusOr<DatasetPtr> LoadCsv(const std::vector<std::string>& files, const CsvOptions& options) {
+  if (files.empty()) return absl::InvalidArgumentError("LoadCsv: no files");
+  if (options.num_features < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoadCsv: num_features must be >= 0, got ", options.num_features));
+  }
+  Parsed p;
+  if (options.num_features > 0) p.num_cols = options.num_features + 1;
+  std::vector<std::string> names;
+  for (const std::string& path : files) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, ReadMaybeGzip(path));
+    STRATA_RETURN_IF_ERROR(ParseFile(path, text, &p));
+    names.push_back(BaseName(path));
+  }
+  const int64_t n = static_cast<int64_t>(p.labels.size());
+  if (n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoadCsv: no examples in ", absl::StrJoin(files, ", ")));
+  }
+  const int64_t d = p.num_cols - 1;
+  Tensor x(DT_FLOAT, TensorShape{n, d});
+  std::memcpy(x.raw_data(), p.features.data(), p.features.size() * sizeof(float));
+  Tensor y = Tensor::FromVector<int32_t>(p.labels);
+  // The name (and so saved iterator state) depends on the files' names and
+  // sizes, not on where they were read from.
+  return FromTensors({std::move(x), std::move(y)},
+                     absl::StrCat("Csv(", absl::StrJoin(names, ","), ";n=", n, ",d=", d, ")"));
+}
+
+std::vector<std::string> ShardFiles(const std::vector<std::string>& files, int64_t num_shards,
+                                    int64_t index) {
+  std::vector<std::string> out;
+  if (num_shards < 1 || index < 0 || index >= num_shards) return out;
+  for (size_t i = static_cast<size_t>(index); i < files.size(); i += static_cast<size_t>(num_shards)) {
+    out.push_back(files[i]);
+  }
+  return out;
+}
+
+}  // namespace data
+}  // namespace strata
