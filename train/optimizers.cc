@@ -1,0 +1,160 @@
+#include "train/optimizers.h"
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "graph/ops/training_ops.h"
+#include "train/initializers.h"
+
+namespace strata {
+namespace train {
+
+namespace {
+
+Output CastTo(const Scope& s, Output x, DataType dtype) {
+  return x.type() == dtype ? x : ops::Cast(s, x, dtype);
+}
+
+}  // namespace
+
+Output Optimizer::StepContext::Cached(const std::string& key, DataType dtype,
+                                      const std::function<Output()>& make) {
+  auto it = cache_.find({key, dtype});
+  if (it != cache_.end()) return it->second;
+  Output v = make();
+  cache_[{key, dtype}] = v;
+  return v;
+}
+
+Output Optimizer::StepContext::LearningRate(DataType dtype) {
+  return Cached("lr", dtype, [&] { return CastTo(scope_, learning_rate_, dtype); });
+}
+
+Output Optimizer::StepContext::Constant(const std::string& key, double value, DataType dtype) {
+  return Cached(key, dtype, [&] { return ScalarConst(scope_, dtype, value); });
+}
+
+Optimizer::Optimizer(std::string name, LearningRateSchedule learning_rate)
+    : name_(std::move(name)), learning_rate_(std::move(learning_rate)) {}
+
+std::vector<GradAndVar> Optimizer::AggregateGradients(
+    const Scope&, const std::vector<GradAndVar>& grads_and_vars) {
+  return grads_and_vars;
+}
+
+Variable* Optimizer::GetSlot(const Variable* var, const std::string& slot) const {
+  auto it = slots_.find({var, slot});
+  return it == slots_.end() ? nullptr : it->second;
+}
+
+Variable* Optimizer::AddSlot(const Scope& scope, Variable* var, const std::string& slot,
+                             const std::string& suffix) {
+  Variable* s = CreateVariable(scope.WithDevice(var->device()).WithNoControlDependencies(),
+                               absl::StrCat(var->name(), "/", suffix), var->shape(), var->dtype(),
+                               Zeros(), /*trainable=*/false);
+  if (s != nullptr) slots_[{var, slot}] = s;
+  return s;
+}
+
+Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars) {
+  if (!scope.ok()) return nullptr;
+  auto fail = [&](const std::string& msg) -> Node* {
+    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(name_, ".ApplyGradients: ", msg)));
+    return nullptr;
+  };
+  std::vector<GradAndVar> checked;
+  for (const auto& [grad, var] : grads_and_vars) {
+    if (var == nullptr) return fail("a gradient is paired with a null variable");
+    if (!grad.ok()) continue;  // the loss does not depend on this variable
+    if (grad.type() != var->dtype()) {
+      return fail(absl::StrCat("the gradient of '", var->name(), "' is ",
+                               DataTypeString(grad.type()), ", the variable ",
+                               DataTypeString(var->dtype())));
+    }
+    if (!grad.shape().IsCompatibleWith(var->shape())) {
+      return fail(absl::StrCat("the gradient of '", var->name(), "' has shape ",
+                               grad.shape().DebugString(), ", the variable ",
+                               var->shape().DebugString()));
+    }
+    checked.push_back({grad, var});
+  }
+  if (checked.empty()) return fail("no gradients to apply");
+
+  const std::vector<GradAndVar> aggregated = AggregateGradients(scope, checked);
+  if (iterations_ == nullptr) {
+    // Made before NewSubScope(name_) below, so that scope is "<name>" itself.
+    iterations_ = CreateVariable(scope.WithNoControlDependencies(), absl::StrCat(name_, "/iter"),
+                                 TensorShape(), DT_INT64, Zeros(), /*trainable=*/false);
+    if (iterations_ == nullptr) return nullptr;
+  }
+  const Scope ns = scope.NewSubScope(name_);
+  Output step = iterations_->Read(ns);
+  Output lr = learning_rate_(ns.NewSubScope("learning_rate"), step);
+  if (!scope.ok()) return nullptr;
+  if (!lr.ok()) return fail("the learning-rate schedule made no value");
+  StepContext ctx(ns, step, lr);
+
+  std::vector<Node*> updates;
+  for (const auto& [grad, var] : aggregated) {
+    if (!slotted_.contains(var)) {
+      CreateSlots(scope, var);
+      slotted_.insert(var);
+    }
+    const Scope us = ns.NewSubScope(absl::StrCat("update_", var->name())).WithDevice(var->device());
+    Node* u = ApplyDense(us, grad, var, ctx);
+    if (u == nullptr) return scope.ok() ? fail(absl::StrCat("no update for '", var->name(), "'"))
+                                        : nullptr;
+    updates.push_back(u);
+  }
+  Output one = ops::Const(ns, int64_t{1});
+  Node* increment = iterations_->AssignAdd(ns.WithControlDependencies(updates), one);
+  if (increment == nullptr) return nullptr;
+  return NodeBuilder(ns, "NoOp", "train").ControlInput(increment).Finalize();
+}
+
+Node* SGD::ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) {
+  return ops::ResourceApplyGradientDescent(scope, var->handle(), ctx.LearningRate(var->dtype()),
+                                           grad);
+}
+
+void Momentum::CreateSlots(const Scope& scope, Variable* var) {
+  AddSlot(scope, var, "Momentum", name());
+}
+
+Node* Momentum::ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) {
+  Variable* accum = GetSlot(var, "Momentum");
+  if (accum == nullptr) return nullptr;
+  const DataType dt = var->dtype();
+  return ops::ResourceApplyMomentum(scope, var->handle(), accum->handle(), ctx.LearningRate(dt),
+                                    grad, ctx.Constant("momentum", momentum_, dt),
+                                    ops::ApplyAttrs().UseNesterov(use_nesterov_));
+}
+
+void Adam::CreateSlots(const Scope& scope, Variable* var) {
+  AddSlot(scope, var, "m", name());
+  AddSlot(scope, var, "v", absl::StrCat(name(), "_1"));
+}
+
+Node* Adam::ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) {
+  Variable* m = GetSlot(var, "m");
+  Variable* v = GetSlot(var, "v");
+  if (m == nullptr || v == nullptr) return nullptr;
+  const DataType dt = var->dtype();
+  const Scope& s = ctx.scope();
+  // t = step + 1: the bias corrections of the update being applied.
+  Output t = ctx.Cached("t", DT_DOUBLE, [&] {
+    return ops::Cast(s, ops::AddV2(s, ctx.step(), ops::Const(s, int64_t{1})), DT_DOUBLE);
+  });
+  auto power = [&](const char* key, double beta) {
+    return ctx.Cached(key, dt, [&] { return CastTo(s, ops::Pow(s, ops::Const(s, beta), t), dt); });
+  };
+  return ops::ResourceApplyAdam(
+      scope, var->handle(), m->handle(), v->handle(), power("beta1_power", options_.beta1),
+      power("beta2_power", options_.beta2), ctx.LearningRate(dt),
+      ctx.Constant("beta1", options_.beta1, dt), ctx.Constant("beta2", options_.beta2, dt),
+      ctx.Constant("epsilon", options_.epsilon, dt), grad,
+      ops::ApplyAttrs().UseNesterov(options_.use_nesterov));
+}
+
+}  // namespace train
+}  // namespace strata

@@ -1,0 +1,184 @@
+// Optimizers: turn (gradient, variable) pairs into the update ops of one
+// training step, with TensorFlow's update kernels (graph/ops/training_ops.h),
+// slot variables and a step counter.
+//
+//   Variable* w = CreateVariable(root, "w", TensorShape{3}, DT_FLOAT, Zeros());
+//   Output grad = ...;                                   // d loss / d w
+//   Adam adam(ExponentialDecay(1e-3, 1000, 0.9));        // or Adam adam(1e-3)
+//   Node* train_op = adam.ApplyGradients(root, {{grad, w}});
+//   Node* init = GlobalVariablesInitializer(root);       // after ApplyGradients: slots too
+//   session->Run({}, {}, {init->name()}, nullptr);
+//   for (...) session->Run(feeds, {}, {train_op->name()}, nullptr);
+//
+// One ApplyGradients call adds, in order: AggregateGradients (a hook, the
+// identity here; a distribution strategy overrides it to all-reduce), a read
+// of the step counter `<name>/iter` (int64, starts at 0), the learning rate
+// of that step from the schedule, one update op per variable (on the
+// variable's device), an increment of the counter that runs after every
+// update, and the returned train op (a NoOp "train" after the increment).
+// The schedule and Adam's bias corrections use the counter, so a run
+// restored from a checkpoint continues exactly.
+//
+// Slot variables are created (through the variable-creator hook, zeros, not
+// trainable) the first time a variable is updated, with TensorFlow 1's
+// names: "<var>/Momentum"; "<var>/Adam" (m) and "<var>/Adam_1" (v) — the
+// suffix is the optimizer's name. Names are made under the scope passed to
+// ApplyGradients: pass a scope without a name prefix to get exactly these.
+//
+// Pairs whose gradient is a null Output (a variable the loss does not reach)
+// are skipped. A null variable, or a gradient whose dtype is not the
+// variable's or whose shape does not fit it, is InvalidArgument naming the
+// variable, recorded in the scope (ApplyGradients then returns nullptr).
+//
+// Thread-safety: build with one thread (as for Scope); the optimizer keeps
+// its slot table. Ownership: the slot and counter Variables belong to the
+// graph's collection (train/variable.h), so they live as long as the graph;
+// the optimizer must outlive its ApplyGradients calls only.
+#ifndef STRATA_TRAIN_OPTIMIZERS_H_
+#define STRATA_TRAIN_OPTIMIZERS_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "graph/scope.h"
+#include "train/learning_rate.h"
+#include "train/variable.h"
+
+namespace strata {
+namespace train {
+
+using GradAndVar = std::pair<Output, Variable*>;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // Adds one step's updates; returns the train op (nullptr on error).
+  Node* ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars);
+
+  // The step counter; nullptr before the first ApplyGradients.
+  Variable* iterations() const { return iterations_; }
+  // The slot `slot` ("Momentum", "m", "v") of `var`, or nullptr.
+  Variable* GetSlot(const Variable* var, const std::string& slot) const;
+
+  // Where a distribution strategy combines the replicas' gradients (e.g.
+  // all-reduce) before they are applied. The default returns them as given.
+  virtual std::vector<GradAndVar> AggregateGradients(const Scope& scope,
+                                                     const std::vector<GradAndVar>& grads_and_vars);
+
+ protected:
+  // What one step's updates share. Values are made once per step (per
+  // dtype) in the step's scope, which has no device of its own.
+  class StepContext {
+   public:
+    StepContext(const Scope& scope, Output step, Output learning_rate)
+        : scope_(scope), step_(step), learning_rate_(learning_rate) {}
+    const Scope& scope() const { return scope_; }
+    // Updates applied before this one (int64 scalar).
+    Output step() const { return step_; }
+    // The schedule's learning rate for this step, as a `dtype` scalar.
+    Output LearningRate(DataType dtype);
+    // A `dtype` scalar constant.
+    Output Constant(const std::string& key, double value, DataType dtype);
+    // The value `make` builds, made once per (key, dtype).
+    Output Cached(const std::string& key, DataType dtype, const std::function<Output()>& make);
+
+   private:
+    Scope scope_;
+    Output step_;
+    Output learning_rate_;
+    std::map<std::pair<std::string, DataType>, Output> cache_;
+  };
+
+  Optimizer(std::string name, LearningRateSchedule learning_rate);
+
+  // Makes the slots `var` needs (AddSlot); called once per variable.
+  virtual void CreateSlots(const Scope& scope, Variable* var) {}
+  // Adds the update of `var` by `grad` in `scope` (on the variable's device).
+  virtual Node* ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) = 0;
+
+  // A zero-initialized, non-trainable variable like `var`, named
+  // "<var>/<suffix>", registered as slot `slot` of `var`.
+  Variable* AddSlot(const Scope& scope, Variable* var, const std::string& slot,
+                    const std::string& suffix);
+
+ private:
+  const std::string name_;
+  const LearningRateSchedule learning_rate_;
+  Variable* iterations_ = nullptr;
+  std::map<std::pair<const Variable*, std::string>, Variable*> slots_;
+  absl::flat_hash_set<const Variable*> slotted_;  // CreateSlots has run for these
+};
+
+// var -= lr * grad
+class SGD : public Optimizer {
+ public:
+  explicit SGD(LearningRateSchedule learning_rate, std::string name = "SGD")
+      : Optimizer(std::move(name), std::move(learning_rate)) {}
+  explicit SGD(double learning_rate, std::string name = "SGD")
+      : SGD(ConstantLearningRate(learning_rate), std::move(name)) {}
+
+ protected:
+  Node* ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) override;
+};
+
+// accum = momentum * accum + grad; var -= lr * accum (Nesterov: var -= lr *
+// (grad + momentum * accum)). Slot "Momentum".
+class Momentum : public Optimizer {
+ public:
+  Momentum(LearningRateSchedule learning_rate, double momentum, bool use_nesterov = false,
+           std::string name = "Momentum")
+      : Optimizer(std::move(name), std::move(learning_rate)),
+        momentum_(momentum),
+        use_nesterov_(use_nesterov) {}
+  Momentum(double learning_rate, double momentum, bool use_nesterov = false,
+           std::string name = "Momentum")
+      : Momentum(ConstantLearningRate(learning_rate), momentum, use_nesterov, std::move(name)) {}
+
+ protected:
+  void CreateSlots(const Scope& scope, Variable* var) override;
+  Node* ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) override;
+
+ private:
+  const double momentum_;
+  const bool use_nesterov_;
+};
+
+// TensorFlow's Adam (ResourceApplyAdam) with beta powers beta^t, t = step + 1.
+// Slots "m" ("<var>/Adam") and "v" ("<var>/Adam_1").
+struct AdamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-7;  // Keras's default
+  bool use_nesterov = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  using Options = AdamOptions;
+  explicit Adam(LearningRateSchedule learning_rate, Options options = Options(),
+                std::string name = "Adam")
+      : Optimizer(std::move(name), std::move(learning_rate)), options_(options) {}
+  explicit Adam(double learning_rate, Options options = Options(), std::string name = "Adam")
+      : Adam(ConstantLearningRate(learning_rate), options, std::move(name)) {}
+
+ protected:
+  void CreateSlots(const Scope& scope, Variable* var) override;
+  Node* ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) override;
+
+ private:
+  const Options options_;
+};
+
+}  // namespace train
+}  // namespace strata
+
+#endif  // STRATA_TRAIN_OPTIMIZERS_H_
