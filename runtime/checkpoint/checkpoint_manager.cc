@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(
   STRATA_RETURN_IF_ERROR(io::CreateDirs(dir));
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDir(dir));
   std::unique_ptr<CheckpointManager> m(new CheckpointManager(dir, max_to_keep));
-  absl::MutexLock l(&m->mu_);
+  std::lock_guard<std::mutex> l(m->mu_);
   for (const std::string& n : names) {
     if (auto step = StepOfIndexFile(n)) m->steps_.push_back(*step);
   }
@@ -65,7 +65,7 @@ absl::StatusOr<std::string> CheckpointManager::Save(
   }
   std::map<std::string, std::string> md = metadata;
   md.emplace(kMetadataGlobalStep, absl::StrCat(step));
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   const std::string prefix = Prefix(step);
   STRATA_RETURN_IF_ERROR(SaveCheckpoint(prefix, tensors, md));
   auto pos = std::lower_bound(steps_.begin(), steps_.end(), step);
@@ -96,13 +96,13 @@ absl::Status CheckpointManager::WritePointerFile() {
 }
 
 std::optional<std::string> CheckpointManager::Latest() const {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   if (steps_.empty()) return std::nullopt;
   return Prefix(steps_.back());
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   std::vector<std::string> out;
   for (int64_t s : steps_) out.push_back(Prefix(s));
   return out;

@@ -24,15 +24,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "graph/tensor.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 
@@ -72,14 +71,15 @@ class CheckpointManager {
   CheckpointManager(std::string dir, int max_to_keep)
       : dir_(std::move(dir)), max_to_keep_(max_to_keep) {}
   std::string Prefix(int64_t step) const;
-  absl::Status WritePointerFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WritePointerFile();  // mu_ held
 
   // Const after construction.
   const std::string dir_;
   const int max_to_keep_;
 
-  mutable absl::Mutex mu_;
-  std::vector<int64_t> steps_ ABSL_GUARDED_BY(mu_);  // ascending
+  // std::mutex, not absl::Mutex: Debian's abseil is not TSan-instrumented.
+  mutable std::mutex mu_;
+  std::vector<int64_t> steps_;  // guarded by mu_; ascending
 };
 
 // The latest checkpoint's prefix according to `dir`'s pointer file (as

@@ -3,12 +3,16 @@
 // consumer took, so elements computed ahead but not consumed are simply
 // recomputed after a restore: the producer records the input's state after
 // each element it buffers.
+//
+// std::mutex rather than absl::Mutex: Debian's prebuilt abseil carries no
+// ThreadSanitizer instrumentation, and pthread-based locks keep
+// --config=tsan meaningful.
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "graph/status.h"
 #include "train/data/transforms.h"
 
@@ -37,23 +41,23 @@ class PrefetchDataset : public Dataset {
     absl::Status Start() {
       StateWriter w;
       STRATA_RETURN_IF_ERROR(in_->Save(&w));
-      absl::MutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       consumed_state_ = w.data();
       StartProducerLocked();
       return absl::OkStatus();
     }
 
     absl::Status GetNext(Example* out, bool* end_of_sequence) override {
-      absl::MutexLock l(&mu_);
+      std::unique_lock<std::mutex> l(mu_);
       if (!sticky_.ok()) return sticky_;
       if (finished_) {
         *end_of_sequence = true;
         return absl::OkStatus();
       }
-      while (buffer_.empty()) ready_.Wait(&mu_);
+      ready_.wait(l, [this] { return !buffer_.empty(); });
       Slot s = std::move(buffer_.front());
       buffer_.pop_front();
-      space_.Signal();
+      space_.notify_one();
       if (!s.status.ok()) {
         sticky_ = s.status;
         return sticky_;
@@ -70,7 +74,7 @@ class PrefetchDataset : public Dataset {
     }
 
     absl::Status Save(StateWriter* w) const override {
-      absl::MutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       if (!sticky_.ok()) {
         return AnnotateStatus(sticky_, "Prefetch: cannot save after the input failed: ");
       }
@@ -87,7 +91,7 @@ class PrefetchDataset : public Dataset {
       if (s.ok() && !sub.AtEnd()) {
         s = absl::InvalidArgumentError("iterator state is malformed: Prefetch has trailing bytes");
       }
-      absl::MutexLock l(&mu_);
+      std::lock_guard<std::mutex> l(mu_);
       buffer_.clear();
       finished_ = false;
       if (!s.ok()) {
@@ -108,16 +112,16 @@ class PrefetchDataset : public Dataset {
       std::string state_after;  // the input's position after this element
     };
 
-    void StartProducerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    void StartProducerLocked() {  // mu_ held
       cancelled_ = false;
       producer_ = std::thread([this] { Produce(); });
     }
 
-    void StopProducer() ABSL_LOCKS_EXCLUDED(mu_) {
+    void StopProducer() {  // mu_ not held
       {
-        absl::MutexLock l(&mu_);
+        std::lock_guard<std::mutex> l(mu_);
         cancelled_ = true;
-        space_.SignalAll();
+        space_.notify_all();
       }
       if (producer_.joinable()) producer_.join();
     }
@@ -125,8 +129,8 @@ class PrefetchDataset : public Dataset {
     void Produce() {
       while (true) {
         {
-          absl::MutexLock l(&mu_);
-          while (!cancelled_ && buffer_.size() >= buffer_size_) space_.Wait(&mu_);
+          std::unique_lock<std::mutex> l(mu_);
+          space_.wait(l, [this] { return cancelled_ || buffer_.size() < buffer_size_; });
           if (cancelled_) return;
         }
         // Outside the lock: only this thread touches in_ while it runs.
@@ -138,10 +142,10 @@ class PrefetchDataset : public Dataset {
           s.state_after = w.data();
         }
         const bool last = s.end || !s.status.ok();
-        absl::MutexLock l(&mu_);
+        std::lock_guard<std::mutex> l(mu_);
         if (cancelled_) return;
         buffer_.push_back(std::move(s));
-        ready_.Signal();
+        ready_.notify_one();
         if (last) return;
       }
     }
@@ -152,14 +156,15 @@ class PrefetchDataset : public Dataset {
     const size_t buffer_size_;
     std::thread producer_;  // started/joined only by the consumer's thread
 
-    mutable absl::Mutex mu_;
-    absl::CondVar ready_;  // buffer_ became non-empty
-    absl::CondVar space_;  // buffer_ has room, or cancelled_
-    std::deque<Slot> buffer_ ABSL_GUARDED_BY(mu_);
-    bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-    bool finished_ ABSL_GUARDED_BY(mu_) = false;
-    absl::Status sticky_ ABSL_GUARDED_BY(mu_);
-    std::string consumed_state_ ABSL_GUARDED_BY(mu_);
+    mutable std::mutex mu_;
+    std::condition_variable ready_;  // buffer_ became non-empty
+    std::condition_variable space_;  // buffer_ has room, or cancelled_
+    // Guarded by mu_.
+    std::deque<Slot> buffer_;
+    bool cancelled_ = false;
+    bool finished_ = false;
+    absl::Status sticky_;
+    std::string consumed_state_;
   };
 
   absl::StatusOr<std::unique_ptr<IteratorBase>> MakeIterator(int64_t epoch) const override {
