@@ -1,4 +1,5 @@
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -173,6 +174,44 @@ TEST(VariableKernelsTest, Int64Counter) {
   auto r = Read(&dev, h, DT_INT64);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r->data<int64_t>(), 5);
+}
+
+// Writers (AssignAdd of ones) and readers race on one variable whose elements
+// are always all equal: a torn or mutated snapshot would show unequal
+// elements, and a lost update a wrong final count.
+TEST(VariableKernelsTest, ConcurrentUpdatesAndReadsAreAtomic) {
+  ResourceCpuDevice dev;
+  constexpr int kN = 4096, kWriters = 4, kUpdates = 200;
+  Tensor h = Handle(&dev, "w", DT_FLOAT, PartialTensorShape({kN}));
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, Tensor::FromVector<float>(std::vector<float>(kN, 0))}).ok());
+  const Tensor ones = Tensor::FromVector<float>(std::vector<float>(kN, 1));
+  std::atomic<bool> torn{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWriters; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kUpdates; ++i) {
+        ASSERT_TRUE(RunKernel(&dev, "AssignAddVariableOp", {h, ones}).ok());
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kUpdates; ++i) {
+        auto r = Read(&dev, h);
+        ASSERT_TRUE(r.ok());
+        const float first = r->data<float>()[0];
+        for (int j = 0; j < kN; ++j) {
+          if (r->data<float>()[j] != first) torn = true;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(torn.load());
+  auto r = Read(&dev, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data<float>()[0], float(kWriters * kUpdates));
+  EXPECT_EQ(r->data<float>()[kN - 1], float(kWriters * kUpdates));
 }
 
 }  // namespace
