@@ -1,6 +1,10 @@
 #include "graph/allocator.h"
 
 #include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "graph/mutex.h"
 
 namespace strata {
 
@@ -47,6 +51,14 @@ AllocatorStats TrackingCpuAllocator::GetStats() const {
   s.largest_alloc_size = largest_alloc_size_.load(std::memory_order_relaxed);
   s.bytes_limit = bytes_limit_;
   return s;
+}
+
+Allocator* NewPersistentCpuAllocator(std::string name, int64_t bytes_limit) {
+  static Mutex* const mu = new Mutex;
+  static auto* const all = new std::vector<std::unique_ptr<Allocator>>;
+  MutexLock l(mu);
+  all->push_back(std::make_unique<TrackingCpuAllocator>(std::move(name), bytes_limit));
+  return all->back().get();
 }
 
 Allocator* CpuAllocator() {

@@ -62,6 +62,12 @@ class TrackingCpuAllocator : public Allocator {
   std::atomic<int64_t> largest_alloc_size_{0};
 };
 
+// A new host allocator that is never destroyed. Devices take theirs from
+// here: tensors they produced (a Session::Run's outputs, say) may outlive the
+// device, and must still be able to give their buffer back. Each allocator is
+// a few hundred bytes, kept reachable in a process-wide list.
+Allocator* NewPersistentCpuAllocator(std::string name, int64_t bytes_limit = 0);
+
 // The process-wide host allocator, for tensors made outside any device
 // (constants in graphs, feeds, test data).
 Allocator* CpuAllocator();

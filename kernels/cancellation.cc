@@ -1,4 +1,5 @@
 #include "kernels/cancellation.h"
+#include "graph/mutex.h"
 
 #include <utility>
 
@@ -8,7 +9,7 @@ void CancellationManager::StartCancel(const absl::Status& status) {
   absl::flat_hash_map<CancellationToken, Callback> callbacks;
   absl::Status recorded;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (cancelled_.load(std::memory_order_relaxed)) return;
     status_ = status.ok() ? absl::CancelledError("cancelled") : status;
     recorded = status_;
@@ -19,17 +20,17 @@ void CancellationManager::StartCancel(const absl::Status& status) {
     cancelled_.store(true, std::memory_order_release);
   }
   for (auto& [token, cb] : callbacks) cb(recorded);
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   callbacks_done_ = true;
 }
 
 absl::Status CancellationManager::status() const {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   return status_;
 }
 
 CancellationToken CancellationManager::RegisterCallback(Callback cb) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (cancelled_.load(std::memory_order_relaxed)) return kInvalidCancellationToken;
   const CancellationToken t = next_token_++;
   callbacks_.emplace(t, std::move(cb));
@@ -37,12 +38,12 @@ CancellationToken CancellationManager::RegisterCallback(Callback cb) {
 }
 
 bool CancellationManager::DeregisterCallback(CancellationToken token) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (callbacks_.erase(token) > 0) return true;
   if (!cancelled_.load(std::memory_order_relaxed)) return false;  // unknown token
   // StartCancel owns the callback now; the caller may free what it touches
   // only after it has run.
-  mu_.Await(absl::Condition(&callbacks_done_));
+  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return callbacks_done_; });
   return false;
 }
 

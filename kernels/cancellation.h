@@ -28,7 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "graph/mutex.h"
 
 namespace strata {
 
@@ -65,7 +65,7 @@ class CancellationManager {
 
  private:
   std::atomic<bool> cancelled_{false};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool callbacks_done_ ABSL_GUARDED_BY(mu_) = false;
   CancellationToken next_token_ ABSL_GUARDED_BY(mu_) = 0;

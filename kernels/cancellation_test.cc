@@ -3,7 +3,7 @@
 #include <atomic>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "graph/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -53,7 +53,7 @@ TEST(CancellationManagerTest, RegisterAfterCancelIsRefused) {
 
 TEST(CancellationManagerTest, DeregisterWaitsForARunningCallback) {
   CancellationManager cm;
-  absl::Notification in_callback, release;
+  Notification in_callback, release;
   std::atomic<bool> finished{false};
   CancellationToken t = cm.RegisterCallback([&](const absl::Status&) {
     in_callback.Notify();

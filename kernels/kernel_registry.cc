@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "graph/mutex.h"
 
 namespace strata {
 
@@ -16,7 +16,7 @@ struct Entry {
 };
 
 struct Registry {
-  absl::Mutex mu;
+  Mutex mu;
   // (op, device type) -> candidates
   std::map<std::pair<std::string, std::string>, std::vector<Entry>> kernels ABSL_GUARDED_BY(mu);
 };
@@ -51,7 +51,7 @@ const Entry* Find(Registry& r, const std::string& device_type, const ::tensorflo
 
 void RegisterKernel(const KernelDef& def, KernelFactory factory) {
   Registry& r = GetRegistry();
-  absl::MutexLock l(&r.mu);
+  MutexLock l(&r.mu);
   r.kernels[{def.op, def.device_type}].push_back(Entry{def, std::move(factory)});
 }
 
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> CreateOpKernel(DeviceBase* device,
   Registry& r = GetRegistry();
   KernelFactory factory;
   {
-    absl::ReaderMutexLock l(&r.mu);
+    ReaderMutexLock l(&r.mu);
     const Entry* e = Find(r, device->device_type(), def);
     if (e != nullptr) factory = e->factory;
   }
@@ -90,13 +90,13 @@ absl::StatusOr<std::unique_ptr<OpKernel>> CreateOpKernel(DeviceBase* device,
 
 bool HasKernel(const std::string& device_type, const ::tensorflow::NodeDef& def) {
   Registry& r = GetRegistry();
-  absl::ReaderMutexLock l(&r.mu);
+  ReaderMutexLock l(&r.mu);
   return Find(r, device_type, def) != nullptr;
 }
 
 std::vector<KernelDef> RegisteredKernels() {
   Registry& r = GetRegistry();
-  absl::ReaderMutexLock l(&r.mu);
+  ReaderMutexLock l(&r.mu);
   std::vector<KernelDef> out;
   for (const auto& kv : r.kernels) {
     for (const Entry& e : kv.second) out.push_back(e.def);

@@ -1,7 +1,7 @@
 #include "kernels/op_kernel.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "graph/mutex.h"
 #include "graph/status.h"
 
 namespace strata {
@@ -13,7 +13,7 @@ OpKernel::OpKernel(OpKernelConstruction& c)
       output_types_(c.output_types()) {}
 
 absl::Status AsyncOpKernel::Compute(OpKernelContext& ctx) {
-  absl::Notification n;
+  Notification n;
   absl::Status status;
   ComputeAsync(ctx, [&](absl::Status s) {
     status = std::move(s);

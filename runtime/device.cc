@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/eigen_views.h"
+#include "graph/mutex.h"
 
 namespace strata {
 
@@ -16,8 +17,8 @@ uint64_t NewIncarnation() {
   // Process-wide generator: seeded from the OS once; zero is kept for "no
   // incarnation" in keys that do not carry one.
   static absl::BitGen* gen = new absl::BitGen;
-  static absl::Mutex mu;
-  absl::MutexLock l(&mu);
+  static Mutex mu;
+  MutexLock l(&mu);
   uint64_t v = 0;
   while (v == 0) v = absl::Uniform<uint64_t>(*gen);
   return v;
@@ -52,8 +53,8 @@ absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::Create(const DeviceName& n
 CpuDevice::CpuDevice(const DeviceName& name, int intra_op_threads, int64_t memory_limit_bytes)
     : Device(name),
       intra_op_threads_(intra_op_threads),
-      allocator_(std::make_unique<TrackingCpuAllocator>(
-          absl::StrCat("cpu_", name.id, "_task_", name.task), memory_limit_bytes)),
+      allocator_(NewPersistentCpuAllocator(absl::StrCat("cpu_", name.id, "_task_", name.task),
+                                           memory_limit_bytes)),
       pool_(std::make_unique<Eigen::ThreadPool>(intra_op_threads)),
       eigen_device_(std::make_unique<Eigen::ThreadPoolDevice>(pool_.get(), intra_op_threads)) {}
 

@@ -81,14 +81,14 @@ class CpuDevice : public Device {
                                                            int64_t memory_limit_bytes = 0);
   ~CpuDevice() override;
 
-  Allocator* allocator() const override { return allocator_.get(); }
+  Allocator* allocator() const override { return allocator_; }
   const Eigen::ThreadPoolDevice* eigen_cpu_device() const override { return eigen_device_.get(); }
   int intra_op_threads() const { return intra_op_threads_; }
 
  private:
   CpuDevice(const DeviceName& name, int intra_op_threads, int64_t memory_limit_bytes);
   const int intra_op_threads_;
-  std::unique_ptr<Allocator> allocator_;
+  Allocator* const allocator_;  // persistent: tensors may outlive the device
   std::unique_ptr<Eigen::ThreadPoolInterface> pool_;
   std::unique_ptr<Eigen::ThreadPoolDevice> eigen_device_;
 };

@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "graph/mutex.h"
 #include "graph/status.h"
 #include "kernels/cancellation.h"
 #include "kernels/eigen_views.h"
@@ -228,7 +228,7 @@ class Executor::StepState {
   void RecordError(const NodeItem& item, const absl::Status& s) {
     absl::Status annotated = NodeError(*item.kernel, s);
     {
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       if (status_.ok()) status_ = annotated;
     }
     failed_.store(true, std::memory_order_relaxed);
@@ -244,7 +244,7 @@ class Executor::StepState {
   void Finish() {
     absl::Status s;
     {
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       s = std::move(status_);
       status_ = absl::OkStatus();
     }
@@ -276,7 +276,7 @@ class Executor::StepState {
   CancellationManager* cm_ = nullptr;
   std::atomic<int32_t> outstanding_{0};
   std::atomic<bool> failed_{false};
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -342,7 +342,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, D
 
 std::unique_ptr<Executor::StepState> Executor::AcquireState() {
   {
-    absl::MutexLock l(&free_mu_);
+    MutexLock l(&free_mu_);
     if (!free_states_.empty()) {
       std::unique_ptr<StepState> s = std::move(free_states_.back());
       free_states_.pop_back();
@@ -353,7 +353,7 @@ std::unique_ptr<Executor::StepState> Executor::AcquireState() {
 }
 
 void Executor::ReleaseState(std::unique_ptr<StepState> s) {
-  absl::MutexLock l(&free_mu_);
+  MutexLock l(&free_mu_);
   // Keep a few (as many as steps ever ran at once is plenty; bound it so a
   // burst of concurrent steps does not pin memory forever).
   if (free_states_.size() < 8) free_states_.push_back(std::move(s));
@@ -365,7 +365,7 @@ void Executor::RunAsync(const Args& args, DoneCallback done) {
 }
 
 absl::Status Executor::Run(const Args& args) {
-  absl::Notification n;
+  Notification n;
   absl::Status status;
   RunAsync(args, [&](absl::Status s) {
     status = std::move(s);

@@ -42,7 +42,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "graph/mutex.h"
 #include "graph/graph.h"
 #include "kernels/device_base.h"
 #include "kernels/op_kernel.h"
@@ -129,7 +129,7 @@ class Executor {
 
   // Step states of finished successful steps, reused so that a step does not
   // allocate and zero its slot array (one lock per step, not per node).
-  absl::Mutex free_mu_;
+  Mutex free_mu_;
   std::vector<std::unique_ptr<StepState>> free_states_ ABSL_GUARDED_BY(free_mu_);
 };
 

@@ -3,8 +3,7 @@
 #include <atomic>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "graph/mutex.h"
 #include "absl/time/clock.h"
 #include "graph/ops/core_ops.h"
 #include "graph/scope.h"
@@ -311,7 +310,7 @@ TEST_F(ExecutorTest, CancellingFromOutsideWakesAsyncKernelsAndEndsTheStep) {
   Executor::Args args;
   args.call_frame = &frame;
   args.cancellation = &cm;
-  absl::Notification done;
+  Notification done;
   absl::Status status;
   g_add_one_runs = 0;
   ex->RunAsync(args, [&](absl::Status s) {
@@ -408,7 +407,7 @@ TEST_F(ExecutorTest, SendAndRecvAcrossTwoExecutors) {
   Executor::Args args;
   args.call_frame = &frame;
   args.rendezvous = &rendezvous;
-  absl::Notification n1;
+  Notification n1;
   absl::Status s1_status;
   // The receiver starts first and waits without holding a thread.
   ex1->RunAsync(args, [&](absl::Status s) {

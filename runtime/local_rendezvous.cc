@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graph/mutex.h"
 
 namespace strata {
 
@@ -12,7 +13,7 @@ LocalRendezvous::~LocalRendezvous() { StartAbort(absl::CancelledError("rendezvou
 absl::Status LocalRendezvous::Send(const std::string& key, const Tensor& value) {
   DoneCallback waiter;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (!abort_status_.ok()) return abort_status_;
     Item& item = table_[key];
     if (item.has_value || item.received) {
@@ -37,7 +38,7 @@ void LocalRendezvous::RecvAsync(const std::string& key, DoneCallback done) {
   Tensor value;
   absl::Status status;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (!abort_status_.ok()) {
       status = abort_status_;
     } else {
@@ -62,7 +63,7 @@ void LocalRendezvous::StartAbort(const absl::Status& status) {
   std::vector<DoneCallback> waiters;
   absl::Status s;
   {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (!abort_status_.ok()) return;
     abort_status_ = status.ok() ? absl::CancelledError("rendezvous aborted") : status;
     s = abort_status_;

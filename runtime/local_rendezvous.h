@@ -19,7 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "graph/mutex.h"
 #include "kernels/rendezvous.h"
 
 namespace strata {
@@ -45,7 +45,7 @@ class LocalRendezvous : public Rendezvous {
     DoneCallback waiter;  // set while a receive waits
     bool received = false;
   };
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Item> table_ ABSL_GUARDED_BY(mu_);
 };

@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "graph/mutex.h"
 #include "gtest/gtest.h"
 
 namespace strata {
@@ -22,7 +22,7 @@ TEST(LocalRendezvousTest, SendThenRecv) {
 
 TEST(LocalRendezvousTest, RecvWaitsForSendOnAnotherThread) {
   LocalRendezvous r;
-  absl::Notification n;
+  Notification n;
   int32_t value = 0;
   r.RecvAsync("k", [&](const absl::Status& s, const Tensor& t) {
     EXPECT_TRUE(s.ok());

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
+#include "graph/mutex.h"
 #include "graph/graph_def_import.h"
 #include "graph/status.h"
 #include "kernels/call_frame.h"
@@ -52,7 +52,7 @@ Session::Session(std::unique_ptr<Graph> graph, SessionOptions options,
 
 Session::~Session() {
   // Executors (in the plans) go before the pool and the devices they use.
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   plans_.clear();
 }
 
@@ -145,14 +145,14 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::GetPlan(
   key += "=>\n";
   for (const auto& t : targets) absl::StrAppend(&key, t, "\n");
   {
-    absl::ReaderMutexLock l(&mu_);
+    ReaderMutexLock l(&mu_);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
   }
   // Planned outside the lock so that other signatures keep running; if two
   // threads plan one signature at once, the first to finish wins.
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, BuildPlan(feeds, fetches, targets));
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto [it, inserted] = plans_.emplace(std::move(key), std::move(plan));
   if (inserted) plans_built_.fetch_add(1, std::memory_order_relaxed);
   return it->second;
@@ -228,7 +228,7 @@ absl::Status Session::RunPlan(const Plan& plan,
     ex_args.cancellation = &cm;
     ex_args.rendezvous = &rendezvous;
     std::atomic<int> remaining{static_cast<int>(plan.parts.size())};
-    absl::Notification all_done;
+    Notification all_done;
     auto done = [&remaining, &all_done](absl::Status) {
       if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) all_done.Notify();
     };

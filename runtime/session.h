@@ -43,7 +43,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "graph/mutex.h"
 #include "graph/graph.h"
 #include "graph/scope.h"
 #include "graph/tensor.h"
@@ -156,7 +156,7 @@ class Session {
 
   std::atomic<int64_t> next_step_id_{1};
   std::atomic<int64_t> plans_built_{0};
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const Plan>> plans_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -96,6 +96,23 @@ TEST(SessionTest, FeedsFetchesAndTargets) {
   EXPECT_EQ(g_count_runs.load(), 1);
 }
 
+TEST(SessionTest, OutputsOutliveTheSession) {
+  std::vector<Tensor> out;
+  {
+    Scope root = Scope::NewRootScope();
+    Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({}));
+    ops::AddV2(root.WithOpName("y"), x, ops::Const(root, 2.0f));
+    auto session = Session::Create(root, Options());
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_TRUE((*session)->Run({{"x", Tensor::Scalar<float>(1)}}, {"y"}, {}, &out).ok());
+  }
+  // The session and its devices are gone; the output is still readable and
+  // gives its buffer back cleanly (ASan checks the latter).
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Scalar(out[0]), 3.0f);
+  out.clear();
+}
+
 TEST(SessionTest, PruningLeavesUnneededPlaceholdersAlone) {
   Scope root = Scope::NewRootScope();
   ops::Placeholder(root.WithOpName("unused"), DT_FLOAT);
