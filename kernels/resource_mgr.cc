@@ -73,7 +73,7 @@ absl::StatusOr<std::shared_ptr<ResourceBase>> ResourceMgr::LookupOrCreateBase(
     const std::string& container, const std::string& name,
     const std::function<absl::StatusOr<std::shared_ptr<ResourceBase>>()>& create,
     const std::function<bool(const ResourceBase&)>& is_type, uint64_t* id) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto key = std::make_pair(container, name);
   auto it = ids_.find(key);
   if (it != ids_.end()) {
@@ -95,7 +95,7 @@ absl::StatusOr<std::shared_ptr<ResourceBase>> ResourceMgr::LookupOrCreateBase(
 }
 
 absl::StatusOr<std::shared_ptr<ResourceBase>> ResourceMgr::LookupBase(uint64_t id) const {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) {
     return absl::NotFoundError(absl::StrCat(
@@ -113,7 +113,7 @@ absl::Status ResourceMgr::WrongType(const ResourceBase& r, uint64_t id) const {
 }
 
 absl::Status ResourceMgr::Delete(uint64_t id) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) {
     return absl::NotFoundError(
@@ -125,7 +125,7 @@ absl::Status ResourceMgr::Delete(uint64_t id) {
 }
 
 int ResourceMgr::Cleanup(const std::string& container) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   int n = 0;
   for (auto it = by_id_.begin(); it != by_id_.end();) {
     if (it->second.container == container) {
@@ -142,7 +142,7 @@ int ResourceMgr::Cleanup(const std::string& container) {
 std::vector<ResourceMgr::Entry> ResourceMgr::List() const {
   std::vector<Entry> out;
   {
-    absl::ReaderMutexLock l(&mu_);
+    ReaderMutexLock l(&mu_);
     for (const auto& kv : by_id_) out.push_back(kv.second);
   }
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
@@ -152,7 +152,7 @@ std::vector<ResourceMgr::Entry> ResourceMgr::List() const {
 }
 
 size_t ResourceMgr::size() const {
-  absl::ReaderMutexLock l(&mu_);
+  ReaderMutexLock l(&mu_);
   return by_id_.size();
 }
 

@@ -46,8 +46,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "graph/allocator.h"
+#include "graph/mutex.h"
 #include "graph/tensor.h"
 #include "graph/tensor_shape.h"
 #include "graph/types.h"
@@ -75,7 +75,7 @@ class Var : public ResourceBase {
   const PartialTensorShape& declared_shape() const { return declared_shape_; }
   std::string DebugString() const override;
 
-  absl::Mutex* mu() const ABSL_LOCK_RETURNED(mu_) { return &mu_; }
+  Mutex* mu() const ABSL_LOCK_RETURNED(mu_) { return &mu_; }
 
   // The current value (uninitialized Tensor before the first assignment).
   // Copying it out under a reader lock gives a snapshot later writes never
@@ -108,7 +108,7 @@ class Var : public ResourceBase {
   const std::string name_;
   const DataType dtype_;
   const PartialTensorShape declared_shape_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   Tensor value_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -162,7 +162,7 @@ class ResourceMgr {
   absl::Status WrongType(const ResourceBase& r, uint64_t id) const;
 
   const std::string device_name_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   // (container, name) -> id; id -> entry.
   absl::flat_hash_map<std::pair<std::string, std::string>, uint64_t> ids_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);

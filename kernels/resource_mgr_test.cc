@@ -137,7 +137,7 @@ TEST(ResourceHandleTest, HandlesAreNeverSerialized) {
 
 TEST(VarTest, CopyOnWriteKeepsReadersSnapshots) {
   Var v("w", DT_FLOAT, PartialTensorShape({-1}));
-  absl::MutexLock l(v.mu());
+  MutexLock l(v.mu());
   EXPECT_EQ(v.CheckInitialized().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(v.CheckInitialized().message().find("'w'"), std::string::npos);
   EXPECT_EQ(v.PrepareForUpdate(CpuAllocator()).code(), absl::StatusCode::kFailedPrecondition);
@@ -158,7 +158,7 @@ TEST(VarTest, CopyOnWriteKeepsReadersSnapshots) {
 
 TEST(VarTest, AssignabilityChecks) {
   Var v("w", DT_FLOAT, PartialTensorShape({2, -1}));
-  absl::MutexLock l(v.mu());
+  MutexLock l(v.mu());
   EXPECT_TRUE(v.CheckAssignable(Tensor(DT_FLOAT, TensorShape{2, 3}), true).ok());
   EXPECT_EQ(v.CheckAssignable(Tensor(DT_DOUBLE, TensorShape{2, 3}), true).code(),
             absl::StatusCode::kInvalidArgument);

@@ -4,7 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "graph/mutex.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/state_ops.h"
 #include "graph/status.h"
@@ -29,7 +29,7 @@ struct Collection {
 };
 
 struct Collections {
-  absl::Mutex mu;
+  Mutex mu;
   absl::flat_hash_map<const Graph*, Collection> by_graph ABSL_GUARDED_BY(mu);
 };
 
@@ -144,7 +144,7 @@ Variable* CreateVariable(const Scope& scope, const VariableArgs& args) {
     return nullptr;
   }
   Collections& all = AllCollections();
-  absl::MutexLock l(&all.mu);
+  MutexLock l(&all.mu);
   Collection& c = CollectionFor(all, scope);
   c.variables.push_back(*std::move(var));
   return c.variables.back().get();
@@ -163,7 +163,7 @@ Variable* CreateVariable(const Scope& scope, const std::string& name, const Tens
 
 std::vector<Variable*> GlobalVariables(const Scope& scope) {
   Collections& all = AllCollections();
-  absl::MutexLock l(&all.mu);
+  MutexLock l(&all.mu);
   std::vector<Variable*> out;
   for (const auto& v : CollectionFor(all, scope).variables) out.push_back(v.get());
   return out;

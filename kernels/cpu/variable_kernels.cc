@@ -71,7 +71,7 @@ class ReadVariableOp : public OpKernel {
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
     STRATA_RETURN_IF_ERROR(var->CheckDtype(output_type(0), "ReadVariableOp"));
-    absl::ReaderMutexLock l(var->mu());
+    ReaderMutexLock l(var->mu());
     STRATA_RETURN_IF_ERROR(var->CheckInitialized());
     ctx.set_output(0, var->value());
     return absl::OkStatus();
@@ -96,7 +96,7 @@ class AssignVariableOp : public OpKernel {
       std::memcpy(copy.raw_data(), value.raw_data(), value.TotalBytes());
       value = std::move(copy);
     }
-    absl::MutexLock l(var->mu());
+    MutexLock l(var->mu());
     STRATA_RETURN_IF_ERROR(var->CheckAssignable(value, validate_shape_));
     var->set_value(std::move(value));
     return absl::OkStatus();
@@ -114,7 +114,7 @@ class AssignUpdateVariableOp : public OpKernel {
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
     const Tensor& delta = ctx.input(1);
-    absl::MutexLock l(var->mu());
+    MutexLock l(var->mu());
     STRATA_RETURN_IF_ERROR(var->CheckInitialized());
     STRATA_RETURN_IF_ERROR(var->CheckAssignable(delta, /*require_current_shape=*/true));
     STRATA_RETURN_IF_ERROR(var->PrepareForUpdate(ctx.allocator()));
@@ -143,7 +143,7 @@ class VarIsInitializedOp : public OpKernel {
     if (!var.ok() && var.status().code() != absl::StatusCode::kNotFound) return var.status();
     bool initialized = false;
     if (var.ok()) {
-      absl::ReaderMutexLock l((*var)->mu());
+      ReaderMutexLock l((*var)->mu());
       initialized = (*var)->is_initialized();
     }
     *out->data<bool>() = initialized;
