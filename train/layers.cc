@@ -1,0 +1,175 @@
+#include "train/layers.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "graph/ops/nn_ops.h"
+#include "graph/status.h"
+#include "train/initializers.h"
+
+namespace strata {
+namespace train {
+namespace {
+
+Output Activate(const Scope& scope, Output x, Activation activation) {
+  return activation == Activation::kRelu ? ops::Relu(scope, x) : x;
+}
+
+const char* PaddingName(PaddingMode p) { return p == PaddingMode::kSame ? "SAME" : "VALID"; }
+
+// The product of dims 1.. of `shape`, or -1 if one of them is unknown.
+int64_t ElementsPerExample(const PartialTensorShape& shape) {
+  if (shape.unknown_rank()) return -1;
+  int64_t n = 1;
+  for (int d = 1; d < shape.dims(); ++d) {
+    if (shape.dim_size(d) < 0) return -1;
+    n *= shape.dim_size(d);
+  }
+  return n;
+}
+
+}  // namespace
+
+void Layer::SetNameIfEmpty(const std::string& name) {
+  if (!built_ && name_.empty()) name_ = name;
+}
+
+void Layer::SetSeedIfUnset(int64_t seed) {
+  if (!built_ && !seed_.has_value()) seed_ = seed;
+}
+
+absl::Status Layer::Error(const std::string& message) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat("layer '", name_.empty() ? kind() : name_, "' (", kind(), "): ", message));
+}
+
+Variable* Layer::AddWeight(const Scope& scope, const std::string& weight, const TensorShape& shape,
+                           bool glorot) {
+  // Named "<layer>/<weight>" under the caller's scope rather than under the
+  // layer's op sub-scope, whose name the scope uniquifies per application:
+  // the weights' names must not depend on how often layers were applied.
+  Variable* v = CreateVariable(scope, absl::StrCat(name_, "/", weight), shape, DT_FLOAT,
+                               glorot ? GlorotUniform(seed_) : Zeros());
+  if (v != nullptr) variables_.push_back(v);
+  return v;
+}
+
+absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (name_.empty()) name_ = kind();
+  if (!input.ok()) return Error("the input is a null Output");
+  if (input.type() != DT_FLOAT) {
+    return Error(absl::StrCat("expects a float input, got ", DataTypeString(input.type())));
+  }
+  const PartialTensorShape shape = input.shape();
+  if (!built_) {
+    STRATA_RETURN_IF_ERROR(Build(scope, shape));
+    STRATA_RETURN_IF_ERROR(scope.status());
+    built_ = true;
+    built_shape_ = shape;
+  } else if (!shape.IsCompatibleWith(built_shape_)) {
+    return Error(absl::StrCat("was built for inputs of shape ", built_shape_.DebugString(),
+                              " and cannot take ", shape.DebugString()));
+  }
+  const Scope s = scope.NewSubScope(name_);
+  std::vector<Output> weights;
+  reads_.clear();
+  for (Variable* v : variables_) {
+    Output value = v->Read(s);
+    weights.push_back(value);
+    reads_.push_back({v, value});
+  }
+  absl::StatusOr<Output> out = Call(s, input, weights);
+  STRATA_RETURN_IF_ERROR(scope.status());
+  return out;
+}
+
+absl::Status Dense::Build(const Scope& scope, const PartialTensorShape& input) {
+  if (units_ < 1) return Error(absl::StrCat("units must be >= 1, got ", units_));
+  if (input.dims() != 2 || input.dim_size(1) < 0) {
+    return Error(absl::StrCat("expects [batch, features] with known features, got ",
+                              input.DebugString()));
+  }
+  AddWeight(scope, "kernel", TensorShape{input.dim_size(1), units_}, /*glorot=*/true);
+  AddWeight(scope, "bias", TensorShape{units_}, /*glorot=*/false);
+  return scope.status();
+}
+
+absl::StatusOr<Output> Dense::Call(const Scope& scope, Output input,
+                                   const std::vector<Output>& weights) {
+  Output y = ops::BiasAdd(scope, ops::MatMul(scope, input, weights[0]), weights[1]);
+  return Activate(scope, y, activation_);
+}
+
+absl::Status Conv2D::Build(const Scope& scope, const PartialTensorShape& input) {
+  const Options& o = options_;
+  if (o.filters < 1 || o.kernel_size < 1 || o.stride < 1) {
+    return Error(absl::StrCat("filters, kernel_size and stride must be >= 1, got ", o.filters,
+                              ", ", o.kernel_size, ", ", o.stride));
+  }
+  if (input.dims() != 4 || input.dim_size(3) < 0) {
+    return Error(absl::StrCat("expects NHWC [batch, rows, cols, channels] with known channels, got ",
+                              input.DebugString()));
+  }
+  AddWeight(scope, "kernel", TensorShape{o.kernel_size, o.kernel_size, input.dim_size(3), o.filters},
+            /*glorot=*/true);
+  AddWeight(scope, "bias", TensorShape{o.filters}, /*glorot=*/false);
+  return scope.status();
+}
+
+absl::StatusOr<Output> Conv2D::Call(const Scope& scope, Output input,
+                                    const std::vector<Output>& weights) {
+  const int s = static_cast<int>(options_.stride);
+  Output y = ops::Conv2D(scope, input, weights[0], {1, s, s, 1}, PaddingName(options_.padding));
+  y = ops::BiasAdd(scope, y, weights[1]);
+  return Activate(scope, y, options_.activation);
+}
+
+absl::StatusOr<Output> MaxPool2D::Call(const Scope& scope, Output input,
+                                       const std::vector<Output>&) {
+  if (pool_size_ < 1 || stride_ < 1) {
+    return Error(absl::StrCat("pool_size and stride must be >= 1, got ", pool_size_, ", ", stride_));
+  }
+  if (input.shape().dims() != 4) {
+    return Error(absl::StrCat("expects NHWC [batch, rows, cols, channels], got ",
+                              input.shape().DebugString()));
+  }
+  const int k = static_cast<int>(pool_size_), s = static_cast<int>(stride_);
+  return ops::MaxPool(scope, input, {1, k, k, 1}, {1, s, s, 1}, PaddingName(padding_));
+}
+
+absl::StatusOr<Output> Flatten::Call(const Scope& scope, Output input, const std::vector<Output>&) {
+  const PartialTensorShape shape = input.shape();
+  const int64_t n = ElementsPerExample(shape);
+  if (shape.dims() < 2 || n < 0) {
+    return Error(absl::StrCat("expects [batch, ...] with known dims after the batch, got ",
+                              shape.DebugString()));
+  }
+  return ops::Reshape(scope, input,
+                      ops::Const<int32_t>(scope, {-1, static_cast<int32_t>(n)}, TensorShape{2}));
+}
+
+absl::StatusOr<Output> Reshape::Call(const Scope& scope, Output input, const std::vector<Output>&) {
+  const PartialTensorShape shape = input.shape();
+  const int64_t have = ElementsPerExample(shape);
+  int64_t want = 1;
+  std::vector<int32_t> dims = {-1};
+  for (int64_t d : target_) {
+    if (d < 1) return Error(absl::StrCat("target dims must be >= 1, got [", absl::StrJoin(target_, ","), "]"));
+    want *= d;
+    dims.push_back(static_cast<int32_t>(d));
+  }
+  if (shape.dims() < 1 || have != want) {
+    return Error(absl::StrCat("cannot reshape ", shape.DebugString(), " to [?,",
+                              absl::StrJoin(target_, ","), "]"));
+  }
+  return ops::Reshape(scope, input,
+                      ops::Const<int32_t>(scope, dims, TensorShape{static_cast<int64_t>(dims.size())}));
+}
+
+}  // namespace train
+}  // namespace strata
