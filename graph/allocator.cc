@@ -16,6 +16,17 @@ void RaiseTo(std::atomic<int64_t>& v, int64_t x) {
 }
 }  // namespace
 
+namespace {
+constexpr size_t kPage = 4096;
+}  // namespace
+
+TrackingCpuAllocator::~TrackingCpuAllocator() {
+  MutexLock l(&cache_mu_);
+  for (auto& [size, blocks] : cache_) {
+    for (void* p : blocks) std::free(p);
+  }
+}
+
 void* TrackingCpuAllocator::AllocateRaw(size_t alignment, size_t bytes) {
   if (alignment < kTensorAlignment) alignment = kTensorAlignment;
   const int64_t n = static_cast<int64_t>(bytes);
@@ -24,9 +35,25 @@ void* TrackingCpuAllocator::AllocateRaw(size_t alignment, size_t bytes) {
     bytes_in_use_.fetch_sub(n, std::memory_order_relaxed);
     return nullptr;
   }
-  // aligned_alloc wants a size that is a multiple of the alignment.
-  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  void* p = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+  void* p = nullptr;
+  if (bytes >= kCacheMinBytes && alignment <= kPage) {
+    // Page-aligned, page-rounded blocks, reused by size.
+    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    {
+      MutexLock l(&cache_mu_);
+      auto it = cache_.find(rounded);
+      if (it != cache_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= rounded;
+      }
+    }
+    if (p == nullptr) p = std::aligned_alloc(kPage, rounded);
+  } else {
+    // aligned_alloc wants a size that is a multiple of the alignment.
+    const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+    p = std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+  }
   if (p == nullptr) {
     bytes_in_use_.fetch_sub(n, std::memory_order_relaxed);
     return nullptr;
@@ -39,8 +66,17 @@ void* TrackingCpuAllocator::AllocateRaw(size_t alignment, size_t bytes) {
 
 void TrackingCpuAllocator::DeallocateRaw(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
-  std::free(ptr);
   bytes_in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  if (bytes >= kCacheMinBytes) {
+    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    MutexLock l(&cache_mu_);
+    if (cached_bytes_ + rounded <= kCacheMaxBytes) {
+      cache_[rounded].push_back(ptr);
+      cached_bytes_ += rounded;
+      return;
+    }
+  }
+  std::free(ptr);
 }
 
 AllocatorStats TrackingCpuAllocator::GetStats() const {

@@ -80,6 +80,25 @@ TEST(TensorTest, AllocationFailureIsResourceExhausted) {
   EXPECT_EQ(small.GetStats().peak_bytes_in_use, 64);
 }
 
+TEST(AllocatorTest, LargeBuffersAreRecycledBySize) {
+  TrackingCpuAllocator a("recycling");
+  const size_t big = 1 << 20;
+  void* p = a.AllocateRaw(kTensorAlignment, big);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  a.DeallocateRaw(p, big);
+  EXPECT_EQ(a.GetStats().bytes_in_use, 0);
+  // The same size comes back from the cache; another size does not.
+  void* q = a.AllocateRaw(kTensorAlignment, big);
+  EXPECT_EQ(q, p);
+  void* r = a.AllocateRaw(kTensorAlignment, 2 * big);
+  EXPECT_NE(r, p);
+  EXPECT_EQ(a.GetStats().bytes_in_use, static_cast<int64_t>(3 * big));
+  a.DeallocateRaw(q, big);
+  a.DeallocateRaw(r, 2 * big);
+  EXPECT_EQ(a.GetStats().bytes_in_use, 0);
+}
+
 TEST(TensorTest, ProtoRoundTripsBothEncodings) {
   Tensor t = Tensor::FromVector<int32_t>({1, -2, 3, 4}, TensorShape{2, 2});
   for (bool typed : {false, true}) {
