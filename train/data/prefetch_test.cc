@@ -57,26 +57,6 @@ TEST(PrefetchTest, FillsAheadInTheBackgroundUpToTheBufferSize) {
   EXPECT_EQ(calls.load(), 6);
 }
 
-// With a slow producer and a consumer that works as long per element, the
-// two overlap: the total is about one of them, not their sum.
-TEST(PrefetchTest, OverlapsProducerAndConsumer) {
-  std::atomic<int> calls{0};
-  constexpr int kN = 20, kMs = 10;
-  auto it = Iter(*Prefetch(Counted(Range(kN), &calls, kMs), 2));
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kN; ++i) {
-    Example e;
-    bool end = false;
-    ASSERT_TRUE(it->GetNext(&e, &end).ok());
-    ASSERT_FALSE(end);
-    std::this_thread::sleep_for(std::chrono::milliseconds(kMs));  // "training step"
-  }
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  // Serial would be 2 * kN * kMs = 400 ms; overlapped about 210 ms.
-  EXPECT_LT(ms, 1.6 * kN * kMs) << "producer and consumer did not overlap";
-}
-
 TEST(PrefetchTest, ErrorsArriveInOrderAndStick) {
   auto failing = *Map(Range(10), [](Example* e) {
     return *(*e)[0].data<int64_t>() == 3 ? absl::DataLossError("bad record 3") : absl::OkStatus();
