@@ -1,0 +1,343 @@
+// Acceptance tests of tools/trainer as a user runs it: real processes, real
+// files, real signals.
+//
+//   - the digits MLP 64-128-10 reaches >= 96% test accuracy, the CNN >= 90%;
+//   - a run killed with SIGKILL (by itself right after a step, or from
+//     outside while it trains) and restarted with the same flags ends with
+//     weights bitwise identical to an uninterrupted run's;
+//   - a checkpoint with one flipped byte (index or data) is refused with
+//     DataLoss and the run resumes from the previous one, again ending
+//     bitwise identical to an uninterrupted run;
+//   - bad flags and bad data exit non-zero with a message naming the flag,
+//     or the file and line.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/checkpoint/checkpoint_manager.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+
+extern char** environ;
+
+namespace strata {
+namespace {
+
+std::string Runfile(const std::string& path) {
+  const char* dir = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(dir == nullptr ? "." : dir, "/strata/", path);
+}
+
+std::string TempDir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
+  std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Process {
+  pid_t pid = -1;
+  std::string stderr_path;
+};
+
+// Starts the trainer with `args`; its stderr goes to a file.
+Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
+  std::vector<std::string> argv_s = {Runfile("tools/trainer")};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  argv_s.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  Process p;
+  p.stderr_path = stderr_path;
+  const int rc = posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
+  return p;
+}
+
+struct Exit {
+  int code = -1;    // exit status, or -1 if killed
+  int signal = 0;   // the signal that killed it
+  std::string err;  // its stderr
+};
+
+Exit Wait(const Process& p) {
+  int status = 0;
+  Exit e;
+  if (waitpid(p.pid, &status, 0) != p.pid) return e;
+  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+  e.err = ReadFile(p.stderr_path);
+  return e;
+}
+
+Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {
+  return Wait(Spawn(args, TempDir("stderr") + "/" + name + ".txt"));
+}
+
+// The value of "key":<number> in the metrics file's final line.
+double FinalMetric(const std::string& metrics_path, const std::string& key) {
+  std::ifstream in(metrics_path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (absl::StrContains(line, "\"final\":true")) last = line;
+  }
+  const std::string needle = absl::StrCat("\"", key, "\":");
+  const size_t at = last.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::atof(last.c_str() + at + needle.size());
+}
+
+// The largest "step" of the metrics file's per-step lines so far.
+int64_t LastStep(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
+  std::string line;
+  int64_t step = 0;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "{\"step\":")) step = std::max<int64_t>(step, std::atoll(line.c_str() + 8));
+  }
+  return step;
+}
+
+// Every tensor of the two checkpoints, byte for byte.
+void ExpectSameTensors(const std::string& a, const std::string& b) {
+  auto ra = CheckpointReader::Open(a);
+  auto rb = CheckpointReader::Open(b);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  ASSERT_EQ((*ra)->tensors().size(), (*rb)->tensors().size());
+  int compared = 0;
+  for (const auto& [name, info] : (*ra)->tensors()) {
+    Tensor ta, tb;
+    ASSERT_TRUE((*ra)->Read(name, &ta).ok()) << name;
+    ASSERT_TRUE((*rb)->Read(name, &tb).ok()) << name << " missing in " << b;
+    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
+    ASSERT_EQ(ta.shape(), tb.shape()) << name;
+    EXPECT_EQ(0, std::memcmp(ta.raw_data(), tb.raw_data(), ta.TotalBytes()))
+        << "tensor '" << name << "' differs between " << a << " and " << b;
+    ++compared;
+  }
+  // Weights and biases, Adam's m and v for each, the step counter, stats.
+  EXPECT_GE(compared, 6 * 3 + 1);
+  EXPECT_EQ((*ra)->GetMetadata("input_iterator").value_or("a"),
+            (*rb)->GetMetadata("input_iterator").value_or("b"));
+}
+
+TEST(TrainerTest, DigitsMlpReaches96PercentTestAccuracy) {
+  const std::string dir = TempDir("digits_mlp");
+  const std::string metrics = dir + "/metrics.jsonl";
+  const auto t0 = std::chrono::steady_clock::now();
+  Exit e = RunTrainer({"--model=mlp", "--hidden=128", "--data=digits", "--epochs=30",
+                       absl::StrCat("--metrics_out=", metrics)},
+                      "digits_mlp");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(e.code, 0) << e.err;
+  const double acc = FinalMetric(metrics, "test_accuracy");
+  std::printf("digits MLP 64-128-10: test accuracy %.4f, test loss %.4f, %.2f s wall\n", acc,
+              FinalMetric(metrics, "test_loss"), seconds);
+  EXPECT_GE(acc, 0.96);
+  EXPECT_LT(FinalMetric(metrics, "test_loss"), 0.3);
+  // One line per step (1438 training examples / 32 = 44 steps per epoch), then the final one.
+  EXPECT_EQ(LastStep(metrics), 44 * 30);
+  EXPECT_EQ(FinalMetric(metrics, "step"), 44 * 30);
+  EXPECT_TRUE(absl::StrContains(e.err, "test accuracy")) << e.err;
+}
+
+TEST(TrainerTest, CnnTrainsOnDigits) {
+  const std::string dir = TempDir("digits_cnn");
+  const std::string metrics = dir + "/metrics.jsonl";
+  Exit e = RunTrainer({"--model=cnn", "--epochs=5", absl::StrCat("--metrics_out=", metrics)}, "cnn");
+  ASSERT_EQ(e.code, 0) << e.err;
+  const double acc = FinalMetric(metrics, "test_accuracy");
+  std::printf("digits CNN, 5 epochs: test accuracy %.4f\n", acc);
+  EXPECT_GE(acc, 0.90);
+}
+
+std::vector<std::string> ResumeFlags(const std::string& dir, int64_t steps) {
+  return {"--model=mlp", "--hidden=64,32", "--optimizer=adam", "--global_batch_size=32",
+          absl::StrCat("--steps=", steps), "--save_every_steps=50", "--max_to_keep=3",
+          absl::StrCat("--checkpoint_dir=", dir), absl::StrCat("--metrics_out=", dir, "/metrics.jsonl")};
+}
+
+std::vector<std::string> With(std::vector<std::string> flags, const std::string& extra) {
+  flags.push_back(extra);
+  return flags;
+}
+
+TEST(TrainerTest, SelfKillAfterAStepThenResumeIsBitwiseIdentical) {
+  const std::string ref = TempDir("selfkill_ref"), run = TempDir("selfkill_run");
+  ASSERT_EQ(RunTrainer(ResumeFlags(ref, 300), "ref").code, 0);
+
+  // Killed right after step 170: checkpoints 50, 100, 150 exist.
+  Exit crashed = RunTrainer(With(ResumeFlags(run, 300), "--crash_at_step=170"), "crashed");
+  ASSERT_EQ(crashed.signal, SIGKILL) << "exit code " << crashed.code << ": " << crashed.err;
+  EXPECT_EQ(LastStep(run + "/metrics.jsonl"), 170);
+
+  Exit resumed = RunTrainer(ResumeFlags(run, 300), "resumed");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_TRUE(absl::StrContains(resumed.err, "resumed from " + run + "/ckpt-150 at step 150"))
+      << resumed.err;
+  ExpectSameTensors(ref + "/ckpt-300", run + "/ckpt-300");
+  EXPECT_EQ(FinalMetric(ref + "/metrics.jsonl", "test_accuracy"),
+            FinalMetric(run + "/metrics.jsonl", "test_accuracy"));
+}
+
+TEST(TrainerTest, ExternalSigkillWhileTrainingThenResumeIsBitwiseIdentical) {
+  // Wide layers make a step slow enough (~1 ms) to be killed mid-run.
+  auto flags = [](const std::string& dir) {
+    return std::vector<std::string>{
+        "--model=mlp", "--hidden=512,512", "--global_batch_size=64", "--steps=3000",
+        "--save_every_steps=100", "--intra_op_threads=1", absl::StrCat("--checkpoint_dir=", dir),
+        absl::StrCat("--metrics_out=", dir, "/metrics.jsonl")};
+  };
+  const std::string ref = TempDir("extkill_ref"), run = TempDir("extkill_run");
+  ASSERT_EQ(RunTrainer(flags(ref), "ext_ref").code, 0);
+
+  Process p = Spawn(flags(run), TempDir("stderr") + "/ext_killed.txt");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (LastStep(run + "/metrics.jsonl") < 250 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(kill(p.pid, SIGKILL), 0);
+  Exit killed = Wait(p);
+  const int64_t reached = LastStep(run + "/metrics.jsonl");
+  ASSERT_EQ(killed.signal, SIGKILL) << "the run ended before it could be killed (step " << reached
+                                    << "): " << killed.err;
+  ASSERT_LT(reached, 3000);
+  std::printf("killed from outside at step >= %lld\n", static_cast<long long>(reached));
+
+  Exit resumed = RunTrainer(flags(run), "ext_resumed");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_TRUE(absl::StrContains(resumed.err, "resumed from")) << resumed.err;
+  ExpectSameTensors(ref + "/ckpt-3000", run + "/ckpt-3000");
+}
+
+// Flips one byte at a seeded random position of `path`.
+void FlipByte(const std::string& path, uint32_t seed) {
+  std::string bytes = ReadFile(path);
+  ASSERT_FALSE(bytes.empty()) << path;
+  std::mt19937 gen(seed);
+  const size_t at = std::uniform_int_distribution<size_t>(0, bytes.size() - 1)(gen);
+  bytes[at] = static_cast<char>(bytes[at] ^ (1 << (gen() % 8)));
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string DataFileOf(const std::string& dir, const std::string& base) {
+  const std::string listing_cmd = absl::StrCat("ls '", dir, "' | grep '^", base, ".data-' > '", dir, "/.ls'");
+  std::system(listing_cmd.c_str());
+  std::string name = ReadFile(dir + "/.ls");
+  while (!name.empty() && (name.back() == '\n')) name.pop_back();
+  return dir + "/" + name;
+}
+
+TEST(TrainerTest, CorruptLatestCheckpointIsRefusedAndThePreviousOneResumed) {
+  const std::string ref = TempDir("corrupt_ref");
+  ASSERT_EQ(RunTrainer(ResumeFlags(ref, 350), "corrupt_ref").code, 0);
+  for (const std::string file : {"index", "data"}) {
+    for (uint32_t seed : {1u, 2u}) {
+      SCOPED_TRACE(absl::StrCat(file, " file, seed ", seed));
+      const std::string run = TempDir(absl::StrCat("corrupt_", file, seed));
+      ASSERT_EQ(RunTrainer(ResumeFlags(run, 300), "corrupt_first").code, 0);
+      const std::string victim = file == "index" ? run + "/ckpt-300.index" : DataFileOf(run, "ckpt-300");
+      FlipByte(victim, seed);
+
+      // The reader refuses it with DataLoss, naming the file.
+      absl::Status s;
+      auto r = CheckpointReader::Open(run + "/ckpt-300");
+      s = r.ok() ? (*r)->VerifyAll() : r.status();
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "ckpt-300")) << s;
+
+      // The trainer says so and resumes from ckpt-250.
+      Exit e = RunTrainer(ResumeFlags(run, 350), "corrupt_resume");
+      ASSERT_EQ(e.code, 0) << e.err;
+      EXPECT_TRUE(absl::StrContains(e.err, "skipping checkpoint: DATA_LOSS")) << e.err;
+      EXPECT_TRUE(absl::StrContains(e.err, "resumed from " + run + "/ckpt-250 at step 250")) << e.err;
+      ExpectSameTensors(ref + "/ckpt-350", run + "/ckpt-350");
+    }
+  }
+}
+
+TEST(TrainerTest, CsvWithABadRowNamesFileAndLine) {
+  const std::string dir = TempDir("bad_csv");
+  const std::string csv = dir + "/train.csv";
+  std::ofstream(csv) << "f1,f2,label\n0.5,1.5,0\n1.0,2.0,1\n0.25,oops,1\n";
+  Exit e = RunTrainer({absl::StrCat("--data=csv:", csv)}, "bad_csv");
+  EXPECT_NE(e.code, 0);
+  EXPECT_EQ(e.signal, 0);
+  EXPECT_TRUE(absl::StrContains(e.err, csv)) << e.err;
+  EXPECT_TRUE(absl::StrContains(e.err, "line 4")) << e.err;
+}
+
+TEST(TrainerTest, GoodCsvWithHeaderTrains) {
+  const std::string dir = TempDir("good_csv");
+  const std::string csv = dir + "/train.csv";
+  {
+    std::ofstream out(csv);
+    out << "x,y,label\n";
+    std::mt19937 gen(4);
+    std::normal_distribution<float> n(0, 0.3f);
+    for (int i = 0; i < 400; ++i) out << (i % 2 ? 1 : -1) + n(gen) << "," << n(gen) << "," << i % 2 << "\n";
+  }
+  const std::string metrics = dir + "/metrics.jsonl";
+  Exit e = RunTrainer({absl::StrCat("--data=csv:", csv), "--hidden=8", "--epochs=10",
+                       absl::StrCat("--metrics_out=", metrics)},
+                      "good_csv");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_GE(FinalMetric(metrics, "test_accuracy"), 0.95);
+}
+
+TEST(TrainerTest, BadFlagsExitNonZeroWithAClearMessage) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--model=resnet"}, "--model: unknown model 'resnet'"},
+      {{"--optimizer=rmsprop"}, "--optimizer: unknown optimizer 'rmsprop'"},
+      {{"--hidden=128,x"}, "--hidden=128,x"},
+      {{"--data=synthetic:abc"}, "--data=synthetic:abc"},
+      {{"--data=parquet:/x"}, "--data=parquet:/x"},
+      {{"--data=csv:/no/such/file.csv"}, "/no/such/file.csv"},
+      {{"--test_fraction=1.5"}, "--test_fraction"},
+      {{"--global_batch_size=5000"}, "--global_batch_size=5000"},
+      {{"--save_every_steps=10"}, "needs --checkpoint_dir"},
+      {{"--steps=abc"}, "steps"},
+      {{"--no_such_flag=1"}, "no_such_flag"},
+      {{"--model=cnn", "--data=synthetic:100:10:2"}, "square"},
+  };
+  for (const Case& c : cases) {
+    Exit e = RunTrainer(c.args, "bad_flags");
+    EXPECT_EQ(e.code, 1) << c.args[0] << ": " << e.err;
+    EXPECT_EQ(e.signal, 0) << c.args[0];
+    EXPECT_TRUE(absl::StrContains(e.err, c.message)) << c.args[0] << ": " << e.err;
+  }
+}
+
+}  // namespace
+}  // namespace strata

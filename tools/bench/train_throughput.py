@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Training throughput: Strata's trainer against PyTorch, side by side.
+
+Runs tools/trainer (synthetic data, --metrics_out) and tools/bench/torch_train.py
+on the same MLP, optimizer, batch and thread count, alternating the two for
+several rounds, and prints a table of the best examples/s of each and their
+ratio. The machine is shared and noisy (readings move 20-25% between runs),
+so compare within one run, by ratio.
+
+Workloads (SGD lr 0.1 by default):
+  compute-bound  MLP 784-512-512-10, batch 256, 1 and 2 threads  (target >= 1.0x)
+  overhead-bound MLP 64-128-10 (the digits model), batch 64, 1 thread  (target >= 2x)
+
+Fairness: PyTorch uses OpenBLAS-openmp (Debian's default reference BLAS is
+~20x slower), Debian's /usr/bin/python3, and set_num_threads(T) with one
+inter-op thread; Strata runs --intra_op_threads=T --inter_op_threads=0 (ops
+one at a time on the calling thread) --prefetch=0 (batches made on the
+training thread, as the PyTorch loop does), and both read the loss back every
+step. Throughput is measured after a warm-up, from the per-step timestamps of
+--metrics_out for Strata and a wall clock around the loop for PyTorch.
+
+  tools/setup.sh --bench                      # python3-torch, libopenblas0-openmp
+  /usr/bin/python3 tools/bench/train_throughput.py [--rounds=3] [--optimizer=sgd]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+PYTHON = "/usr/bin/python3"
+
+# name, features, hidden, classes, examples, batch, threads, steps, warmup, target
+WORKLOADS = [
+    ("mlp 784-512-512-10", 784, "512,512", 10, 16384, 256, 1, 330, 30, 1.0),
+    ("mlp 784-512-512-10", 784, "512,512", 10, 16384, 256, 2, 330, 30, 1.0),
+    ("digits mlp 64-128-10", 64, "128", 10, 1438, 64, 1, 20000, 2000, 2.0),
+]
+
+
+def run_strata(trainer, w, optimizer, lr):
+    name, features, hidden, classes, examples, batch, threads, steps, warmup, _ = w
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        cmd = [trainer, "--model=mlp", f"--hidden={hidden}",
+               f"--data=synthetic:{examples}:{features}:{classes}", "--test_fraction=0",
+               "--nostandardize", f"--optimizer={optimizer}", f"--global_batch_size={batch}",
+               f"--steps={warmup + steps}", f"--intra_op_threads={threads}",
+               "--inter_op_threads=0", "--prefetch=0", "--quiet", f"--metrics_out={metrics}"]
+        if lr:
+            cmd.append(f"--learning_rate={lr}")
+        subprocess.run(cmd, check=True)
+        lines = [json.loads(l) for l in open(metrics)]
+    per_step = [l for l in lines if "final" not in l]
+    a, b = per_step[warmup - 1], per_step[-1]
+    return (b["step"] - a["step"]) * batch / (b["elapsed_sec"] - a["elapsed_sec"])
+
+
+def run_torch(w, optimizer, lr):
+    name, features, hidden, classes, examples, batch, threads, steps, warmup, _ = w
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = OPENBLAS + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env["OMP_NUM_THREADS"] = str(threads)
+    cmd = [PYTHON, os.path.join(ROOT, "tools/bench/torch_train.py"), f"--features={features}",
+           f"--hidden={hidden}", f"--classes={classes}", f"--examples={examples}",
+           f"--batch={batch}", f"--threads={threads}", f"--steps={steps}", f"--warmup={warmup}",
+           f"--optimizer={optimizer}"]
+    if lr:
+        cmd.append(f"--learning_rate={lr}")
+    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["examples_per_sec"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=3, help="alternating runs per side; the best counts")
+    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"], default="sgd")
+    p.add_argument("--learning_rate", type=float, default=0.0, help="0: each side's default")
+    p.add_argument("--trainer", default="", help="the trainer binary (default: bazel build it)")
+    a = p.parse_args()
+
+    if not os.path.isdir(OPENBLAS):
+        sys.exit(f"{OPENBLAS} is missing: run tools/setup.sh --bench (libopenblas0-openmp)")
+    probe = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
+    if probe.returncode != 0:
+        sys.exit(f"{PYTHON} cannot import torch: run tools/setup.sh --bench (python3-torch)")
+    trainer = a.trainer
+    if not trainer:
+        subprocess.run(["bazel", "build", "-c", "opt", "//tools:trainer"], cwd=ROOT, check=True)
+        trainer = os.path.join(ROOT, "bazel-bin/tools/trainer")
+
+    print(f"optimizer {a.optimizer}, best of {a.rounds} alternating rounds per side\n")
+    rows = []
+    for w in WORKLOADS:
+        best_s, best_t = 0.0, 0.0
+        for _ in range(a.rounds):
+            best_s = max(best_s, run_strata(trainer, w, a.optimizer, a.learning_rate))
+            best_t = max(best_t, run_torch(w, a.optimizer, a.learning_rate))
+        rows.append((w, best_s, best_t))
+
+    print("| workload | batch | threads | Strata examples/s | PyTorch examples/s | Strata / PyTorch | target |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for w, s, t in rows:
+        name, _, _, _, _, batch, threads, _, _, target = w
+        ratio = s / t
+        mark = "ok" if ratio >= target else "BELOW"
+        print(f"| {name} | {batch} | {threads} | {s:,.0f} | {t:,.0f} | {ratio:.2f}x | >= {target:.1f}x {mark} |")
+
+
+if __name__ == "__main__":
+    main()

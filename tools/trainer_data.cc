@@ -1,0 +1,370 @@
+#include "tools/trainer_data.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "graph/status.h"
+#include "tools/trainer_lib.h"
+#include "train/data/csv.h"
+#include "train/data/preprocess.h"
+#include "train/data/sources.h"
+#include "train/data/transforms.h"
+
+namespace strata {
+namespace trainer {
+namespace {
+
+constexpr char kDigitsRelative[] = "data/digits/digits.csv.gz";
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return !path.empty() && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string Dirname(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// `dir`/data/digits/digits.csv.gz for `dir` and each of its parents.
+void AddAncestors(std::string dir, std::vector<std::string>* out) {
+  while (!dir.empty()) {
+    out->push_back(absl::StrCat(dir == "/" ? "" : dir, "/", kDigitsRelative));
+    if (dir == "/") break;
+    dir = Dirname(dir);
+  }
+}
+
+std::string RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (realpath(path.c_str(), buf) == nullptr) return "";
+  return buf;
+}
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+absl::Status LabelError(const SourceSpec& spec, int64_t index, int32_t label) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--data=", spec.description, ": example ", index, " has label ", label,
+      "; labels must be class indices 0, 1, 2, ..."));
+}
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Shuffle -> Batch(drop remainder) -> Repeat over in-memory [n, d] / [n]
+// tensors in one stage: each batch is gathered straight into its two
+// tensors (two allocations per batch instead of several per example, which
+// the per-example pipeline costs an overhead-bound step). The order of
+// epoch e is a permutation drawn from (seed, e); the state is (epoch, batch
+// within the epoch), so a restored iterator continues exactly.
+class ShuffledBatchDataset : public data::Dataset {
+ public:
+  ShuffledBatchDataset(Tensor x, Tensor y, int64_t batch, uint64_t seed, std::string name)
+      : x_(std::move(x)), y_(std::move(y)), batch_(batch), seed_(seed), name_(std::move(name)) {}
+
+  int64_t Cardinality() const override { return data::kInfiniteCardinality; }
+  std::string DebugString() const override {
+    return absl::StrCat("ShuffledBatches(batch=", batch_, ",seed=", seed_, ")<-", name_, "[",
+                        x_.dim_size(0), "x", x_.dim_size(1), "]");
+  }
+  absl::StatusOr<std::unique_ptr<data::IteratorBase>> MakeIterator(int64_t) const override {
+    return std::unique_ptr<data::IteratorBase>(new Iterator(this));
+  }
+
+ private:
+  class Iterator : public data::IteratorBase {
+   public:
+    explicit Iterator(const ShuffledBatchDataset* ds)
+        : ds_(ds), per_epoch_(ds->x_.dim_size(0) / ds->batch_) {
+      SetEpoch(0);
+    }
+
+    absl::Status GetNext(data::Example* out, bool* end_of_sequence) override {
+      if (index_ == per_epoch_) {
+        SetEpoch(epoch_ + 1);
+        index_ = 0;
+      }
+      const int64_t b = ds_->batch_, d = ds_->x_.dim_size(1);
+      Tensor x(DT_FLOAT, TensorShape{b, d}), y(DT_INT32, TensorShape{b});
+      const float* src = ds_->x_.data<float>();
+      const int32_t* labels = ds_->y_.data<int32_t>();
+      float* dst = x.data<float>();
+      int32_t* yd = y.data<int32_t>();
+      const int64_t* rows = perm_.data() + index_ * b;
+      for (int64_t i = 0; i < b; ++i) {
+        std::memcpy(dst + i * d, src + rows[i] * d, sizeof(float) * d);
+        yd[i] = labels[rows[i]];
+      }
+      ++index_;
+      out->clear();
+      out->push_back(std::move(x));
+      out->push_back(std::move(y));
+      *end_of_sequence = false;
+      return absl::OkStatus();
+    }
+    absl::Status Save(data::StateWriter* w) const override {
+      w->WriteInt(epoch_);
+      w->WriteInt(index_);
+      return absl::OkStatus();
+    }
+    absl::Status Restore(data::StateReader* r) override {
+      int64_t epoch, index;
+      STRATA_RETURN_IF_ERROR(r->ReadIntInRange(0, INT64_MAX, "epoch", &epoch));
+      STRATA_RETURN_IF_ERROR(r->ReadIntInRange(0, per_epoch_, "batch index", &index));
+      if (epoch != epoch_) SetEpoch(epoch);
+      index_ = index;
+      return absl::OkStatus();
+    }
+
+   private:
+    // Fisher-Yates from (seed, epoch) by SplitMix64.
+    void SetEpoch(int64_t epoch) {
+      epoch_ = epoch;
+      const int64_t n = ds_->x_.dim_size(0);
+      perm_.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) perm_[i] = i;
+      uint64_t state = SplitMix(ds_->seed_ ^ SplitMix(static_cast<uint64_t>(epoch)));
+      for (int64_t i = n - 1; i > 0; --i) {
+        state = SplitMix(state);
+        const int64_t j = static_cast<int64_t>(
+            (static_cast<unsigned __int128>(state) * static_cast<uint64_t>(i + 1)) >> 64);
+        std::swap(perm_[i], perm_[j]);
+      }
+    }
+
+    const ShuffledBatchDataset* const ds_;
+    const int64_t per_epoch_;
+    int64_t epoch_ = 0;
+    int64_t index_ = 0;  // next batch within the epoch
+    std::vector<int64_t> perm_;
+  };
+
+  const Tensor x_, y_;
+  const int64_t batch_;
+  const uint64_t seed_;
+  const std::string name_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> FindDigitsCsv(const std::string& explicit_path,
+                                          const std::string& argv0) {
+  if (!explicit_path.empty()) {
+    if (IsFile(explicit_path)) return explicit_path;
+    return absl::NotFoundError(absl::StrCat("--digits_path=", explicit_path, ": no such file"));
+  }
+  // Candidates in order of specificity: the runfiles Bazel made for this
+  // binary (bazel run / bazel test / a copied bazel-bin tree), then the
+  // source tree of `bazel run`, then the working directory and the
+  // executable's location and their parents (a source checkout, or the
+  // execroot, which links the source folders).
+  std::vector<std::string> candidates;
+  const std::string runfiles_rel = absl::StrCat("strata/", kDigitsRelative);
+  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    const char* v = std::getenv(env);
+    if (v != nullptr && *v != '\0') candidates.push_back(absl::StrCat(v, "/", runfiles_rel));
+  }
+  const std::string exe = SelfExe();
+  for (const std::string& bin : {argv0, exe}) {
+    if (!bin.empty()) candidates.push_back(absl::StrCat(bin, ".runfiles/", runfiles_rel));
+  }
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr && *ws != '\0') {
+    candidates.push_back(absl::StrCat(ws, "/", kDigitsRelative));
+  }
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) != nullptr) AddAncestors(cwd, &candidates);
+  const std::string real_exe = RealPath(exe.empty() ? argv0 : exe);
+  if (!real_exe.empty()) AddAncestors(Dirname(real_exe), &candidates);
+  for (const std::string& c : candidates) {
+    if (IsFile(c)) return c;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "cannot find the digits data (", kDigitsRelative, "); pass --digits_path=FILE. Looked in: ",
+      absl::StrJoin(candidates, ", ")));
+}
+
+absl::StatusOr<SourceSpec> ParseDataSpec(const std::string& text) {
+  SourceSpec spec;
+  spec.description = text;
+  if (text == "digits") return spec;
+  if (absl::StartsWith(text, "csv:")) {
+    spec.kind = SourceSpec::Kind::kCsv;
+    spec.path = text.substr(4);
+    if (spec.path.empty()) return absl::InvalidArgumentError("--data=csv:PATH needs a path");
+    return spec;
+  }
+  if (absl::StartsWith(text, "synthetic:")) {
+    spec.kind = SourceSpec::Kind::kSynthetic;
+    const std::vector<std::string> parts = absl::StrSplit(text.substr(10), ':');
+    int64_t* fields[] = {&spec.num_examples, &spec.num_features, &spec.num_classes};
+    if (parts.size() > 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data=", text, ": expected synthetic:N[:FEATURES[:CLASSES]]"));
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!absl::SimpleAtoi(parts[i], fields[i]) || *fields[i] < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--data=", text, ": '", parts[i], "' is not a positive integer (synthetic:N[:FEATURES[:CLASSES]])"));
+      }
+    }
+    if (spec.num_classes < 2) {
+      return absl::InvalidArgumentError(absl::StrCat("--data=", text, ": needs at least 2 classes"));
+    }
+    return spec;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--data=", text, ": expected digits, csv:PATH or synthetic:N[:FEATURES[:CLASSES]]"));
+}
+
+absl::StatusOr<TrainerData> LoadTrainerData(const SourceSpec& spec, const std::string& digits_path,
+                                            double test_fraction, uint64_t seed) {
+  data::DatasetPtr all;
+  switch (spec.kind) {
+    case SourceSpec::Kind::kDigits: {
+      STRATA_ASSIGN_OR_RETURN(all, data::LoadCsv({digits_path}));
+      break;
+    }
+    case SourceSpec::Kind::kCsv: {
+      STRATA_ASSIGN_OR_RETURN(all, data::LoadCsv({spec.path}));
+      break;
+    }
+    case SourceSpec::Kind::kSynthetic: {
+      data::SyntheticOptions o;
+      o.num_examples = spec.num_examples;
+      o.num_features = spec.num_features;
+      o.num_classes = static_cast<int>(spec.num_classes);
+      o.seed = seed;
+      STRATA_ASSIGN_OR_RETURN(all, data::Synthetic(o));
+      break;
+    }
+  }
+  auto split = data::TrainTestSplit(all, test_fraction, seed);
+  if (!split.ok()) return AnnotateStatus(split.status(), absl::StrCat("--data=", spec.description, ": "));
+  TrainerData out;
+  out.name = absl::StrCat("Trainer(", spec.description, ",test=", test_fraction, ",seed=", seed, ")");
+  // Materialize both splits as [n, d] / [n] tensors: batches are then
+  // copies of rows, and evaluation feeds the test set as is.
+  int32_t max_label = 0;
+  for (int part = 0; part < 2; ++part) {
+    const data::DatasetPtr& ds = part == 0 ? split->first : split->second;
+    const int64_t n = ds->Cardinality();
+    Tensor x, y(DT_INT32, TensorShape{n});
+    data::Example e;
+    for (int64_t i = 0; i < n; ++i) {
+      STRATA_RETURN_IF_ERROR(ds->Get(i, &e));
+      if (e.size() != 2 || e[0].dtype() != DT_FLOAT || e[0].dims() != 1 ||
+          e[1].dtype() != DT_INT32 || e[1].dims() != 0) {
+        return absl::InternalError(absl::StrCat("--data=", spec.description,
+                                                ": examples are not (float [d], int32 label)"));
+      }
+      if (!x.IsInitialized()) {
+        if (out.num_features == 0) out.num_features = e[0].dim_size(0);
+        x = Tensor(DT_FLOAT, TensorShape{n, out.num_features});
+      }
+      if (e[0].dim_size(0) != out.num_features) {
+        return absl::InvalidArgumentError(absl::StrCat("--data=", spec.description, ": example ", i,
+                                                       " has ", e[0].dim_size(0), " features, not ",
+                                                       out.num_features));
+      }
+      std::memcpy(x.data<float>() + i * out.num_features, e[0].data<float>(),
+                  sizeof(float) * out.num_features);
+      const int32_t label = *e[1].data<int32_t>();
+      if (label < 0) return LabelError(spec, i, label);
+      max_label = std::max(max_label, label);
+      y.data<int32_t>()[i] = label;
+    }
+    if (!x.IsInitialized()) x = Tensor(DT_FLOAT, TensorShape{0, out.num_features});
+    (part == 0 ? out.train_x : out.test_x) = x;
+    (part == 0 ? out.train_y : out.test_y) = y;
+  }
+  out.num_classes = spec.kind == SourceSpec::Kind::kSynthetic ? spec.num_classes
+                                                               : int64_t{max_label} + 1;
+  if (out.num_classes < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data=", spec.description, ": every label is 0; a classifier needs at least 2 classes"));
+  }
+  if (out.num_features < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--data=", spec.description, ": no features"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::pair<Tensor, Tensor>> ComputeStats(const TrainerData& d) {
+  STRATA_ASSIGN_OR_RETURN(data::DatasetPtr ds, data::FromTensors({d.train_x, d.train_y}, d.name));
+  STRATA_ASSIGN_OR_RETURN(data::FeatureStats stats, data::ComputeFeatureStats(ds));
+  return std::make_pair(stats.mean, stats.stddev);
+}
+
+absl::Status StandardizeInPlace(TrainerData* d, const Tensor& mean, const Tensor& stddev) {
+  const int64_t f = d->num_features;
+  if (mean.dtype() != DT_FLOAT || stddev.dtype() != DT_FLOAT || mean.NumElements() != f ||
+      stddev.NumElements() != f) {
+    return absl::InvalidArgumentError(absl::StrCat("feature statistics must be float [", f, "]"));
+  }
+  std::vector<float> scale(static_cast<size_t>(f));
+  for (int64_t j = 0; j < f; ++j) {
+    // The rule data::Standardize uses: a constant feature becomes 0.
+    const float s = stddev.data<float>()[j];
+    scale[j] = s < 1e-6f ? 1.0f : s;
+  }
+  for (Tensor* x : {&d->train_x, &d->test_x}) {
+    // Fresh buffers: the loaded tensors may be shared with datasets.
+    Tensor out(DT_FLOAT, x->shape());
+    const float* in = x->data<float>();
+    float* o = out.data<float>();
+    const int64_t rows = x->dim_size(0);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < f; ++j) o[i * f + j] = (in[i * f + j] - mean.data<float>()[j]) / scale[j];
+    }
+    *x = std::move(out);
+  }
+  d->name = absl::StrCat(d->name, "+standardized");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& d,
+                                                                         int64_t batch,
+                                                                         uint64_t seed,
+                                                                         int64_t prefetch) {
+  const int64_t n = d.train_x.dim_size(0);
+  if (batch < 1 || n < batch) {
+    return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", batch, " is larger than the ",
+                                                   n, " training examples"));
+  }
+  // The shuffle's seed differs from the split's so that the epoch-0 order
+  // is not a function of the split's permutation.
+  data::DatasetPtr ds = std::make_shared<ShuffledBatchDataset>(
+      d.train_x, d.train_y, batch, seed * 0x9E3779B97F4A7C15ull + 1, d.name);
+  if (prefetch > 0) {
+    STRATA_ASSIGN_OR_RETURN(ds, data::Prefetch(ds, prefetch));
+  }
+  return data::DatasetIterator::Create(ds);
+}
+
+}  // namespace trainer
+}  // namespace strata

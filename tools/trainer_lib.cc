@@ -1,0 +1,541 @@
+#include "tools/trainer_lib.h"
+
+#define EIGEN_USE_THREADS
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "unsupported/Eigen/CXX11/ThreadPool"
+#include "graph/ops/core_ops.h"
+#include "graph/status.h"
+#include "runtime/checkpoint/checkpoint_manager.h"
+#include "runtime/session.h"
+#include "tools/trainer_data.h"
+#include "train/learning_rate.h"
+#include "train/losses.h"
+#include "train/models.h"
+#include "train/optimizers.h"
+#include "train/variable.h"
+
+namespace strata {
+namespace trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kMetaIterator[] = "input_iterator";
+constexpr char kMetaConfig[] = "trainer_config";
+constexpr char kStatsMean[] = "_trainer/feature_mean";
+constexpr char kStatsStddev[] = "_trainer/feature_stddev";
+constexpr int64_t kEvalChunk = 4096;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// An inter-op "pool" that runs what it is given at once on the calling
+// thread: with it the executor runs one op at a time, so --intra_op_threads
+// is the whole thread budget of a step (a fair comparison with frameworks
+// that run ops one at a time).
+class InlinePool : public Eigen::ThreadPoolInterface {
+ public:
+  void Schedule(std::function<void()> fn) override { fn(); }
+  void Cancel() override {}
+  int NumThreads() const override { return 1; }
+  int CurrentThreadId() const override { return 0; }
+};
+
+// A JSON number, or null for inf/nan (JSON has neither).
+std::string Num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.7g", v);
+  return buf;
+}
+
+// Appends JSON lines; flushes at most every 100 ms (and on Flush).
+class MetricsWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(const std::string& path) {
+    if (path.empty()) return std::unique_ptr<MetricsWriter>(new MetricsWriter(nullptr));
+    FILE* f = std::fopen(path.c_str(), "a");
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics_out=", path, ": cannot open for appending: ", std::strerror(errno)));
+    }
+    return std::unique_ptr<MetricsWriter>(new MetricsWriter(f));
+  }
+  ~MetricsWriter() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  void Step(int64_t step, double loss, double examples_per_sec, double elapsed) {
+    if (f_ == nullptr) return;
+    std::fprintf(f_, "{\"step\":%lld,\"loss\":%s,\"examples_per_sec\":%s,\"elapsed_sec\":%s}\n",
+                 static_cast<long long>(step), Num(loss).c_str(), Num(examples_per_sec).c_str(),
+                 Num(elapsed).c_str());
+    const Clock::time_point now = Clock::now();
+    if (now - last_flush_ > std::chrono::milliseconds(100)) Flush(now);
+  }
+  void Line(const std::string& json) {
+    if (f_ == nullptr) return;
+    std::fprintf(f_, "%s\n", json.c_str());
+  }
+  void Flush(Clock::time_point now = Clock::now()) {
+    if (f_ != nullptr) std::fflush(f_);
+    last_flush_ = now;
+  }
+
+ private:
+  explicit MetricsWriter(FILE* f) : f_(f) {}
+  FILE* const f_;
+  Clock::time_point last_flush_ = Clock::now();
+};
+
+// The progress line: carriage-return updated on a terminal (at most 10 per
+// second), one line every `every` steps otherwise.
+class Progress {
+ public:
+  Progress(FILE* out, bool quiet, int64_t start, int64_t total, int64_t every, int64_t batch)
+      : out_(quiet ? nullptr : out),
+        tty_(out != nullptr && isatty(fileno(out))),
+        start_(start),
+        total_(total),
+        every_(every > 0 ? every : std::max<int64_t>(1, (total - start) / 20)),
+        batch_(batch),
+        t0_(Clock::now()) {}
+
+  void Update(int64_t step, double loss) {
+    if (out_ == nullptr) return;
+    const Clock::time_point now = Clock::now();
+    const bool last = step == total_;
+    if (tty_) {
+      if (!last && now - last_print_ < std::chrono::milliseconds(100)) return;
+    } else if (!last && step != start_ + 1 && step % every_ != 0) {
+      return;
+    }
+    last_print_ = now;
+    const double elapsed = Seconds(now - t0_);
+    const double done = static_cast<double>(step - start_);
+    const double rate = elapsed > 0 ? done * batch_ / elapsed : 0;
+    const double left = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : 0;
+    std::fprintf(out_, "%sstep %lld/%lld  loss %.4f  %.0f examples/s  %.1f s left%s",
+                 tty_ ? "\r" : "", static_cast<long long>(step), static_cast<long long>(total_),
+                 loss, rate, left, tty_ ? (last ? "\n" : "   ") : "\n");
+    std::fflush(out_);
+  }
+
+ private:
+  FILE* const out_;
+  const bool tty_;
+  const int64_t start_, total_, every_, batch_;
+  const Clock::time_point t0_;
+  Clock::time_point last_print_;
+};
+
+void Log(FILE* log, bool quiet, const std::string& line) {
+  if (log == nullptr || quiet) return;
+  std::fprintf(log, "trainer: %s\n", line.c_str());
+  std::fflush(log);
+}
+
+double DefaultLearningRate(const std::string& optimizer) {
+  if (optimizer == "sgd") return 0.1;
+  if (optimizer == "momentum") return 0.01;
+  return 1e-3;  // adam
+}
+
+// What a checkpoint must agree with to be resumed by this run.
+std::string ConfigFingerprint(const TrainerConfig& c, const std::string& data_name) {
+  return absl::StrCat("model=", c.model, c.model == "mlp" ? absl::StrCat(",hidden=", absl::StrJoin(c.hidden, ",")) : "",
+                      ",data=", data_name, ",batch=", c.global_batch_size,
+                      ",optimizer=", c.optimizer);
+}
+
+// The graph of one run: model, loss, update, and the ops to save and
+// restore every variable.
+struct TrainGraph {
+  Scope root = Scope::NewRootScope();
+  Output loss, accuracy;
+  Node* train_op = nullptr;
+  Node* init = nullptr;
+  std::vector<train::Variable*> variables;
+  std::vector<std::string> read_names;      // one per variable
+  std::vector<std::string> restore_feeds;   // one per variable
+  Node* restore = nullptr;
+  std::unique_ptr<train::Sequential> model;
+  std::unique_ptr<train::Optimizer> optimizer;
+};
+
+absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c,
+                                                       const TrainerData& d, int64_t total_steps) {
+  auto g = std::make_unique<TrainGraph>();
+  const Scope& root = g->root;
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, d.num_features}));
+  Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({-1}));
+  if (c.model == "mlp") {
+    STRATA_ASSIGN_OR_RETURN(g->model, train::MakeMlp(c.hidden, d.num_classes, c.seed));
+  } else {
+    const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(d.num_features))));
+    if (side * side != d.num_features || side < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model=cnn needs square single-channel images (features = side * side), got ",
+          d.num_features, " features"));
+    }
+    STRATA_ASSIGN_OR_RETURN(g->model, train::MakeSmallCnn(side, side, 1, d.num_classes, c.seed));
+  }
+  STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(root, x));
+  g->loss = train::SparseSoftmaxCrossEntropy(root.NewSubScope("loss"), y, logits);
+  g->accuracy = train::Accuracy(root.NewSubScope("accuracy"), y, logits);
+
+  const double lr = c.learning_rate > 0 ? c.learning_rate : DefaultLearningRate(c.optimizer);
+  const int64_t decay_steps = c.lr_decay_steps > 0 ? c.lr_decay_steps : std::max<int64_t>(1, total_steps);
+  train::LearningRateSchedule schedule = train::ConstantLearningRate(lr);
+  if (c.lr_schedule == "exponential") {
+    schedule = train::ExponentialDecay(lr, decay_steps, c.lr_decay_rate);
+  } else if (c.lr_schedule == "cosine") {
+    schedule = train::CosineDecay(lr, decay_steps);
+  }
+  if (c.optimizer == "sgd") {
+    g->optimizer = std::make_unique<train::SGD>(schedule);
+  } else if (c.optimizer == "momentum") {
+    g->optimizer = std::make_unique<train::Momentum>(schedule, c.momentum);
+  } else {
+    g->optimizer = std::make_unique<train::Adam>(schedule);
+  }
+  STRATA_ASSIGN_OR_RETURN(g->train_op,
+                          train::Minimize(root, g->loss, g->model->reads(), g->optimizer.get()));
+  g->init = train::GlobalVariablesInitializer(root);
+
+  // Save: a read of every variable (weights, slots, step counter). Restore:
+  // a placeholder and an assignment per variable, grouped by one NoOp.
+  g->variables = train::GlobalVariables(root);
+  const Scope save = root.NewSubScope("save");
+  const Scope restore = root.NewSubScope("restore");
+  std::vector<Node*> assigns;
+  for (train::Variable* v : g->variables) {
+    g->read_names.push_back(v->Read(save).name());
+    Output value = ops::Placeholder(restore.WithOpName(v->name()), v->dtype(), PartialTensorShape(v->shape()));
+    g->restore_feeds.push_back(value.name());
+    assigns.push_back(v->Assign(restore, value));
+  }
+  g->restore = ops::NoOp(restore.WithOpName("all").WithControlDependencies(assigns));
+  STRATA_RETURN_IF_ERROR(root.status());
+  return g;
+}
+
+// Copies rows [begin, end) of a [n, ...] tensor.
+Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
+  std::vector<int64_t> dims(t.shape().dim_sizes().begin(), t.shape().dim_sizes().end());
+  const size_t row_bytes = dims[0] == 0 ? 0 : t.TotalBytes() / static_cast<size_t>(dims[0]);
+  dims[0] = end - begin;
+  Tensor out(t.dtype(), *TensorShape::FromDims(dims));
+  std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row_bytes,
+              row_bytes * static_cast<size_t>(end - begin));
+  return out;
+}
+
+// Mean loss and accuracy over the test set, in chunks.
+absl::Status Evaluate(Session* session, const TrainGraph& g, const TrainerData& d,
+                      TrainerResult* result) {
+  const int64_t n = d.test_x.dim_size(0);
+  if (n == 0) return absl::OkStatus();
+  double loss_sum = 0, acc_sum = 0;
+  std::vector<Tensor> out;
+  for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
+    const int64_t end = std::min(n, begin + kEvalChunk);
+    const bool whole = begin == 0 && end == n;
+    STRATA_RETURN_IF_ERROR(session->Run({{"x", whole ? d.test_x : Rows(d.test_x, begin, end)},
+                                         {"y", whole ? d.test_y : Rows(d.test_y, begin, end)}},
+                                        {g.loss.name(), g.accuracy.name()}, {}, &out));
+    loss_sum += static_cast<double>(*out[0].data<float>()) * (end - begin);
+    acc_sum += static_cast<double>(*out[1].data<float>()) * (end - begin);
+  }
+  result->test_loss = loss_sum / n;
+  result->test_accuracy = acc_sum / n;
+  return absl::OkStatus();
+}
+
+bool SameBytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ParseHidden(const std::string& text) {
+  std::vector<int64_t> out;
+  if (text.empty()) return out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--hidden=", text, ": '", part, "' is not a positive integer (e.g. --hidden=128,64)"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::Status ValidateConfig(const TrainerConfig& c) {
+  auto bad = [](const std::string& flag, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
+  };
+  if (c.model != "mlp" && c.model != "cnn") {
+    return bad("model", absl::StrCat("unknown model '", c.model, "'; expected mlp or cnn"));
+  }
+  if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adam") {
+    return bad("optimizer", absl::StrCat("unknown optimizer '", c.optimizer,
+                                         "'; expected sgd, momentum or adam"));
+  }
+  if (c.lr_schedule != "constant" && c.lr_schedule != "exponential" && c.lr_schedule != "cosine") {
+    return bad("lr_schedule", absl::StrCat("unknown schedule '", c.lr_schedule,
+                                           "'; expected constant, exponential or cosine"));
+  }
+  for (int64_t h : c.hidden) {
+    if (h < 1) return bad("hidden", absl::StrCat("layer size ", h, " is < 1"));
+  }
+  if (!(c.learning_rate >= 0) || !std::isfinite(c.learning_rate)) {
+    return bad("learning_rate", absl::StrCat(c.learning_rate, " is not a positive number"));
+  }
+  if (!(c.momentum >= 0 && c.momentum < 1)) return bad("momentum", "must be in [0, 1)");
+  if (!(c.lr_decay_rate > 0 && c.lr_decay_rate <= 1)) return bad("lr_decay_rate", "must be in (0, 1]");
+  if (c.lr_decay_steps < 0) return bad("lr_decay_steps", "must be >= 0");
+  if (!(c.test_fraction >= 0 && c.test_fraction < 1)) {
+    return bad("test_fraction", absl::StrCat(c.test_fraction, " is not in [0, 1)"));
+  }
+  if (c.global_batch_size < 1) return bad("global_batch_size", "must be >= 1");
+  if (c.epochs < 0) return bad("epochs", "must be >= 0");
+  if (c.steps < 0) return bad("steps", "must be >= 0");
+  if (c.save_every_steps < 0) return bad("save_every_steps", "must be >= 0");
+  if (c.max_to_keep < 0) return bad("max_to_keep", "must be >= 0 (0 keeps every checkpoint)");
+  if (c.intra_op_threads < 0) return bad("intra_op_threads", "must be >= 0");
+  if (c.inter_op_threads < 0) return bad("inter_op_threads", "must be >= 0");
+  if (c.prefetch < 0) return bad("prefetch", "must be >= 0");
+  if (c.log_every_steps < 0) return bad("log_every_steps", "must be >= 0");
+  if (c.save_every_steps > 0 && c.checkpoint_dir.empty()) {
+    return bad("save_every_steps", "needs --checkpoint_dir");
+  }
+  return ParseDataSpec(c.data).status();
+}
+
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
+  STRATA_RETURN_IF_ERROR(ValidateConfig(c));
+  TrainerResult result;
+
+  // 1. Data: load, split (fixed by the seed), measure the training split.
+  STRATA_ASSIGN_OR_RETURN(SourceSpec spec, ParseDataSpec(c.data));
+  std::string digits_path;
+  if (spec.kind == SourceSpec::Kind::kDigits) {
+    STRATA_ASSIGN_OR_RETURN(digits_path, FindDigitsCsv(c.digits_path, c.argv0));
+  }
+  STRATA_ASSIGN_OR_RETURN(TrainerData data, LoadTrainerData(spec, digits_path, c.test_fraction,
+                                                            static_cast<uint64_t>(c.seed)));
+  result.num_features = data.num_features;
+  result.num_classes = data.num_classes;
+  result.train_examples = data.train_x.dim_size(0);
+  result.test_examples = data.test_x.dim_size(0);
+  const int64_t steps_per_epoch = result.train_examples / c.global_batch_size;
+  if (steps_per_epoch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", c.global_batch_size,
+                                                   " is larger than the ", result.train_examples,
+                                                   " training examples"));
+  }
+  result.total_steps = c.steps > 0 ? c.steps : (c.epochs > 0 ? c.epochs : 30) * steps_per_epoch;
+  Tensor mean, stddev;
+  if (c.standardize) {
+    STRATA_ASSIGN_OR_RETURN(std::tie(mean, stddev), ComputeStats(data));
+  }
+  const std::string fingerprint =
+      ConfigFingerprint(c, absl::StrCat(data.name, c.standardize ? "+standardized" : ""));
+
+  // 2. The newest intact checkpoint, if any; corrupt newer ones are skipped.
+  std::unique_ptr<CheckpointManager> manager;
+  std::unique_ptr<CheckpointReader> reader;
+  if (!c.checkpoint_dir.empty()) {
+    STRATA_ASSIGN_OR_RETURN(manager, CheckpointManager::Create(c.checkpoint_dir, c.max_to_keep));
+    std::vector<absl::Status> skipped;
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> latest = manager->LoadLatestValid(&skipped);
+    for (const absl::Status& s : skipped) Log(log, false, absl::StrCat("skipping checkpoint: ", s.ToString()));
+    if (latest.ok()) {
+      reader = *std::move(latest);
+    } else if (latest.status().code() != absl::StatusCode::kNotFound) {
+      return AnnotateStatus(latest.status(), absl::StrCat("--checkpoint_dir=", c.checkpoint_dir, ": "));
+    }
+  }
+  std::string iterator_state;
+  if (reader != nullptr) {
+    const std::string where = absl::StrCat("checkpoint ", reader->prefix(), ": ");
+    STRATA_ASSIGN_OR_RETURN(std::string written_by, reader->GetMetadata(kMetaConfig));
+    if (written_by != fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, "was written by a run with ", written_by, "; this run has ", fingerprint,
+          ". Use another --checkpoint_dir"));
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string step_text, reader->GetMetadata(CheckpointManager::kMetadataGlobalStep));
+    if (!absl::SimpleAtoi(step_text, &result.start_step) || result.start_step < 0) {
+      return absl::DataLossError(absl::StrCat(where, "global_step '", step_text, "' is not a step"));
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string encoded, reader->GetMetadata(kMetaIterator));
+    if (!absl::Base64Unescape(encoded, &iterator_state)) {
+      return absl::DataLossError(absl::StrCat(where, "the input iterator state is not base64"));
+    }
+    if (c.standardize) {
+      // The statistics are a function of the data and the split; different
+      // ones mean the data changed under the checkpoint.
+      std::map<std::string, Tensor> saved;
+      const TensorShape f{data.num_features};
+      STRATA_RETURN_IF_ERROR(reader->RestoreInto(
+          {{kStatsMean, {DT_FLOAT, f}}, {kStatsStddev, {DT_FLOAT, f}}}, &saved));
+      if (!SameBytes(saved[kStatsMean], mean) || !SameBytes(saved[kStatsStddev], stddev)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, "the training data's feature statistics differ from the checkpoint's: --data ",
+            c.data, " changed since it was written"));
+      }
+    }
+    result.resumed_from = reader->prefix();
+  }
+  if (c.standardize) STRATA_RETURN_IF_ERROR(StandardizeInPlace(&data, mean, stddev));
+
+  // 3. The input pipeline, at the checkpoint's position.
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it,
+                          MakeTrainIterator(data, c.global_batch_size, static_cast<uint64_t>(c.seed), c.prefetch));
+  if (reader != nullptr) {
+    absl::Status s = it->RestoreState(iterator_state);
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader->prefix(),
+                                                        ": cannot restore the input position (resume with the same --data, --seed, "
+                                                        "--global_batch_size and --prefetch): ", s.message()));
+    }
+  }
+
+  // 4. Graph and session; variables from the initializers or the checkpoint.
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g, BuildGraph(c, data, result.total_steps));
+  InlinePool inline_pool;  // outlives the session
+  SessionOptions options;
+  options.devices.intra_op_threads_per_device = c.intra_op_threads;
+  if (c.inter_op_threads == 0) {
+    options.inter_op_pool = &inline_pool;
+  } else {
+    options.inter_op_threads = c.inter_op_threads;
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(g->root, options));
+  if (reader == nullptr) {
+    STRATA_RETURN_IF_ERROR(session->Run({}, {}, {g->init->name()}, nullptr));
+  } else {
+    std::map<std::string, CheckpointReader::TensorInfo> expected;
+    for (train::Variable* v : g->variables) expected[v->name()] = {v->dtype(), v->shape()};
+    std::map<std::string, Tensor> values;
+    STRATA_RETURN_IF_ERROR(reader->RestoreInto(expected, &values));
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    for (size_t i = 0; i < g->variables.size(); ++i) {
+      feeds.emplace_back(g->restore_feeds[i], values[g->variables[i]->name()]);
+    }
+    STRATA_RETURN_IF_ERROR(session->Run(feeds, {}, {g->restore->name()}, nullptr));
+    Log(log, c.quiet, absl::StrCat("resumed from ", reader->prefix(), " at step ", result.start_step));
+    reader.reset();
+  }
+  Log(log, c.quiet, absl::StrCat(c.model, " with ", g->model->num_parameters(), " parameters; ",
+                                 result.train_examples, " training and ", result.test_examples,
+                                 " test examples, ", data.num_features, " features, ",
+                                 data.num_classes, " classes; ", result.total_steps, " steps of ",
+                                 c.global_batch_size));
+
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics, MetricsWriter::Open(c.metrics_out));
+  int64_t saved_step = -1;
+  auto save = [&](int64_t step) -> absl::Status {
+    std::vector<Tensor> values;
+    STRATA_RETURN_IF_ERROR(session->Run({}, g->read_names, {}, &values));
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (size_t i = 0; i < values.size(); ++i) tensors.emplace_back(g->variables[i]->name(), values[i]);
+    if (c.standardize) {
+      tensors.emplace_back(kStatsMean, mean);
+      tensors.emplace_back(kStatsStddev, stddev);
+    }
+    STRATA_ASSIGN_OR_RETURN(std::string state, it->SaveState());
+    STRATA_ASSIGN_OR_RETURN(result.final_checkpoint,
+                            manager->Save(step, tensors, {{kMetaIterator, absl::Base64Escape(state)},
+                                                          {kMetaConfig, fingerprint}}));
+    saved_step = step;
+    metrics->Flush();
+    return absl::OkStatus();
+  };
+
+  // 5. The loop: one Session::Run per step (feed the batch, fetch the loss,
+  // run the train op); the plan is built on the first step and cached.
+  if (result.start_step >= result.total_steps) {
+    Log(log, c.quiet, absl::StrCat("the checkpoint's step ", result.start_step,
+                                   " is not before the last step ", result.total_steps, "; nothing to train"));
+  }
+  Progress progress(log, c.quiet, result.start_step, result.total_steps, c.log_every_steps,
+                    c.global_batch_size);
+  const std::vector<std::string> fetches = {g->loss.name()};
+  const std::vector<std::string> targets = {g->train_op->name()};
+  std::vector<std::pair<std::string, Tensor>> feeds = {{"x", Tensor()}, {"y", Tensor()}};
+  std::vector<Tensor> out;
+  data::Example batch;
+  const Clock::time_point t0 = Clock::now();
+  Clock::time_point prev = t0;
+  int64_t step = result.start_step;
+  while (step < result.total_steps) {
+    bool end = false;
+    STRATA_RETURN_IF_ERROR(it->GetNext(&batch, &end));
+    if (end) return absl::InternalError("the repeated input pipeline ended");
+    feeds[0].second = std::move(batch[0]);
+    feeds[1].second = std::move(batch[1]);
+    STRATA_RETURN_IF_ERROR(session->Run(feeds, fetches, targets, &out));
+    ++step;
+    const double loss = *out[0].data<float>();
+    const Clock::time_point now = Clock::now();
+    const double dt = Seconds(now - prev);
+    prev = now;
+    metrics->Step(step, loss, dt > 0 ? c.global_batch_size / dt : 0, Seconds(now - t0));
+    progress.Update(step, loss);
+    if (!std::isfinite(loss)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the loss became ", loss, " at step ", step, "; try a smaller --learning_rate"));
+    }
+    if (manager != nullptr && c.save_every_steps > 0 && step % c.save_every_steps == 0) {
+      STRATA_RETURN_IF_ERROR(save(step));
+    }
+    if (c.crash_at_step > 0 && step == c.crash_at_step) {
+      metrics->Flush();
+      std::raise(SIGKILL);
+    }
+  }
+  result.final_step = step;
+  result.train_seconds = Seconds(Clock::now() - t0);
+  if (step > result.start_step && result.train_seconds > 0) {
+    result.examples_per_sec = static_cast<double>(step - result.start_step) * c.global_batch_size /
+                              result.train_seconds;
+  }
+  if (manager != nullptr && saved_step != step) STRATA_RETURN_IF_ERROR(save(step));
+
+  // 6. Test-set evaluation and the final metrics line.
+  STRATA_RETURN_IF_ERROR(Evaluate(session.get(), *g, data, &result));
+  metrics->Line(absl::StrCat("{\"final\":true,\"step\":", step, ",\"start_step\":", result.start_step,
+                             ",\"test_accuracy\":", result.test_examples > 0 ? Num(result.test_accuracy) : "null",
+                             ",\"test_loss\":", result.test_examples > 0 ? Num(result.test_loss) : "null",
+                             ",\"test_examples\":", result.test_examples,
+                             ",\"train_seconds\":", Num(result.train_seconds),
+                             ",\"examples_per_sec\":", Num(result.examples_per_sec), "}"));
+  metrics->Flush();
+  if (result.test_examples > 0) {
+    Log(log, c.quiet, absl::StrCat("step ", step, ": test accuracy ", Num(result.test_accuracy),
+                                   ", test loss ", Num(result.test_loss), " (", result.test_examples,
+                                   " examples); ", Num(result.examples_per_sec), " examples/s"));
+  }
+  return result;
+}
+
+}  // namespace trainer
+}  // namespace strata

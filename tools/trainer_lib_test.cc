@@ -1,0 +1,217 @@
+// The trainer's library in process: flag validation, data specs, the
+// digits lookup, the training input iterator (exact epochs, exact resume),
+// and whole runs on synthetic data (determinism across thread and prefetch
+// settings, resume, checkpoints that belong to another configuration).
+#include "tools/trainer_lib.h"
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+#include "tools/trainer_data.h"
+
+namespace strata {
+namespace trainer {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  return dir;
+}
+
+TrainerConfig Synthetic() {
+  TrainerConfig c;
+  c.data = "synthetic:600:12:3";
+  c.hidden = {16};
+  c.global_batch_size = 20;
+  c.steps = 300;
+  c.learning_rate = 0.01;
+  c.quiet = true;
+  return c;
+}
+
+TEST(TrainerLibTest, ValidateConfigNamesTheFlag) {
+  struct Case {
+    void (*edit)(TrainerConfig*);
+    const char* flag;
+  };
+  const Case cases[] = {
+      {[](TrainerConfig* c) { c->model = "rnn"; }, "--model"},
+      {[](TrainerConfig* c) { c->optimizer = "lamb"; }, "--optimizer"},
+      {[](TrainerConfig* c) { c->lr_schedule = "step"; }, "--lr_schedule"},
+      {[](TrainerConfig* c) { c->learning_rate = -1; }, "--learning_rate"},
+      {[](TrainerConfig* c) { c->test_fraction = 1; }, "--test_fraction"},
+      {[](TrainerConfig* c) { c->global_batch_size = 0; }, "--global_batch_size"},
+      {[](TrainerConfig* c) { c->steps = -3; }, "--steps"},
+      {[](TrainerConfig* c) { c->max_to_keep = -1; }, "--max_to_keep"},
+      {[](TrainerConfig* c) { c->save_every_steps = 5; }, "--save_every_steps"},
+      {[](TrainerConfig* c) { c->data = "synthetic:10:0"; }, "--data"},
+      {[](TrainerConfig* c) { c->hidden = {4, 0}; }, "--hidden"},
+  };
+  for (const Case& k : cases) {
+    TrainerConfig c;
+    k.edit(&c);
+    absl::Status s = ValidateConfig(c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k.flag;
+    EXPECT_TRUE(absl::StartsWith(s.message(), k.flag)) << s;
+  }
+  EXPECT_TRUE(ValidateConfig(TrainerConfig()).ok());
+}
+
+TEST(TrainerLibTest, ParseHiddenAndDataSpec) {
+  EXPECT_EQ(*ParseHidden("128,64"), (std::vector<int64_t>{128, 64}));
+  EXPECT_TRUE(ParseHidden("")->empty());
+  EXPECT_FALSE(ParseHidden("128,,64").ok());
+  EXPECT_FALSE(ParseHidden("-3").ok());
+
+  auto syn = ParseDataSpec("synthetic:500:784:10");
+  ASSERT_TRUE(syn.ok());
+  EXPECT_EQ(syn->kind, SourceSpec::Kind::kSynthetic);
+  EXPECT_EQ(syn->num_examples, 500);
+  EXPECT_EQ(syn->num_features, 784);
+  EXPECT_EQ(syn->num_classes, 10);
+  EXPECT_EQ(ParseDataSpec("synthetic:50")->num_features, 64);
+  EXPECT_EQ(ParseDataSpec("csv:/a/b.csv")->path, "/a/b.csv");
+  EXPECT_FALSE(ParseDataSpec("csv:").ok());
+  EXPECT_FALSE(ParseDataSpec("synthetic:10:5:1").ok());
+  EXPECT_FALSE(ParseDataSpec("synthetic:1:2:3:4").ok());
+  EXPECT_FALSE(ParseDataSpec("mnist").ok());
+}
+
+TEST(TrainerLibTest, FindsTheDigitsInTheRunfiles) {
+  auto found = FindDigitsCsv("", "");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_TRUE(absl::EndsWith(*found, "data/digits/digits.csv.gz")) << *found;
+  EXPECT_EQ(FindDigitsCsv("/no/such/digits.csv.gz", "").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TrainerLibTest, SplitIsFixedBySeedAndLabelsAreChecked) {
+  auto spec = ParseDataSpec("synthetic:300:5:4");
+  auto a = LoadTrainerData(*spec, "", 0.2, 7);
+  auto b = LoadTrainerData(*spec, "", 0.2, 7);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->train_x.dim_size(0), 240);
+  EXPECT_EQ(a->test_x.dim_size(0), 60);
+  EXPECT_EQ(a->num_classes, 4);
+  EXPECT_EQ(0, std::memcmp(a->test_x.raw_data(), b->test_x.raw_data(), a->test_x.TotalBytes()));
+}
+
+TEST(TrainerLibTest, TrainIteratorCoversEachEpochOnceAndResumesExactly) {
+  auto spec = ParseDataSpec("synthetic:103:3:2");
+  auto d = LoadTrainerData(*spec, "", 0.0, 1);
+  ASSERT_TRUE(d.ok());
+  // Label each example by its row so batches can be traced back.
+  for (int64_t i = 0; i < 103; ++i) d->train_x.data<float>()[i * 3] = static_cast<float>(i);
+  auto it = MakeTrainIterator(*d, 10, 5, /*prefetch=*/2);
+  ASSERT_TRUE(it.ok());
+  data::Example batch;
+  bool end = false;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int> seen;
+    for (int b = 0; b < 10; ++b) {  // 103 / 10: 10 batches, 3 examples dropped
+      ASSERT_TRUE((*it)->GetNext(&batch, &end).ok());
+      ASSERT_EQ(batch[0].shape(), (TensorShape{10, 3}));
+      for (int i = 0; i < 10; ++i) seen.insert(static_cast<int>(batch[0].data<float>()[i * 3]));
+    }
+    EXPECT_EQ(seen.size(), 100u) << "epoch " << epoch;
+  }
+  auto state = (*it)->SaveState();
+  ASSERT_TRUE(state.ok());
+  std::vector<float> expected;
+  for (int b = 0; b < 13; ++b) {
+    ASSERT_TRUE((*it)->GetNext(&batch, &end).ok());
+    expected.insert(expected.end(), batch[0].data<float>(), batch[0].data<float>() + 30);
+  }
+  // A fresh iterator restored to the state.
+  auto again = MakeTrainIterator(*d, 10, 5, /*prefetch=*/2);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->RestoreState(*state).ok());
+  std::vector<float> got;
+  for (int b = 0; b < 13; ++b) {
+    ASSERT_TRUE((*again)->GetNext(&batch, &end).ok());
+    got.insert(got.end(), batch[0].data<float>(), batch[0].data<float>() + 30);
+  }
+  EXPECT_EQ(got, expected);
+  // Another batch size or seed is another pipeline: its state does not fit.
+  EXPECT_FALSE((*MakeTrainIterator(*d, 20, 5, 2))->RestoreState(*state).ok());
+  EXPECT_FALSE((*MakeTrainIterator(*d, 10, 6, 2))->RestoreState(*state).ok());
+}
+
+TEST(TrainerLibTest, TrainsDeterministicallyWithOrWithoutPrefetchAndInterOpThreads) {
+  TrainerConfig a = Synthetic();
+  a.checkpoint_dir = TempDir("det_a");
+  TrainerConfig b = a;
+  b.checkpoint_dir = TempDir("det_b");
+  b.prefetch = 0;
+  b.inter_op_threads = 2;
+  auto ra = RunTrainer(a);
+  auto rb = RunTrainer(b);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(ra->final_step, 300);
+  EXPECT_EQ(ra->num_classes, 3);
+  EXPECT_EQ(ra->train_examples, 480);
+  EXPECT_GT(ra->test_accuracy, 0.9);
+  EXPECT_EQ(ra->test_accuracy, rb->test_accuracy);
+  EXPECT_EQ(ra->test_loss, rb->test_loss);
+  auto ca = CheckpointReader::Open(ra->final_checkpoint);
+  auto cb = CheckpointReader::Open(rb->final_checkpoint);
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  for (const auto& [name, info] : (*ca)->tensors()) {
+    Tensor x, y;
+    ASSERT_TRUE((*ca)->Read(name, &x).ok());
+    ASSERT_TRUE((*cb)->Read(name, &y).ok());
+    EXPECT_EQ(0, std::memcmp(x.raw_data(), y.raw_data(), x.TotalBytes())) << name;
+  }
+}
+
+TEST(TrainerLibTest, ResumesAndRefusesAnotherConfigurationsCheckpoint) {
+  TrainerConfig c = Synthetic();
+  c.checkpoint_dir = TempDir("resume");
+  c.save_every_steps = 40;
+  c.optimizer = "momentum";
+  c.lr_schedule = "cosine";
+  c.steps = 80;
+  c.learning_rate = 0;  // momentum's default
+  auto first = RunTrainer(c);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->start_step, 0);
+  c.steps = 120;
+  auto second = RunTrainer(c);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->start_step, 80);
+  EXPECT_EQ(second->final_step, 120);
+  EXPECT_EQ(second->total_steps, 120);
+  EXPECT_EQ(second->resumed_from, c.checkpoint_dir + "/ckpt-80");
+
+  TrainerConfig other = c;
+  other.hidden = {32};
+  auto refused = RunTrainer(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "hidden=16")) << refused.status();
+}
+
+TEST(TrainerLibTest, EveryOptimizerAndScheduleTrains) {
+  for (const char* opt : {"sgd", "momentum", "adam"}) {
+    for (const char* schedule : {"constant", "exponential", "cosine"}) {
+      TrainerConfig c = Synthetic();
+      c.optimizer = opt;
+      c.lr_schedule = schedule;
+      c.learning_rate = std::string(opt) == "sgd" ? 0.1 : 0.01;
+      auto r = RunTrainer(c);
+      ASSERT_TRUE(r.ok()) << opt << "/" << schedule << ": " << r.status();
+      EXPECT_GT(r->test_accuracy, 0.9) << opt << "/" << schedule;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainer
+}  // namespace strata
