@@ -9,8 +9,10 @@
 #include "graph/status.h"
 #include "kernels/call_frame.h"
 #include "kernels/cancellation.h"
+#include "kernels/collective.h"
 #include "kernels/eigen_views.h"
 #include "runtime/executor.h"
+#include "runtime/collective/local_collective_executor.h"
 #include "runtime/local_rendezvous.h"
 #include "runtime/partition.h"
 #include "runtime/placement.h"
@@ -48,6 +50,13 @@ Session::Session(std::unique_ptr<Graph> graph, SessionOptions options,
     owned_pool_ = std::make_unique<Eigen::ThreadPool>(threads);
     inter_op_pool_ = owned_pool_.get();
   }
+  collectives_ = options_.collective_executor;
+  if (collectives_ == nullptr) {
+    LocalCollectiveExecutorOptions copts;
+    copts.default_timeout = options_.collective_timeout;
+    owned_collectives_ = std::make_unique<LocalCollectiveExecutor>(copts);
+    collectives_ = owned_collectives_.get();
+  }
 }
 
 Session::~Session() {
@@ -72,6 +81,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::CreateFromOwnedGraph(std::uniq
           absl::StrCat("SessionOptions.default_device: ", d.status().message()));
     }
     default_device = *d;
+  }
+  if (options.collective_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("SessionOptions.collective_timeout is ",
+                                                   absl::FormatDuration(options.collective_timeout),
+                                                   ", must be positive"));
   }
   if (options.inter_op_threads < 0) {
     return absl::InvalidArgumentError(
@@ -206,6 +220,7 @@ absl::Status Session::RunPlan(const Plan& plan,
   ex_args.step_id = next_step_id_.fetch_add(1, std::memory_order_relaxed);
   ex_args.call_frame = &frame;
   ex_args.inter_op_pool = inter_op_pool_;
+  ex_args.collective_executor = collectives_;
 
   absl::Status status;
   if (plan.parts.size() == 1 && external_cancellation == nullptr) {

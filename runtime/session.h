@@ -18,6 +18,8 @@
 // partition. The plan is cached, so a repeated Run only checks the feeds,
 // runs the partitions at once (one on the calling thread, the others on the
 // inter-op pool; they meet in a per-step rendezvous) and collects the fetches.
+// Collective ops of the partitions meet in the session's collective executor
+// (SessionOptions::collective_executor), keyed by the step's id.
 //
 // Errors (InvalidArgument unless said) name what is wrong: an unknown or
 // malformed feed, fetch or target name; a fed value of the wrong dtype or a
@@ -43,6 +45,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "graph/mutex.h"
 #include "graph/graph.h"
 #include "graph/scope.h"
@@ -57,6 +60,7 @@ class ThreadPoolInterface;
 namespace strata {
 
 class CancellationManager;
+class CollectiveExecutor;
 
 // A graph rewrite run on each step graph after pruning and before placement
 // (constant folding, CSE, ...). It must keep the _Arg and _Retval nodes.
@@ -79,6 +83,15 @@ struct SessionOptions {
   bool allow_soft_placement = false;
   // Run in order on every new step graph; none by default.
   std::vector<GraphPass> optimization_passes;
+  // Where the collective ops (graph/ops/collective_ops.h) of every step
+  // meet: this executor (not owned; it must outlive the session), e.g. one
+  // shared with other sessions, or nullptr: the session makes its own
+  // LocalCollectiveExecutor for its devices.
+  CollectiveExecutor* collective_executor = nullptr;
+  // For the session's own collective executor: how long a collective whose
+  // timeout_seconds attr is 0 may wait for its peers before it fails with
+  // DeadlineExceeded. Must be positive.
+  absl::Duration collective_timeout = absl::Seconds(60);
 };
 
 struct RunOptions {
@@ -153,6 +166,8 @@ class Session {
   Device* const default_device_;
   std::unique_ptr<Eigen::ThreadPoolInterface> owned_pool_;
   Eigen::ThreadPoolInterface* inter_op_pool_ = nullptr;
+  std::unique_ptr<CollectiveExecutor> owned_collectives_;
+  CollectiveExecutor* collectives_ = nullptr;
 
   std::atomic<int64_t> next_step_id_{1};
   std::atomic<int64_t> plans_built_{0};

@@ -1,0 +1,88 @@
+#include "runtime/collective/algorithm.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace strata {
+
+namespace {
+
+using Registry = std::map<std::pair<CollectiveType, std::string>, CollectiveAlgorithmFactory>;
+
+// Function-local so that registrations from other translation units can run
+// in any static-initialization order.
+Registry& GetRegistry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+// Both sides of a broadcast run one algorithm, registered as kBroadcastSend.
+CollectiveType RegistryType(CollectiveType t) {
+  return t == CollectiveType::kBroadcastRecv ? CollectiveType::kBroadcastSend : t;
+}
+
+}  // namespace
+
+void RegisterCollectiveAlgorithm(CollectiveType type, const std::string& name,
+                                 CollectiveAlgorithmFactory factory) {
+  if (!GetRegistry().emplace(std::make_pair(RegistryType(type), name), factory).second) {
+    std::fprintf(stderr, "collective algorithm %s/%s registered twice\n", CollectiveTypeName(type),
+                 name.c_str());
+    std::abort();
+  }
+}
+
+std::vector<std::string> RegisteredAlgorithms(CollectiveType type) {
+  std::vector<std::string> names;
+  for (const auto& kv : GetRegistry()) {
+    if (kv.first.first == RegistryType(type)) names.push_back(kv.first.second);
+  }
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreateCollectiveAlgorithm(
+    CollectiveType type, const std::string& name, const AlgorithmParams& params) {
+  auto it = GetRegistry().find({RegistryType(type), name});
+  if (it == GetRegistry().end()) {
+    return absl::NotFoundError(absl::StrCat("no ", CollectiveTypeName(type), " algorithm '", name,
+                                            "' (registered: ",
+                                            absl::StrJoin(RegisteredAlgorithms(type), ", "), ")"));
+  }
+  return it->second(params);
+}
+
+absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
+                                            int group_size, int64_t bytes_per_rank) {
+  std::string wanted;
+  if (hint == "ring") {
+    wanted = "ring";
+  } else if (hint == "reduce_to_one" || hint == "local") {
+    wanted = "reduce_to_one";
+  } else if (hint != "auto" && hint != "nccl" && !hint.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "communication_hint '", hint, "' is not one of auto, ring, reduce_to_one, local, nccl"));
+  }
+  if (!wanted.empty() && GetRegistry().count({RegistryType(type), wanted}) > 0) return wanted;
+  // Auto: a function of (type, group_size, bytes_per_rank), all equal on
+  // every rank.
+  switch (type) {
+    case CollectiveType::kAllReduce:
+      // The ring moves 2(n-1)/n of the data per rank in parallel; for small
+      // tensors its 2(n-1) latency-bound hops cost more than funnelling
+      // through rank 0.
+      return group_size > 2 && bytes_per_rank >= kRingMinBytes ? "ring" : "reduce_to_one";
+    case CollectiveType::kAllGather:
+      return std::string("ring");
+    case CollectiveType::kBroadcastSend:
+    case CollectiveType::kBroadcastRecv:
+      return std::string("tree");
+  }
+  return absl::InternalError("unknown collective type");
+}
+
+}  // namespace strata

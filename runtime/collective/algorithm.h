@@ -1,0 +1,107 @@
+// CollectiveAlgorithm: one rank's part of one collective, written only
+// against Transport. Each algorithm lives in its own file, is named
+// <Collective><Algorithm> (AllReduceRing, AllGatherRing, ...) and registers
+// itself in one line under its collective type and hint name:
+//
+//   STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllReduce, "ring", AllReduceRing);
+//
+// where AllReduceRing has
+//   static absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> Create(const AlgorithmParams&);
+//   absl::Status Run(Transport& t, const void* input, void* output) override;
+// Setup (checks, scratch buffers) goes in Create, the data movement in Run.
+// Broadcast algorithms register as kBroadcastSend and run on both sides.
+//
+//   STRATA_ASSIGN_OR_RETURN(std::string name, SelectAlgorithm(type, hint, size, bytes));
+//   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(type, name, params));
+//   STRATA_RETURN_IF_ERROR(alg->Run(*transport, input, output));
+//
+// Every rank must run the same algorithm: SelectAlgorithm's result depends
+// only on values that every member of the group has checked to be equal.
+//
+// Thread-safety: the registry is filled during static initialization and
+// read-only afterwards. An algorithm object is used by one rank's thread.
+#ifndef STRATA_RUNTIME_COLLECTIVE_ALGORITHM_H_
+#define STRATA_RUNTIME_COLLECTIVE_ALGORITHM_H_
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/types.h"
+#include "kernels/collective.h"
+#include "runtime/collective/transport.h"
+
+namespace strata {
+
+struct AlgorithmParams {
+  CollectiveType type = CollectiveType::kAllReduce;
+  int rank = 0;
+  int size = 1;
+  int root = 0;  // broadcast: the sending rank
+  DataType dtype = DT_INVALID;
+  // Elements of one rank's input (the whole tensor for a broadcast). The
+  // all-gather output holds size * num_elements, rank r's block at r.
+  int64_t num_elements = 0;
+  MergeOp merge_op = MergeOp::kAdd;
+  FinalOp final_op = FinalOp::kId;
+};
+
+class CollectiveAlgorithm {
+ public:
+  virtual ~CollectiveAlgorithm() = default;
+  // Runs this rank's part. `input` is null on broadcast receivers; `output`
+  // is this rank's output buffer (it may not alias `input`). A transport
+  // error ends the run with that error; the caller aborts the transport so
+  // that the peers stop too.
+  virtual absl::Status Run(Transport& transport, const void* input, void* output) = 0;
+};
+
+// memcpy that accepts the null pointers of empty tensors.
+inline void CopyBytes(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+using CollectiveAlgorithmFactory =
+    absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> (*)(const AlgorithmParams&);
+
+// Aborts on a duplicate (our bug, during static initialization).
+void RegisterCollectiveAlgorithm(CollectiveType type, const std::string& name,
+                                 CollectiveAlgorithmFactory factory);
+// NotFound naming the registered algorithms of `type`.
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreateCollectiveAlgorithm(
+    CollectiveType type, const std::string& name, const AlgorithmParams& params);
+std::vector<std::string> RegisteredAlgorithms(CollectiveType type);
+
+// The algorithm for a communication hint: "ring", "reduce_to_one" (alias
+// "local"), or "auto" (and "nccl", which on CPU devices means "auto", as in
+// TensorFlow): ring for all-reduces of at least kRingMinBytes, else
+// reduce_to_one; ring for all-gather; tree for broadcast. A hint that names
+// no algorithm of this collective falls back to auto; an unknown one is
+// InvalidArgument. Depends only on group-wide values.
+inline constexpr int64_t kRingMinBytes = 64 << 10;
+absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
+                                            int group_size, int64_t bytes_per_rank);
+
+namespace collective_registration {
+struct Registrar {
+  Registrar(CollectiveType type, const char* name, CollectiveAlgorithmFactory f) {
+    RegisterCollectiveAlgorithm(type, name, f);
+  }
+};
+}  // namespace collective_registration
+
+#define STRATA_REGISTER_COLLECTIVE_ALGORITHM(type, name, Class) \
+  STRATA_REGISTER_COLLECTIVE_ALGORITHM_UNIQ_(__COUNTER__, type, name, Class)
+#define STRATA_REGISTER_COLLECTIVE_ALGORITHM_UNIQ_(ctr, type, name, Class) \
+  STRATA_REGISTER_COLLECTIVE_ALGORITHM_UNIQ2_(ctr, type, name, Class)
+#define STRATA_REGISTER_COLLECTIVE_ALGORITHM_UNIQ2_(ctr, type, name, Class)          \
+  static ::strata::collective_registration::Registrar strata_collective_alg_##ctr \
+      __attribute__((unused))(type, name, &Class::Create)
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_COLLECTIVE_ALGORITHM_H_

@@ -1,0 +1,204 @@
+// The N-rank harness: every registered algorithm, with 1, 2, 3, 4 and 8
+// ranks in one process (a thread per rank) over InProcessTransport, checked
+// against a reference computed directly.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "graph/types.h"
+#include "kernels/collective.h"
+#include "runtime/collective/algorithm.h"
+#include "runtime/collective/in_process_transport.h"
+
+namespace strata {
+namespace {
+
+constexpr int kRankCounts[] = {1, 2, 3, 4, 8};
+
+// Runs `name` on `n` ranks; rank r reads inputs[r] (empty: no input) and
+// writes outputs[r] (pre-sized). Returns each rank's status.
+std::vector<absl::Status> RunRanks(CollectiveType type, const std::string& name, AlgorithmParams base,
+                                   const std::vector<std::vector<char>>& inputs,
+                                   std::vector<std::vector<char>>* outputs) {
+  const int n = base.size;
+  auto mailbox = std::make_shared<InProcessMailbox>(n);
+  std::vector<absl::Status> status(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      AlgorithmParams p = base;
+      p.type = type;
+      p.rank = r;
+      auto alg = CreateCollectiveAlgorithm(type, name, p);
+      if (!alg.ok()) {
+        status[r] = alg.status();
+        mailbox->Abort(status[r]);
+        return;
+      }
+      auto t = mailbox->Connect(r);
+      status[r] = (*alg)->Run(*t, inputs[r].empty() ? nullptr : inputs[r].data(), (*outputs)[r].data());
+      if (!status[r].ok()) mailbox->Abort(status[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return status;
+}
+
+// Small integer values keep every merge exact in floating point, so every
+// algorithm's result must equal the reference exactly whatever its order.
+template <typename T>
+T InputValue(int rank, int64_t i, MergeOp op) {
+  if (op == MergeOp::kMul) return static_cast<T>(1 + (rank + i) % 3);
+  return static_cast<T>(((rank * 7 + i * 13) % 41) - 20);
+}
+
+template <typename T>
+void CheckAllReduce(const std::string& alg, int n, int64_t count, MergeOp op, FinalOp final_op) {
+  SCOPED_TRACE(absl::StrCat(alg, " n=", n, " count=", count, " op=", MergeOpName(op),
+                            final_op == FinalOp::kDiv ? " Div " : " Id ", DataTypeString(DataTypeToEnum<T>::value)));
+  std::vector<std::vector<char>> in(n, std::vector<char>(count * sizeof(T) + 1));
+  std::vector<std::vector<char>> out(n, std::vector<char>(count * sizeof(T) + 1));
+  std::vector<T> expected(count);
+  for (int r = 0; r < n; ++r) {
+    T* x = reinterpret_cast<T*>(in[r].data());
+    for (int64_t i = 0; i < count; ++i) {
+      x[i] = InputValue<T>(r, i, op);
+      T& e = expected[i];
+      if (r == 0) {
+        e = x[i];
+      } else {
+        switch (op) {
+          case MergeOp::kAdd: e = e + x[i]; break;
+          case MergeOp::kMul: e = e * x[i]; break;
+          case MergeOp::kMin: e = std::min(e, x[i]); break;
+          case MergeOp::kMax: e = std::max(e, x[i]); break;
+        }
+      }
+    }
+  }
+  if (final_op == FinalOp::kDiv) {
+    for (T& e : expected) e /= static_cast<T>(n);
+  }
+  AlgorithmParams p;
+  p.size = n;
+  p.dtype = DataTypeToEnum<T>::value;
+  p.num_elements = count;
+  p.merge_op = op;
+  p.final_op = final_op;
+  auto status = RunRanks(CollectiveType::kAllReduce, alg, p, in, &out);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    const T* y = reinterpret_cast<const T*>(out[r].data());
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(y[i], expected[i]) << "rank " << r << " element " << i;
+    }
+  }
+}
+
+class AllReduceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AllReduceTest, EveryMergeOpFinalOpAndSizeMatchesTheReference) {
+  // Sizes: empty, one element, fewer elements than ranks, not divisible by
+  // any rank count, and a large one.
+  for (int n : kRankCounts) {
+    for (int64_t count : {0, 1, 5, 1001, 65537}) {
+      for (MergeOp op : {MergeOp::kAdd, MergeOp::kMul, MergeOp::kMin, MergeOp::kMax}) {
+        for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) {
+          CheckAllReduce<float>(GetParam(), n, count, op, f);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(AllReduceTest, EveryElementType) {
+  for (int n : {3, 4}) {
+    for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) {
+      CheckAllReduce<double>(GetParam(), n, 777, MergeOp::kAdd, f);
+      CheckAllReduce<int32_t>(GetParam(), n, 777, MergeOp::kAdd, f);  // Div truncates
+      CheckAllReduce<int64_t>(GetParam(), n, 777, MergeOp::kMax, f);
+      CheckAllReduce<int64_t>(GetParam(), n, 777, MergeOp::kMul, f);
+    }
+  }
+}
+
+TEST_P(AllReduceTest, UnsupportedDtypeIsUnimplemented) {
+  AlgorithmParams p;
+  p.dtype = DT_HALF;
+  auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllReduce, GetParam(), p);
+  EXPECT_EQ(alg.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest, ::testing::Values("ring", "reduce_to_one"));
+
+TEST(AllGatherRingTest, BlocksArriveInRankOrder) {
+  for (int n : kRankCounts) {
+    for (int64_t count : {0, 1, 3, 1000}) {
+      SCOPED_TRACE(absl::StrCat("n=", n, " count=", count));
+      std::vector<std::vector<char>> in(n, std::vector<char>(count * 8 + 1));
+      std::vector<std::vector<char>> out(n, std::vector<char>(n * count * 8 + 1));
+      for (int r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < count; ++i) reinterpret_cast<int64_t*>(in[r].data())[i] = r * 100000 + i;
+      }
+      AlgorithmParams p;
+      p.size = n;
+      p.dtype = DT_INT64;
+      p.num_elements = count;
+      auto status = RunRanks(CollectiveType::kAllGather, "ring", p, in, &out);
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(status[r].ok()) << status[r];
+        const int64_t* y = reinterpret_cast<const int64_t*>(out[r].data());
+        for (int b = 0; b < n; ++b) {
+          for (int64_t i = 0; i < count; ++i) ASSERT_EQ(y[b * count + i], b * 100000 + i);
+        }
+      }
+    }
+  }
+}
+
+TEST(BroadcastTreeTest, EveryRootReachesEveryRank) {
+  for (int n : kRankCounts) {
+    for (int root = 0; root < n; ++root) {
+      for (int64_t count : {0, 1, 4099}) {
+        SCOPED_TRACE(absl::StrCat("n=", n, " root=", root, " count=", count));
+        std::vector<std::vector<char>> in(n), out(n, std::vector<char>(count * 4 + 1, 0));
+        in[root].resize(count * 4 + 1);
+        for (int64_t i = 0; i < count; ++i) reinterpret_cast<float*>(in[root].data())[i] = i * 0.5f + root;
+        AlgorithmParams p;
+        p.size = n;
+        p.root = root;
+        p.dtype = DT_FLOAT;
+        p.num_elements = count;
+        std::vector<absl::Status> status(n);
+        // Receivers run as kBroadcastRecv, the root as kBroadcastSend: one algorithm.
+        auto s = RunRanks(CollectiveType::kBroadcastSend, "tree", p, in, &out);
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(s[r].ok()) << s[r];
+          for (int64_t i = 0; i < count; ++i) {
+            ASSERT_EQ(reinterpret_cast<const float*>(out[r].data())[i], i * 0.5f + root) << "rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AlgorithmRegistryTest, SelectionDependsOnlyOnGroupWideValues) {
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "ring", 2, 8), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "local", 4, 1 << 30), "reduce_to_one");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4, 8), "reduce_to_one");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4, 1 << 20), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "reduce_to_one", 4, 8), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastRecv, "auto", 4, 8), "tree");
+  EXPECT_EQ(SelectAlgorithm(CollectiveType::kAllReduce, "carrier_pigeon", 4, 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateCollectiveAlgorithm(CollectiveType::kAllGather, "nope", {}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,356 @@
+#include "runtime/collective/local_collective_executor.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/status.h"
+#include "runtime/collective/algorithm.h"
+#include "runtime/collective/reduction.h"
+
+namespace strata {
+
+namespace {
+
+// What every participant of one instance must agree on, as text for errors.
+std::string Signature(const CollectiveParams& p) {
+  std::string s = absl::StrCat(DataTypeString(p.dtype), " ", p.shape.DebugString());
+  if (p.type == CollectiveType::kAllReduce) {
+    absl::StrAppend(&s, " merge_op ", MergeOpName(p.merge_op), " final_op ",
+                    p.final_op == FinalOp::kDiv ? "Div" : "Id");
+  }
+  absl::StrAppend(&s, " hint '", p.communication_hint, "'");
+  return s;
+}
+
+bool IsBroadcast(CollectiveType t) {
+  return t == CollectiveType::kBroadcastSend || t == CollectiveType::kBroadcastRecv;
+}
+
+// The checks one participant can make alone, before it joins.
+absl::Status CheckParticipant(const CollectiveParams& p, const Tensor& input) {
+  if (p.group_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("group_size is ", p.group_size, ", must be >= 1"));
+  }
+  if (p.device.empty()) return absl::InvalidArgumentError("the participant's device name is empty");
+  if (p.type != CollectiveType::kBroadcastRecv) {
+    if (!input.IsInitialized() || input.dtype() != p.dtype || input.shape() != p.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input is ", input.IsInitialized() ? DataTypeString(input.dtype()) : "uninitialized", " ",
+          input.shape().DebugString(), " but the collective is declared ", DataTypeString(p.dtype),
+          " ", p.shape.DebugString()));
+    }
+  }
+  if (p.type == CollectiveType::kAllGather && p.shape.dims() == 0) {
+    return absl::InvalidArgumentError("all-gather needs an input of rank >= 1, got a scalar");
+  }
+  if (p.type == CollectiveType::kAllReduce) STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
+  // Rejects unknown hints now rather than once everyone has arrived.
+  return SelectAlgorithm(p.type, p.communication_hint, p.group_size, 0).status();
+}
+
+}  // namespace
+
+LocalCollectiveExecutor::LocalCollectiveExecutor(LocalCollectiveExecutorOptions options)
+    : options_(options) {}
+
+LocalCollectiveExecutor::~LocalCollectiveExecutor() = default;
+
+std::string LocalCollectiveExecutor::Describe(const Instance& inst) const {
+  const CollectiveParams& p = inst.participants.front().params;
+  return absl::StrCat(CollectiveTypeName(p.type), p.node_name.empty() ? "" : " '", p.node_name,
+                      p.node_name.empty() ? "" : "'", " (group ", std::get<0>(inst.key),
+                      ", instance ", std::get<1>(inst.key), ", step ", std::get<2>(inst.key),
+                      ", group_size ", p.group_size, ")");
+}
+
+std::string LocalCollectiveExecutor::MissingParticipants(const Instance& inst) const {
+  const int size = inst.participants.front().params.group_size;
+  std::set<std::string> arrived;
+  for (const Participant& p : inst.participants) arrived.insert(p.params.device);
+  auto it = groups_.find(std::get<0>(inst.key));
+  std::vector<std::string> missing, present;
+  if (it != groups_.end() && static_cast<int>(it->second.members.size()) == size) {
+    int rank = 0;
+    for (const std::string& d : it->second.members) {
+      (arrived.count(d) ? present : missing).push_back(absl::StrCat(d, " (rank ", rank, ")"));
+      ++rank;
+    }
+  } else {
+    present.assign(arrived.begin(), arrived.end());
+  }
+  std::string s = absl::StrCat(size - static_cast<int>(arrived.size()), " of ", size,
+                               " participants never arrived: ");
+  if (!missing.empty()) {
+    absl::StrAppend(&s, "missing ", absl::StrJoin(missing, ", "));
+  } else {
+    absl::StrAppend(&s, "their devices have never joined group ", std::get<0>(inst.key));
+  }
+  absl::StrAppend(&s, "; arrived: ", absl::StrJoin(present, ", "));
+  return s;
+}
+
+void LocalCollectiveExecutor::ExecuteAsync(const CollectiveParams& params, Tensor input,
+                                           Allocator* allocator, CancellationManager* cancellation,
+                                           DoneCallback done) {
+  if (absl::Status s = CheckParticipant(params, input); !s.ok()) {
+    done(AnnotateStatus(s, absl::StrCat(CollectiveTypeName(params.type), " on ", params.device, ": ")),
+         Tensor());
+    return;
+  }
+  Participant p;
+  p.params = params;
+  p.input = std::move(input);
+  p.allocator = allocator;
+  p.cancellation = cancellation;
+  p.done = std::move(done);
+  const InstanceKey key{params.group_key, params.instance_key, params.step_id};
+  if (cancellation != nullptr) {
+    // Looked up by key: the instance may not exist yet, or be another's.
+    p.token = cancellation->RegisterCallback([this, key](const absl::Status& s) {
+      AbortInstance(key, /*id=*/0, s, /*is_timeout=*/false);
+    });
+    if (p.token == kInvalidCancellationToken) {
+      p.done(cancellation->status(), Tensor());
+      return;
+    }
+  }
+  bool cancelled = false;
+  absl::StatusOr<std::shared_ptr<Instance>> complete = Join(p, &cancelled);
+  if (!complete.ok()) {
+    Finish(p, complete.status(), Tensor());  // Join did not take `p`
+    return;
+  }
+  if (cancelled) {
+    // Cancelled between registering the callback and joining: the callback
+    // found nothing to abort, so abort now.
+    AbortInstance(key, 0, cancellation->status(), false);
+    return;
+  }
+  if (*complete != nullptr) Launch(*std::move(complete));
+}
+
+absl::StatusOr<std::shared_ptr<LocalCollectiveExecutor::Instance>> LocalCollectiveExecutor::Join(
+    Participant& p, bool* cancelled) {
+  const CollectiveParams& params = p.params;
+  const InstanceKey key{params.group_key, params.instance_key, params.step_id};
+  MutexLock l(&mu_);
+  // 1. Group resolution: the first group_size distinct devices that use a
+  // group_key are its members, for good.
+  Group& g = groups_[params.group_key];
+  if (g.size == 0) g.size = params.group_size;
+  if (g.size != params.group_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveTypeName(params.type), " on ", params.device, ": group ", params.group_key,
+        " has group_size ", g.size, " (members: ", absl::StrJoin(g.members, ", "),
+        ") but this participant says ", params.group_size));
+  }
+  if (!g.members.count(params.device)) {
+    if (static_cast<int>(g.members.size()) == g.size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveTypeName(params.type), " on ", params.device, ": device is not a member of group ",
+          params.group_key, ", whose ", g.size, " members are ", absl::StrJoin(g.members, ", ")));
+    }
+    g.members.insert(params.device);
+  }
+  // 2. Instance matching.
+  std::shared_ptr<Instance>& inst = instances_[key];
+  if (inst == nullptr) {
+    inst = std::make_shared<Instance>();
+    inst->id = next_instance_id_++;
+    inst->key = key;
+    inst->mailbox = std::make_shared<InProcessMailbox>(params.group_size);
+    inst->timeout = params.timeout_seconds > 0 ? absl::Seconds(params.timeout_seconds)
+                                               : options_.default_timeout;
+    const uint64_t id = inst->id;
+    const absl::Duration timeout = inst->timeout;
+    inst->timer_id = timer_.Schedule(absl::Now() + timeout, [this, key, id, timeout] {
+      AbortInstance(key, id,
+                    absl::DeadlineExceededError(absl::StrCat("timed out after ",
+                                                             absl::FormatDuration(timeout))),
+                    /*is_timeout=*/true);
+    });
+  }
+  for (const Participant& q : inst->participants) {
+    if (q.params.device == params.device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveTypeName(params.type), " on ", params.device, ": this device joined group ",
+          params.group_key, " instance ", params.instance_key, " step ", params.step_id,
+          " twice (two collective ops with the same keys on one device?)"));
+    }
+  }
+  if (inst->started) {
+    return absl::InternalError("collective instance started with a non-member");  // excluded above
+  }
+  inst->participants.push_back(std::move(p));
+  *cancelled = inst->participants.back().cancellation != nullptr &&
+               inst->participants.back().cancellation->IsCancelled();
+  if (static_cast<int>(inst->participants.size()) < params.group_size || *cancelled) return nullptr;
+  inst->started = true;
+  inst->running = params.group_size;
+  return inst;
+}
+
+void LocalCollectiveExecutor::Launch(std::shared_ptr<Instance> inst) {
+  // `participants` is fixed now; only this thread reads it until the ranks
+  // start.
+  std::vector<Participant>& ps = inst->participants;
+  const int n = static_cast<int>(ps.size());
+  // 1. Agreement. For a broadcast, the one sender's description is the
+  // reference; otherwise the first arriver's.
+  int ref = 0;
+  absl::Status status;
+  if (IsBroadcast(ps[0].params.type)) {
+    std::vector<std::string> senders;
+    for (int i = 0; i < n; ++i) {
+      if (ps[i].params.type == CollectiveType::kBroadcastSend) {
+        senders.push_back(ps[i].params.device);
+        ref = i;
+      }
+    }
+    if (senders.size() != 1) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          Describe(*inst), ": a broadcast needs exactly one sender, got ", senders.size(),
+          senders.empty() ? "" : " (", absl::StrJoin(senders, ", "), senders.empty() ? "" : ")"));
+    }
+  }
+  for (int i = 0; i < n && status.ok(); ++i) {
+    const CollectiveParams& a = ps[ref].params;
+    const CollectiveParams& b = ps[i].params;
+    const bool same_type = a.type == b.type || (IsBroadcast(a.type) && IsBroadcast(b.type));
+    if (!same_type || Signature(a) != Signature(b)) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          Describe(*inst), ": participants disagree: ", b.device, " runs ", CollectiveTypeName(b.type),
+          " of ", Signature(b), " but ", a.device, " runs ", CollectiveTypeName(a.type), " of ",
+          Signature(a)));
+    }
+  }
+  // 2. Ranks: the order of the device names, as every participant would
+  // compute it.
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int x, int y) { return ps[x].params.device < ps[y].params.device; });
+  for (int r = 0; r < n; ++r) ps[order[r]].rank = r;
+  // 3. The algorithm: from group-wide values only (type, hint, size, bytes),
+  // which step 1 checked to be equal, so every rank picks the same.
+  if (status.ok()) {
+    const CollectiveParams& a = ps[ref].params;
+    auto name = SelectAlgorithm(a.type, a.communication_hint, n,
+                                a.shape.num_elements() * DataTypeSize(a.dtype));
+    if (name.ok()) inst->algorithm = *name;
+    status = name.status();
+  }
+  if (!status.ok()) {
+    // Every participant fails the same way; none has started a rank.
+    {
+      MutexLock l(&mu_);
+      timer_.Cancel(inst->timer_id);
+      auto it = instances_.find(inst->key);
+      if (it != instances_.end() && it->second == inst) instances_.erase(it);
+    }
+    FailAll(std::move(ps), status);
+    return;
+  }
+  // 4. Every rank on its own thread; the last arriver's on this one.
+  for (int i = 0; i + 1 < n; ++i) workers_.Schedule([this, inst, i] { RunParticipant(inst, i); });
+  RunParticipant(std::move(inst), n - 1);
+}
+
+void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int index) {
+  Participant& p = inst->participants[index];
+  const int n = static_cast<int>(inst->participants.size());
+  int root = 0;
+  for (const Participant& q : inst->participants) {
+    if (q.params.type == CollectiveType::kBroadcastSend) root = q.rank;
+  }
+  std::vector<int64_t> out_dims(p.params.shape.dim_sizes().begin(), p.params.shape.dim_sizes().end());
+  if (p.params.type == CollectiveType::kAllGather) out_dims[0] *= n;
+  AlgorithmParams ap;
+  ap.type = p.params.type;
+  ap.rank = p.rank;
+  ap.size = n;
+  ap.root = root;
+  ap.dtype = p.params.dtype;
+  ap.num_elements = p.params.shape.num_elements();
+  ap.merge_op = p.params.merge_op;
+  ap.final_op = p.params.final_op;
+
+  Tensor output;
+  absl::Status status = [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(out_dims));
+    STRATA_ASSIGN_OR_RETURN(output, Tensor::Allocate(p.allocator, p.params.dtype, out_shape));
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CollectiveAlgorithm> alg,
+                            CreateCollectiveAlgorithm(ap.type, inst->algorithm, ap));
+    std::unique_ptr<Transport> transport = inst->mailbox->Connect(p.rank);
+    return alg->Run(*transport, p.input.IsInitialized() ? p.input.raw_data() : nullptr,
+                    output.raw_data());
+  }();
+  if (!status.ok()) {
+    // The peers would wait for this rank forever: stop them with our error.
+    inst->mailbox->Abort(status);
+    status = AnnotateStatus(status, absl::StrCat(Describe(*inst), " on ", p.params.device, " (rank ",
+                                                 p.rank, ", algorithm ", inst->algorithm, "): "));
+    output = Tensor();
+  }
+  {
+    MutexLock l(&mu_);
+    if (--inst->running == 0) {
+      timer_.Cancel(inst->timer_id);
+      auto it = instances_.find(inst->key);
+      if (it != instances_.end() && it->second == inst) instances_.erase(it);
+    }
+  }
+  Finish(p, std::move(status), std::move(output));
+}
+
+void LocalCollectiveExecutor::AbortInstance(const InstanceKey& key, uint64_t id,
+                                            const absl::Status& status, bool is_timeout) {
+  std::vector<Participant> waiting;
+  std::shared_ptr<InProcessMailbox> mailbox;
+  absl::Status s = status;
+  {
+    MutexLock l(&mu_);
+    auto it = instances_.find(key);
+    if (it == instances_.end() || (id != 0 && it->second->id != id)) return;
+    Instance& inst = *it->second;
+    if (is_timeout) {
+      s = absl::DeadlineExceededError(absl::StrCat(
+          Describe(inst), ": ", status.message(),
+          inst.started ? absl::StrCat(" while running algorithm ", inst.algorithm,
+                                      " (every participant had arrived)")
+                       : absl::StrCat(": ", MissingParticipants(inst))));
+    }
+    if (inst.started) {
+      mailbox = inst.mailbox;  // the ranks fail and finish themselves
+    } else {
+      if (!is_timeout) timer_.Cancel(inst.timer_id);
+      waiting = std::move(inst.participants);
+      instances_.erase(it);
+    }
+  }
+  if (mailbox != nullptr) {
+    mailbox->Abort(s);
+  } else {
+    FailAll(std::move(waiting), s);
+  }
+}
+
+void LocalCollectiveExecutor::Finish(Participant& p, absl::Status status, Tensor output) {
+  // After this, the cancellation callback is not running and never will.
+  if (p.cancellation != nullptr && p.token != kInvalidCancellationToken) {
+    p.cancellation->DeregisterCallback(p.token);
+  }
+  DoneCallback done = std::move(p.done);
+  done(std::move(status), std::move(output));
+}
+
+void LocalCollectiveExecutor::FailAll(std::vector<Participant> ps, const absl::Status& status) {
+  for (Participant& p : ps) {
+    workers_.Schedule([p = std::move(p), status]() mutable { Finish(p, status, Tensor()); });
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,126 @@
+// LocalCollectiveExecutor: the CollectiveExecutor for the devices of one
+// process (a Session's virtual CPU devices, say). It
+//   - resolves groups: group_key -> its group_size member devices; a device's
+//     rank is its index among the members' names sorted, so every participant
+//     derives the same ranks;
+//   - matches instances: the calls with the same (group_key, instance_key,
+//     step_id) meet; once all group_size have arrived it checks that they
+//     agree (collective type, dtype, shape, merge/final op, hint; exactly one
+//     broadcast sender), picks the algorithm from those group-wide values only
+//     (SelectAlgorithm) and runs every rank's part over an InProcessMailbox,
+//     each on its own thread (the last arriver's on its calling thread);
+//   - bounds the wait: a collective that has not finished within its timeout
+//     (the op's timeout_seconds, else the executor's default) fails on every
+//     participant that arrived with DeadlineExceeded naming the missing
+//     devices and ranks;
+//   - aborts on cancellation: cancelling any participant's step fails the
+//     whole instance with the step's status.
+// A failure of any rank aborts the others (their error is the first one).
+//
+//   LocalCollectiveExecutor ce;   // LocalCollectiveExecutorOptions: default_timeout (60 s)
+//   // on each of N threads, one per device:
+//   absl::StatusOr<Tensor> sum = ce.Execute(params_for_my_device, my_tensor, allocator, &step_cm);
+//
+// Thread-safety: thread-safe. Ownership: it owns its worker threads and its
+// timer thread; every collective must have finished (its `done` called)
+// before it is destroyed.
+#ifndef STRATA_RUNTIME_COLLECTIVE_LOCAL_COLLECTIVE_EXECUTOR_H_
+#define STRATA_RUNTIME_COLLECTIVE_LOCAL_COLLECTIVE_EXECUTOR_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "graph/mutex.h"
+#include "kernels/cancellation.h"
+#include "kernels/collective.h"
+#include "runtime/collective/in_process_transport.h"
+#include "runtime/collective/worker_pool.h"
+
+namespace strata {
+
+struct LocalCollectiveExecutorOptions {
+  // For collectives whose timeout_seconds is <= 0. Must be positive.
+  absl::Duration default_timeout = absl::Seconds(60);
+};
+
+class LocalCollectiveExecutor : public CollectiveExecutor {
+ public:
+  explicit LocalCollectiveExecutor(LocalCollectiveExecutorOptions options = {});
+  ~LocalCollectiveExecutor() override;
+
+  void ExecuteAsync(const CollectiveParams& params, Tensor input, Allocator* allocator,
+                    CancellationManager* cancellation, DoneCallback done) override;
+
+  // Worker threads started so far (for tests of thread reuse).
+  int num_worker_threads() const { return workers_.num_threads(); }
+
+ private:
+  using InstanceKey = std::tuple<int, int, int64_t>;  // group, instance, step
+  struct Participant {
+    CollectiveParams params;
+    Tensor input;
+    Allocator* allocator = nullptr;
+    CancellationManager* cancellation = nullptr;
+    CancellationToken token = kInvalidCancellationToken;
+    DoneCallback done;
+    int rank = -1;
+  };
+  struct Instance {
+    uint64_t id = 0;
+    InstanceKey key;
+    std::vector<Participant> participants;  // arrival order; fixed once started
+    bool started = false;
+    int running = 0;  // participants started and not yet finished
+    uint64_t timer_id = 0;
+    absl::Duration timeout;
+    std::string algorithm;
+    std::shared_ptr<InProcessMailbox> mailbox;
+  };
+  struct Group {
+    int size = 0;
+    std::set<std::string> members;  // sorted: a member's rank is its index
+  };
+
+  // Moves `p` into its instance (on error `p` is left as it was); returns the
+  // instance when it became complete, else nullptr. `*cancelled`: p's step
+  // was cancelled before it joined.
+  absl::StatusOr<std::shared_ptr<Instance>> Join(Participant& p, bool* cancelled)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Checks agreement, assigns ranks and runs every rank's part.
+  void Launch(std::shared_ptr<Instance> inst);
+  void RunParticipant(std::shared_ptr<Instance> inst, int index);
+  // Fails an instance (timeout, cancellation): before it started, every
+  // arrived participant ends with `status`; after, its mailbox is aborted.
+  void AbortInstance(const InstanceKey& key, uint64_t id, const absl::Status& status,
+                     bool is_timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Deregisters the participant's cancellation callback and runs `done`.
+  static void Finish(Participant& p, absl::Status status, Tensor output);
+  // Finishes each on a worker thread (never inside a cancellation callback).
+  void FailAll(std::vector<Participant> ps, const absl::Status& status);
+  std::string Describe(const Instance& inst) const;
+  std::string MissingParticipants(const Instance& inst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const LocalCollectiveExecutorOptions options_;
+
+  mutable Mutex mu_;
+  absl::flat_hash_map<int, Group> groups_ ABSL_GUARDED_BY(mu_);
+  std::map<InstanceKey, std::shared_ptr<Instance>> instances_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_instance_id_ ABSL_GUARDED_BY(mu_) = 1;
+
+  // Destroyed first (reverse order): the timer's and workers' callbacks use
+  // the members above.
+  WorkerPool workers_;
+  DeadlineTimer timer_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_COLLECTIVE_LOCAL_COLLECTIVE_EXECUTOR_H_

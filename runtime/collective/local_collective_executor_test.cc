@@ -1,0 +1,264 @@
+#include "runtime/collective/local_collective_executor.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "graph/allocator.h"
+#include "graph/mutex.h"
+#include "kernels/cancellation.h"
+
+namespace strata {
+namespace {
+
+std::string Dev(int i) { return absl::StrCat("/job:localhost/replica:0/task:0/device:CPU:", i); }
+
+CollectiveParams Params(CollectiveType type, int n, int instance, int device, const TensorShape& shape,
+                        DataType dtype = DT_FLOAT) {
+  CollectiveParams p;
+  p.type = type;
+  p.group_size = n;
+  p.group_key = 1;
+  p.instance_key = instance;
+  p.device = Dev(device);
+  p.dtype = dtype;
+  p.shape = shape;
+  return p;
+}
+
+// Runs fn(rank) on n threads and joins them.
+template <typename F>
+void OnRanks(int n, F fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&fn, r] { fn(r); });
+  for (auto& t : threads) t.join();
+}
+
+TEST(LocalCollectiveExecutorTest, AllReduceWithEveryHint) {
+  LocalCollectiveExecutor ce;
+  int instance = 0;
+  for (const char* hint : {"auto", "ring", "reduce_to_one", "local", "nccl"}) {
+    for (int n : {1, 2, 3, 4, 8}) {
+      ++instance;
+      std::vector<absl::StatusOr<Tensor>> out(n);
+      OnRanks(n, [&](int r) {
+        CollectiveParams p = Params(CollectiveType::kAllReduce, n, instance, r, TensorShape{2, 3});
+        p.group_key = 100 + n;
+        p.communication_hint = hint;
+        p.final_op = FinalOp::kDiv;
+        Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, float(r)}, TensorShape{2, 3});
+        out[r] = ce.Execute(p, x, CpuAllocator(), nullptr);
+      });
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(out[r].ok()) << hint << " n=" << n << ": " << out[r].status();
+        EXPECT_EQ(out[r]->shape(), TensorShape({2, 3}));
+        EXPECT_FLOAT_EQ(out[r]->data<float>()[0], 1.0f);
+        EXPECT_FLOAT_EQ(out[r]->data<float>()[5], (n - 1) / 2.0f);
+      }
+    }
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, AllGatherConcatenatesInDeviceNameOrder) {
+  LocalCollectiveExecutor ce;
+  constexpr int n = 3;
+  std::vector<absl::StatusOr<Tensor>> out(n);
+  // Ranks come from the sorted device names, not from arrival order.
+  OnRanks(n, [&](int r) {
+    const int device = n - 1 - r;
+    Tensor x = Tensor::FromVector<int32_t>({device, device * 10}, TensorShape{1, 2});
+    out[r] = ce.Execute(Params(CollectiveType::kAllGather, n, 1, device, TensorShape{1, 2}, DT_INT32), x,
+                        CpuAllocator(), nullptr);
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status();
+    EXPECT_EQ(out[r]->shape(), TensorShape({3, 2}));
+    EXPECT_EQ(std::vector<int32_t>(out[r]->data<int32_t>(), out[r]->data<int32_t>() + 6),
+              std::vector<int32_t>({0, 0, 1, 10, 2, 20}));
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, BroadcastFromAnyDevice) {
+  LocalCollectiveExecutor ce;
+  constexpr int n = 4;
+  for (int sender = 0; sender < n; ++sender) {
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnRanks(n, [&](int r) {
+      const bool send = r == sender;
+      CollectiveParams p = Params(send ? CollectiveType::kBroadcastSend : CollectiveType::kBroadcastRecv,
+                                  n, sender, r, TensorShape{3});
+      out[r] = ce.Execute(p, send ? Tensor::FromVector<float>({7, 8, float(sender)}) : Tensor(),
+                          CpuAllocator(), nullptr);
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(out[r].ok()) << out[r].status();
+      EXPECT_EQ(out[r]->data<float>()[2], float(sender));
+    }
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, InterleavedInstancesMeetTheirOwnPeers) {
+  LocalCollectiveExecutor ce;
+  constexpr int n = 4;
+  std::vector<Tensor> got_a(n), got_b(n);
+  OnRanks(n, [&](int r) {
+    // Even ranks start instance 1 first, odd ranks instance 2: they must not mix.
+    Notification done_a, done_b;
+    auto run = [&](int instance, Tensor* got, Notification* done) {
+      ce.ExecuteAsync(Params(CollectiveType::kAllReduce, n, instance, r, TensorShape{1}),
+                      Tensor::FromVector<float>({instance == 1 ? 1.0f : 100.0f}), CpuAllocator(),
+                      nullptr, [got, done](absl::Status s, Tensor t) {
+                        EXPECT_TRUE(s.ok()) << s;
+                        *got = t;
+                        done->Notify();
+                      });
+    };
+    if (r % 2 == 0) {
+      run(1, &got_a[r], &done_a);
+      run(2, &got_b[r], &done_b);
+    } else {
+      run(2, &got_b[r], &done_b);
+      run(1, &got_a[r], &done_a);
+    }
+    done_a.WaitForNotification();
+    done_b.WaitForNotification();
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(got_a[r].data<float>()[0], 4.0f);
+    EXPECT_EQ(got_b[r].data<float>()[0], 400.0f);
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, InstanceKeysAreReusedStepAfterStep) {
+  LocalCollectiveExecutor ce;
+  constexpr int n = 3;
+  OnRanks(n, [&](int r) {
+    for (int step = 1; step <= 100; ++step) {
+      CollectiveParams p = Params(CollectiveType::kAllReduce, n, 5, r, TensorShape{1});
+      p.step_id = step;
+      auto out = ce.Execute(p, Tensor::FromVector<float>({float(step)}), CpuAllocator(), nullptr);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->data<float>()[0], 3.0f * step);
+    }
+  });
+  // Threads are reused, not one per collective.
+  EXPECT_LE(ce.num_worker_threads(), 2 * n);
+}
+
+TEST(LocalCollectiveExecutorTest, TimeoutNamesTheMissingRank) {
+  LocalCollectiveExecutor ce;
+  constexpr int n = 4;
+  // One full round resolves the group's members.
+  OnRanks(n, [&](int r) {
+    ASSERT_TRUE(ce.Execute(Params(CollectiveType::kAllReduce, n, 1, r, TensorShape{1}),
+                           Tensor::FromVector<float>({1}), CpuAllocator(), nullptr).ok());
+  });
+  std::vector<absl::Status> status(n - 1);
+  OnRanks(n - 1, [&](int r) {  // CPU:3 never comes
+    CollectiveParams p = Params(CollectiveType::kAllReduce, n, 2, r, TensorShape{1});
+    p.timeout_seconds = 0.2f;
+    status[r] = ce.Execute(p, Tensor::FromVector<float>({1}), CpuAllocator(), nullptr).status();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_NE(s.message().find("missing " + Dev(3) + " (rank 3)"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("instance 2"), std::string::npos) << s;
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, TimeoutBeforeTheGroupIsKnownSaysSo) {
+  LocalCollectiveExecutorOptions opts;
+  opts.default_timeout = absl::Milliseconds(200);
+  LocalCollectiveExecutor ce(opts);
+  auto out = ce.Execute(Params(CollectiveType::kAllReduce, 2, 1, 0, TensorShape{1}),
+                        Tensor::FromVector<float>({1}), CpuAllocator(), nullptr);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(out.status().message().find("1 of 2 participants never arrived"), std::string::npos)
+      << out.status();
+  EXPECT_NE(out.status().message().find("arrived: " + Dev(0)), std::string::npos) << out.status();
+}
+
+TEST(LocalCollectiveExecutorTest, CancellingOneStepFailsTheWaitingParticipants) {
+  LocalCollectiveExecutor ce;
+  CancellationManager cm;
+  std::vector<absl::Status> status(2);
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    cm.StartCancel(absl::CancelledError("step 9 cancelled"));
+  });
+  OnRanks(2, [&](int r) {  // 2 of 3 arrive
+    status[r] = ce.Execute(Params(CollectiveType::kAllReduce, 3, 1, r, TensorShape{1}),
+                           Tensor::FromVector<float>({1}), CpuAllocator(), r == 0 ? &cm : nullptr)
+                    .status();
+  });
+  canceller.join();
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+    EXPECT_NE(s.message().find("step 9 cancelled"), std::string::npos) << s;
+  }
+  // An already-cancelled step fails at once.
+  auto late = ce.Execute(Params(CollectiveType::kAllReduce, 3, 2, 0, TensorShape{1}),
+                         Tensor::FromVector<float>({1}), CpuAllocator(), &cm);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(LocalCollectiveExecutorTest, MismatchedShapesOrDtypesNameTheDevices) {
+  LocalCollectiveExecutor ce;
+  std::vector<absl::Status> status(2);
+  OnRanks(2, [&](int r) {
+    TensorShape shape = r == 0 ? TensorShape{3} : TensorShape{4};
+    Tensor x(DT_FLOAT, shape);
+    status[r] = ce.Execute(Params(CollectiveType::kAllReduce, 2, 1, r, shape), x, CpuAllocator(), nullptr)
+                    .status();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(Dev(0)), std::string::npos) << s;
+    EXPECT_NE(s.message().find(Dev(1)), std::string::npos) << s;
+  }
+  OnRanks(2, [&](int r) {
+    DataType dt = r == 0 ? DT_FLOAT : DT_DOUBLE;
+    Tensor x(dt, TensorShape{2});
+    status[r] = ce.Execute(Params(CollectiveType::kAllReduce, 2, 2, r, TensorShape{2}, dt), x,
+                           CpuAllocator(), nullptr).status();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("double"), std::string::npos) << s;
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, GroupErrorsAreInvalidArgument) {
+  LocalCollectiveExecutor ce;
+  OnRanks(2, [&](int r) {
+    ASSERT_TRUE(ce.Execute(Params(CollectiveType::kAllReduce, 2, 1, r, TensorShape{1}),
+                           Tensor::FromVector<float>({1}), CpuAllocator(), nullptr).ok());
+  });
+  // Another size for the same group.
+  auto s1 = ce.Execute(Params(CollectiveType::kAllReduce, 3, 2, 0, TensorShape{1}),
+                       Tensor::FromVector<float>({1}), CpuAllocator(), nullptr);
+  EXPECT_EQ(s1.status().code(), absl::StatusCode::kInvalidArgument) << s1.status();
+  // A device that is not a member.
+  auto s2 = ce.Execute(Params(CollectiveType::kAllReduce, 2, 2, 5, TensorShape{1}),
+                       Tensor::FromVector<float>({1}), CpuAllocator(), nullptr);
+  EXPECT_EQ(s2.status().code(), absl::StatusCode::kInvalidArgument) << s2.status();
+  EXPECT_NE(s2.status().message().find("not a member"), std::string::npos) << s2.status();
+}
+
+TEST(LocalCollectiveExecutorTest, BroadcastNeedsExactlyOneSender) {
+  LocalCollectiveExecutor ce;
+  std::vector<absl::Status> status(2);
+  OnRanks(2, [&](int r) {
+    status[r] = ce.Execute(Params(CollectiveType::kBroadcastRecv, 2, 1, r, TensorShape{1}), Tensor(),
+                           CpuAllocator(), nullptr).status();
+  });
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("exactly one sender"), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,31 @@
+// Elementwise reduction kernels the collective algorithms use to merge a
+// peer's chunk into their own: MergeInto (Add, Mul, Min, Max) and DivideBy
+// (the Div final op), for float, double, int32 and int64.
+//
+//   STRATA_RETURN_IF_ERROR(CheckReducible(DT_FLOAT, MergeOp::kAdd));
+//   MergeInto(MergeOp::kAdd, DT_FLOAT, acc, peer_chunk, n);   // acc[i] = acc[i] + peer[i]
+//   DivideBy(DT_FLOAT, acc, n, group_size);                    // acc[i] /= group_size
+//
+// Integer Div truncates, as TensorFlow's does. Thread-safety: pure functions.
+#ifndef STRATA_RUNTIME_COLLECTIVE_REDUCTION_H_
+#define STRATA_RUNTIME_COLLECTIVE_REDUCTION_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "graph/types.h"
+#include "kernels/collective.h"
+
+namespace strata {
+
+// Unimplemented naming the dtype unless MergeInto/DivideBy support it.
+absl::Status CheckReducible(DataType dtype);
+
+// acc[i] = op(acc[i], in[i]) for i < n. `dtype` must pass CheckReducible.
+void MergeInto(MergeOp op, DataType dtype, void* acc, const void* in, int64_t n);
+// acc[i] /= divisor for i < n.
+void DivideBy(DataType dtype, void* acc, int64_t n, int64_t divisor);
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_COLLECTIVE_REDUCTION_H_
