@@ -294,6 +294,15 @@ TEST(TrainerTest, CsvWithABadRowNamesFileAndLine) {
   EXPECT_TRUE(absl::StrContains(e.err, "line 4")) << e.err;
 }
 
+TEST(TrainerTest, CsvWithAbsurdLabelIsRefused) {
+  const std::string dir = TempDir("huge_label");
+  const std::string csv = dir + "/train.csv";
+  std::ofstream(csv) << "0.5,1.5,0\n1.0,2.0,2000000000\n0.1,0.2,1\n0.3,0.3,0\n0.1,0.7,1\n";
+  Exit e = RunTrainer({absl::StrCat("--data=csv:", csv), "--global_batch_size=2"}, "huge_label");
+  EXPECT_EQ(e.code, 1) << e.err;
+  EXPECT_TRUE(absl::StrContains(e.err, "largest label is 2000000000")) << e.err;
+}
+
 TEST(TrainerTest, GoodCsvWithHeaderTrains) {
   const std::string dir = TempDir("good_csv");
   const std::string csv = dir + "/train.csv";
@@ -330,6 +339,9 @@ TEST(TrainerTest, BadFlagsExitNonZeroWithAClearMessage) {
       {{"--steps=abc"}, "steps"},
       {{"--no_such_flag=1"}, "no_such_flag"},
       {{"--model=cnn", "--data=synthetic:100:10:2"}, "square"},
+      {{"--data=synthetic:100000000000:784"}, "too large"},
+      {{"--hidden=200000000"}, "parameters"},
+      {{"--epochs=9000000000000000000"}, "--epochs"},
   };
   for (const Case& c : cases) {
     Exit e = RunTrainer(c.args, "bad_flags");

@@ -29,6 +29,10 @@ namespace trainer {
 namespace {
 
 constexpr char kDigitsRelative[] = "data/digits/digits.csv.gz";
+// Limits that keep absurd input an error instead of a failed allocation:
+// 2^31 feature values (8 GiB) and a million classes.
+constexpr int64_t kMaxElements = int64_t{1} << 31;
+constexpr int64_t kMaxClasses = 1000000;
 
 bool IsFile(const std::string& path) {
   struct stat st;
@@ -235,6 +239,12 @@ absl::StatusOr<SourceSpec> ParseDataSpec(const std::string& text) {
     if (spec.num_classes < 2) {
       return absl::InvalidArgumentError(absl::StrCat("--data=", text, ": needs at least 2 classes"));
     }
+    // Refuse what cannot be held rather than fail an allocation.
+    if (spec.num_examples > kMaxElements / spec.num_features || spec.num_classes > kMaxClasses) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data=", text, ": too large (at most ", kMaxElements, " feature values and ",
+          kMaxClasses, " classes)"));
+    }
     return spec;
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -304,6 +314,11 @@ absl::StatusOr<TrainerData> LoadTrainerData(const SourceSpec& spec, const std::s
   }
   out.num_classes = spec.kind == SourceSpec::Kind::kSynthetic ? spec.num_classes
                                                                : int64_t{max_label} + 1;
+  if (out.num_classes > kMaxClasses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data=", spec.description, ": the largest label is ", max_label,
+        "; labels must be class indices 0, 1, 2, ... (at most ", kMaxClasses, " classes)"));
+  }
   if (out.num_classes < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--data=", spec.description, ": every label is 0; a classifier needs at least 2 classes"));

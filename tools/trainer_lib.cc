@@ -8,6 +8,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <limits>
+#include <tuple>
 #include <map>
 #include <memory>
 #include <utility>
@@ -40,6 +42,7 @@ constexpr char kMetaConfig[] = "trainer_config";
 constexpr char kStatsMean[] = "_trainer/feature_mean";
 constexpr char kStatsStddev[] = "_trainer/feature_stddev";
 constexpr int64_t kEvalChunk = 4096;
+constexpr int64_t kMaxParameters = int64_t{1} << 30;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -128,9 +131,11 @@ class Progress {
     const double done = static_cast<double>(step - start_);
     const double rate = elapsed > 0 ? done * batch_ / elapsed : 0;
     const double left = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : 0;
+    // On a terminal: back to the line's start, and clear what a longer
+    // previous line left behind.
     std::fprintf(out_, "%sstep %lld/%lld  loss %.4f  %.0f examples/s  %.1f s left%s",
                  tty_ ? "\r" : "", static_cast<long long>(step), static_cast<long long>(total_),
-                 loss, rate, left, tty_ ? (last ? "\n" : "   ") : "\n");
+                 loss, rate, left, tty_ ? (last ? "\x1b[K\n" : "\x1b[K") : "\n");
     std::fflush(out_);
   }
 
@@ -194,6 +199,13 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c,
     STRATA_ASSIGN_OR_RETURN(g->model, train::MakeSmallCnn(side, side, 1, d.num_classes, c.seed));
   }
   STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(root, x));
+  // Weights, and up to two optimizer slots each, must fit in memory; refuse
+  // absurd sizes (e.g. --hidden=100000000) instead of failing to allocate.
+  if (g->model->num_parameters() > kMaxParameters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hidden / --model: the model has ", g->model->num_parameters(),
+        " parameters, more than the ", kMaxParameters, " this trainer holds"));
+  }
   g->loss = train::SparseSoftmaxCrossEntropy(root.NewSubScope("loss"), y, logits);
   g->accuracy = train::Accuracy(root.NewSubScope("accuracy"), y, logits);
 
@@ -350,7 +362,11 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
                                                    " is larger than the ", result.train_examples,
                                                    " training examples"));
   }
-  result.total_steps = c.steps > 0 ? c.steps : (c.epochs > 0 ? c.epochs : 30) * steps_per_epoch;
+  const int64_t epochs = c.epochs > 0 ? c.epochs : 30;
+  if (c.steps == 0 && epochs > std::numeric_limits<int64_t>::max() / steps_per_epoch) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs=", c.epochs, " is too large"));
+  }
+  result.total_steps = c.steps > 0 ? c.steps : epochs * steps_per_epoch;
   Tensor mean, stddev;
   if (c.standardize) {
     STRATA_ASSIGN_OR_RETURN(std::tie(mean, stddev), ComputeStats(data));

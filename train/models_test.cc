@@ -54,6 +54,26 @@ TEST(ModelsTest, SmallCnnShapes) {
             3 * 3 * 16 + 16 + 3 * 3 * 16 * 32 + 32 + 4 * 4 * 32 * 64 + 64 + 64 * 10 + 10);
 }
 
+// The hand-built Sequential of docs/training.md.
+TEST(ModelsTest, HandBuiltSequentialFromTheDocs) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, 64}));
+  train::Sequential model(/*seed=*/1);
+  model.Add<train::Reshape>(std::vector<int64_t>{8, 8, 1});
+  model.Add<train::Conv2D>(train::Conv2D::Options{/*filters=*/16});
+  model.Add<train::MaxPool2D>(2);
+  model.Add<train::Flatten>();
+  model.Add<train::Dense>(10);  // logits
+  auto logits = model.Build(root, x);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_EQ(logits->shape().DebugString(), "[?,10]");
+  EXPECT_EQ(Names(model.variables()),
+            (std::vector<std::string>{"conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"}));
+  EXPECT_EQ(model.layers()[3]->name(), "flatten");
+  // Unseeded layers get seed + index.
+  EXPECT_EQ(model.layers()[1]->seed(), 2);
+}
+
 TEST(ModelsTest, FactoriesRejectBadSizes) {
   EXPECT_EQ(MakeMlp({128, 0}, 10, 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MakeMlp({16}, 1, 1).status().code(), absl::StatusCode::kInvalidArgument);
