@@ -1,0 +1,114 @@
+#include "strategy/distributed_optimizer.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "strategy/mirrored_variable.h"
+#include "strategy/replica_context.h"
+
+namespace strata {
+namespace distribute {
+
+std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
+    const Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) {
+  ReplicaContext* ctx = ReplicaContext::Current();
+  if (ctx == nullptr) {
+    // No strategy traces this step: plain Base, but mirrored copies would
+    // drift apart, so the strategy checks (and rejects) that case.
+    for (const auto& [grad, var] : grads_and_vars) {
+      auto* m = dynamic_cast<const MirroredVariable*>(var);
+      if (m != nullptr && m->num_components() > 1) {
+        scope.UpdateStatus(absl::FailedPreconditionError(absl::StrCat(
+            "ApplyGradients outside Strategy::Run would update only the primary copy of mirrored "
+            "variable '", var->name(), "'; apply gradients inside the step function")));
+        return {};
+      }
+    }
+    return grads_and_vars;
+  }
+  absl::StatusOr<std::vector<train::GradAndVar>> out =
+      ctx->strategy()->AggregateGradients(scope, grads_and_vars);
+  if (!out.ok()) {
+    scope.UpdateStatus(out.status());
+    return {};
+  }
+  if (ctx->replica_id() > 0) {
+    for (size_t i = 0; i < out->size(); ++i) {
+      auto* m = dynamic_cast<MirroredVariable*>(grads_and_vars[i].second);
+      if (m != nullptr) component_of_[(*out)[i].second] = {m, ctx->replica_id()};
+    }
+  }
+  return *std::move(out);
+}
+
+void ReplicaUpdates::CreateSlots(const Scope& scope, train::Variable* var,
+                                 const std::function<void(const Scope&, train::Variable*)>& base) {
+  auto comp = component_of_.find(var);
+  if (comp == component_of_.end()) {
+    auto* m = dynamic_cast<MirroredVariable*>(var);
+    if (m == nullptr) {
+      base(scope, var);
+      return;
+    }
+    // Replica 0 (or no Run): the slots are made through the creator stack,
+    // i.e. mirrored by the strategy. Remember them, in order, for the other
+    // replicas.
+    std::vector<train::Variable*>& made = slots_[m];
+    train::VariableCreatorScope record(
+        [&made](const Scope& s, const train::VariableArgs& a, const train::VariableCreatorFn& next)
+            -> absl::StatusOr<std::unique_ptr<train::Variable>> {
+          absl::StatusOr<std::unique_ptr<train::Variable>> v = next(s, a);
+          if (v.ok() && *v != nullptr) made.push_back(v->get());
+          return v;
+        });
+    base(scope, var);
+    return;
+  }
+  // Component r of a mirrored variable, in replica r's trace. Base would make
+  // new slot variables; instead each slot it asks for (in the order replica 0
+  // asked) is a view of component r of replica 0's mirrored slot. The view
+  // must be a Variable object owned by a collection; registering it in the
+  // model's graph would list every slot once per replica (and a checkpoint
+  // would save the copies), so it is registered in side_'s graph, which
+  // lives as long as this optimizer.
+  auto [mirrored, replica] = comp->second;
+  auto made = slots_.find(mirrored);
+  if (made == slots_.end()) {
+    scope.UpdateStatus(absl::InternalError(absl::StrCat(
+        "replica ", replica, " updates '", mirrored->name(),
+        "' but replica 0 made no slots for it: every replica must run the same step")));
+    return;
+  }
+  size_t next_slot = 0;
+  {
+    train::VariableCreatorScope view(
+        [&](const Scope&, const train::VariableArgs& a, const train::VariableCreatorFn&)
+            -> absl::StatusOr<std::unique_ptr<train::Variable>> {
+          if (next_slot >= made->second.size()) {
+            return absl::InternalError(absl::StrCat(
+                "replica ", replica, " asks for more slots of '", mirrored->name(),
+                "' than replica 0 made"));
+          }
+          auto* slot = dynamic_cast<MirroredVariable*>(made->second[next_slot++]);
+          if (slot == nullptr || slot->num_components() <= replica || slot->dtype() != a.dtype ||
+              !(slot->shape() == a.shape)) {
+            return absl::InternalError(absl::StrCat("replica ", replica, "'s slot '", a.name,
+                                                    "' does not match replica 0's"));
+          }
+          const train::Variable* c = slot->component(replica);
+          return std::make_unique<train::Variable>(c->name(), c->handle(), c->dtype(), c->shape(),
+                                                   /*initializer=*/nullptr, c->device(),
+                                                   /*trainable=*/false);
+        });
+    base(side_, var);
+  }
+  if (!side_.ok()) scope.UpdateStatus(side_.status());
+  if (scope.ok() && next_slot != made->second.size()) {
+    scope.UpdateStatus(absl::InternalError(absl::StrCat(
+        "replica ", replica, " made ", next_slot, " slots for '", mirrored->name(),
+        "', replica 0 made ", made->second.size())));
+  }
+}
+
+}  // namespace distribute
+}  // namespace strata

@@ -1,0 +1,95 @@
+// DistributedOptimizer<Base>: one of the training optimizers (train::SGD,
+// Momentum, Adam) that all-reduces gradients across the replicas of the
+// strategy whose Run traces it, then applies the same update to every
+// replica's copy of each variable. Outside a strategy it is exactly Base, so
+// model code can always use it.
+//
+//   DistributedOptimizer<train::Adam> adam(1e-3);      // Base's constructors
+//   // inside the step function of strategy->Run:
+//   STRATA_ASSIGN_OR_RETURN(Node* train_op,
+//                           train::Minimize(ctx.scope(), loss, model->reads(), &adam));
+//
+// What ApplyGradients does in replica r's trace: AggregateGradients (the
+// hook of train::Optimizer) calls Strategy::AggregateGradients, which
+// all-reduces the replica's gradients (mean; fused in buckets,
+// gradient_bucketing.h) and pairs each with the replica's copy of its
+// variable; Base's update ops then update that copy on the replica's
+// device. The step counter and the slots are mirrored variables made once
+// (in replica 0's trace, under the strategy); replica r > 0 updates the
+// slots' component r. The graph's collection holds each slot once (the
+// mirrored variable, named as on one device), so checkpoints look the same
+// whatever the replica count.
+//
+// Errors (recorded in the scope; ApplyGradients returns nullptr): a variable
+// not made under the strategy when there are several replicas; mirrored
+// variables updated outside Run; replicas whose slots disagree.
+//
+// Thread-safety: as for train::Optimizer (build with one thread).
+// Ownership: as for train::Optimizer; the optimizer must outlive its
+// ApplyGradients calls only.
+#ifndef STRATA_STRATEGY_DISTRIBUTED_OPTIMIZER_H_
+#define STRATA_STRATEGY_DISTRIBUTED_OPTIMIZER_H_
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "graph/scope.h"
+#include "train/optimizers.h"
+#include "train/variable.h"
+
+namespace strata {
+namespace distribute {
+
+class MirroredVariable;
+
+// The part of DistributedOptimizer that does not depend on Base.
+class ReplicaUpdates {
+ public:
+  ReplicaUpdates() : side_(Scope::NewRootScope()) {}
+
+  // The optimizer's AggregateGradients (errors recorded in `scope`).
+  std::vector<train::GradAndVar> Aggregate(const Scope& scope,
+                                           const std::vector<train::GradAndVar>& grads_and_vars);
+
+  // The optimizer's CreateSlots: `base` is Base::CreateSlots.
+  void CreateSlots(const Scope& scope, train::Variable* var,
+                   const std::function<void(const Scope&, train::Variable*)>& base);
+
+ private:
+  // Replica r > 0 updates component r of a mirrored variable: which.
+  absl::flat_hash_map<const train::Variable*, std::pair<MirroredVariable*, int>> component_of_;
+  // The slots replica 0 made for each mirrored variable, in creation order.
+  absl::flat_hash_map<const MirroredVariable*, std::vector<train::Variable*>> slots_;
+  // The optimizer keeps one slot table per variable object, so the
+  // components of replicas r > 0 need slot objects of their own: views of
+  // the mirrored slots' components, registered in this private graph's
+  // collection rather than the model's (see the .cc).
+  Scope side_;
+};
+
+template <typename Base>
+class DistributedOptimizer : public Base {
+ public:
+  using Base::Base;
+
+  std::vector<train::GradAndVar> AggregateGradients(
+      const Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) override {
+    return updates_.Aggregate(scope, grads_and_vars);
+  }
+
+ protected:
+  void CreateSlots(const Scope& scope, train::Variable* var) override {
+    updates_.CreateSlots(scope, var,
+                         [this](const Scope& s, train::Variable* v) { Base::CreateSlots(s, v); });
+  }
+
+ private:
+  ReplicaUpdates updates_;
+};
+
+}  // namespace distribute
+}  // namespace strata
+
+#endif  // STRATA_STRATEGY_DISTRIBUTED_OPTIMIZER_H_

@@ -1,0 +1,156 @@
+// MirroredStrategy graph building: optimizer slots and step counter are
+// mirrored once (the collection matches one device's), each replica updates
+// its own copies, gradients are fused into buckets, and updating mirrored
+// variables outside Run is refused.
+#include "strategy/mirrored_strategy.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "graph/status.h"
+#include "graph/ops/core_ops.h"
+#include "strategy/distributed_optimizer.h"
+#include "strategy/mirrored_variable.h"
+#include "strategy/one_device_strategy.h"
+#include "strategy/replica_context.h"
+#include "strategy/test_util.h"
+#include "train/initializers.h"
+#include "train/losses.h"
+#include "train/models.h"
+
+namespace strata {
+namespace distribute {
+namespace {
+
+struct Built {
+  Scope root = Scope::NewRootScope();
+  absl::Status status;
+  RunResult step;
+};
+
+// The MLP step with Adam under `s`, graph only.
+std::unique_ptr<Built> BuildAdamStep(Strategy& s) {
+  auto b = std::make_unique<Built>();
+  StrategyScope in_scope = s.Scope();
+  std::vector<Output> xs, ys;
+  for (int r = 0; r < s.num_replicas_in_sync(); ++r) {
+    xs.push_back(ops::Placeholder(b->root, DT_FLOAT, PartialTensorShape({-1, 8})));
+    ys.push_back(ops::Placeholder(b->root, DT_INT32, PartialTensorShape({-1})));
+  }
+  auto model = *train::MakeMlp({16, 16}, 3, 1);
+  DistributedOptimizer<train::Adam> adam(1e-3);
+  auto result = s.Run(
+      b->root,
+      [&](ReplicaContext& ctx, const std::vector<Output>& in) -> absl::StatusOr<ReplicaResult> {
+        STRATA_ASSIGN_OR_RETURN(Output logits, model->Build(ctx.scope(), in[0]));
+        Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope(), in[1], logits);
+        STRATA_ASSIGN_OR_RETURN(Node* op, train::Minimize(ctx.scope(), loss, model->reads(), &adam));
+        return ReplicaResult{{loss}, {op}};
+      },
+      {PerReplica(xs), PerReplica(ys)});
+  b->status = result.status();
+  if (result.ok()) b->step = *result;
+  return b;
+}
+
+std::vector<std::string> Names(const Scope& root) {
+  std::vector<std::string> out;
+  for (train::Variable* v : train::GlobalVariables(root)) out.push_back(v->name());
+  return out;
+}
+
+TEST(MirroredStrategyTest, SlotsAndStepCounterAreMirroredOnceWithOneDeviceNames) {
+  auto one = *OneDeviceStrategy::Create("/cpu:0", testing::Machine(1));
+  auto baseline = BuildAdamStep(*one);
+  ASSERT_TRUE(baseline->status.ok()) << baseline->status;
+  auto mirrored = *MirroredStrategy::Create(testing::CpuSpecs(3), testing::Machine(3));
+  auto built = BuildAdamStep(*mirrored);
+  ASSERT_TRUE(built->status.ok()) << built->status;
+  // 6 weights, Adam/iter, 12 slots: the same list as on one device.
+  EXPECT_EQ(Names(built->root), Names(baseline->root));
+  EXPECT_EQ(Names(built->root).size(), 19u);
+  for (train::Variable* v : train::GlobalVariables(built->root)) {
+    auto* m = dynamic_cast<MirroredVariable*>(v);
+    ASSERT_NE(m, nullptr) << v->name();
+    EXPECT_EQ(m->num_components(), 3) << v->name();
+  }
+  // Each replica's updates run on its device, on its own copies (Run checks
+  // the handles; here: one update per weight and replica).
+  int updates = 0;
+  for (Node* n : built->root.graph()->nodes()) {
+    if (!n->IsOp("ResourceApplyAdam")) continue;
+    ++updates;
+    for (int i = 0; i < 3; ++i) {  // var, m, v
+      EXPECT_EQ(n->input_edge(i)->src->requested_device(), n->requested_device()) << n->name();
+    }
+  }
+  EXPECT_EQ(updates, 6 * 3);
+}
+
+int CountOps(const Scope& root, const char* op) {
+  int n = 0;
+  for (Node* node : root.graph()->nodes()) n += node->IsOp(op);
+  return n;
+}
+
+TEST(MirroredStrategyTest, GradientsAreFusedIntoBuckets) {
+  auto fused = *MirroredStrategy::Create(testing::CpuSpecs(2), testing::Machine(2));
+  auto a = BuildAdamStep(*fused);
+  ASSERT_TRUE(a->status.ok()) << a->status;
+  EXPECT_EQ(CountOps(a->root, "CollectiveReduceV2"), 2);  // 1 bucket x 2 replicas
+
+  StrategyOptions o;
+  o.gradient_bucket_bytes = 0;  // one all-reduce per gradient
+  auto unfused = *MirroredStrategy::Create(testing::CpuSpecs(2), testing::Machine(2), o);
+  auto b = BuildAdamStep(*unfused);
+  ASSERT_TRUE(b->status.ok()) << b->status;
+  EXPECT_EQ(CountOps(b->root, "CollectiveReduceV2"), 6 * 2);
+
+  // Buckets of ~ one 16x16 kernel (1 KiB): the last layers' gradients first.
+  o.gradient_bucket_bytes = 1100;
+  auto small = *MirroredStrategy::Create(testing::CpuSpecs(2), testing::Machine(2), o);
+  auto c = BuildAdamStep(*small);
+  ASSERT_TRUE(c->status.ok()) << c->status;
+  // Reverse creation order: out bias+kernel (12+192 B) + dense_1 bias (64 B)
+  // | dense_1 kernel (1 KiB) | dense bias + kernel (64 + 512 B).
+  EXPECT_EQ(CountOps(c->root, "CollectiveReduceV2"), 3 * 2);
+}
+
+TEST(MirroredStrategyTest, UpdatingMirroredVariablesOutsideRunIsRefused) {
+  auto s = *MirroredStrategy::Create(testing::CpuSpecs(2), testing::Machine(2));
+  Scope root = Scope::NewRootScope();
+  StrategyScope in_scope = s->Scope();
+  train::Variable* w = train::CreateVariable(root, "w", TensorShape{2}, DT_FLOAT, train::Ones());
+  DistributedOptimizer<train::SGD> sgd(0.1);
+  Node* op = sgd.ApplyGradients(root, {{ops::Const<float>(root, {1, 1}), w}});
+  EXPECT_EQ(op, nullptr);
+  EXPECT_EQ(root.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(root.status().message(), "'w'")) << root.status();
+}
+
+TEST(MirroredStrategyTest, DistributedOptimizerWithoutStrategyIsItsBase) {
+  Scope root = Scope::NewRootScope();
+  train::Variable* w = train::CreateVariable(root, "w", TensorShape{2}, DT_FLOAT, train::Ones());
+  DistributedOptimizer<train::Momentum> momentum(0.5, 0.9);
+  Node* op = momentum.ApplyGradients(root, {{ops::Const<float>(root, {1, 2}), w}});
+  ASSERT_NE(op, nullptr) << root.status();
+  Node* init = train::GlobalVariablesInitializer(root);
+  Output read = w->Read(root);
+  auto session = *Session::Create(root);
+  {
+    absl::Status st = session->Run({}, {}, {init->name()}, nullptr);
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  ASSERT_TRUE(session->Run({}, {}, {op->name()}, nullptr).ok());
+  auto out = testing::Fetch(*session, {read.name()});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FLOAT_EQ((*out)[0].data<float>()[1], 1.0f - 0.5f * 2.0f);
+  EXPECT_NE(momentum.GetSlot(w, "Momentum"), nullptr);
+}
+
+}  // namespace
+}  // namespace distribute
+}  // namespace strata

@@ -1,0 +1,107 @@
+#include "strategy/replica_context.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops/collective_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/status.h"
+
+namespace strata {
+namespace distribute {
+
+namespace {
+
+thread_local ReplicaContext* current_context = nullptr;
+
+// The dtypes the collective kernels reduce.
+bool IsReducible(DataType dt) {
+  switch (dt) {
+    case DT_FLOAT:
+    case DT_DOUBLE:
+    case DT_INT32:
+    case DT_INT64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+ReplicaContext* ReplicaContext::Current() { return current_context; }
+
+ReplicaContext::ReplicaContext(Strategy* strategy, int replica_id, strata::Scope scope,
+                               strata::Scope cross_replica_scope, std::string name_prefix,
+                               int first_instance_key)
+    : strategy_(strategy),
+      replica_id_(replica_id),
+      scope_(std::move(scope)),
+      cross_replica_scope_(std::move(cross_replica_scope)),
+      name_prefix_(std::move(name_prefix)),
+      next_instance_key_(first_instance_key) {}
+
+absl::StatusOr<std::vector<Output>> ReplicaContext::AllReduce(const strata::Scope& scope,
+                                                              ReduceOp op,
+                                                              const std::vector<Output>& values) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Output& v = values[i];
+    if (!v.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AllReduce on replica ", replica_id_, ": value ", i, " is null"));
+    }
+    if (!IsReducible(v.type())) {
+      return absl::InvalidArgumentError(absl::StrCat("AllReduce on replica ", replica_id_, ": ",
+                                                     v.name(), " is ", DataTypeString(v.type()),
+                                                     "; collectives reduce float, double, int32 "
+                                                     "and int64"));
+    }
+    if (op == ReduceOp::kMean && v.type() != DT_FLOAT && v.type() != DT_DOUBLE) {
+      return absl::InvalidArgumentError(absl::StrCat("AllReduce on replica ", replica_id_,
+                                                     ": the mean of ", v.name(), " (",
+                                                     DataTypeString(v.type()),
+                                                     ") needs a floating dtype"));
+    }
+  }
+  const strata::Scope s = scope.WithDevice(device());
+  const StrategyOptions& o = strategy_->options();
+  const int n = num_replicas_in_sync();
+  std::vector<Output> out;
+  for (const Output& v : values) {
+    if (n == 1) {
+      // Nothing to exchange; an Identity keeps "the reduced value" a node of
+      // its own, as with several replicas.
+      out.push_back(ops::Identity(s, v));
+      continue;
+    }
+    const int key = next_instance_key_++;
+    Output r = ops::CollectiveReduce(
+        s, v, n, strategy_->collective_group_key(), key,
+        ops::CollectiveAttrs()
+            .MergeOp("Add")
+            .FinalOp(op == ReduceOp::kMean ? "Div" : "Id")
+            .TimeoutSeconds(o.collective_timeout_seconds)
+            .CommunicationHint(o.communication_hint));
+    STRATA_RETURN_IF_ERROR(scope.status());
+    collectives_.push_back({key, v.type(), v.shape(), r.node()->name()});
+    out.push_back(r);
+  }
+  STRATA_RETURN_IF_ERROR(scope.status());
+  return out;
+}
+
+absl::StatusOr<Output> ReplicaContext::AllReduce(const strata::Scope& scope, ReduceOp op,
+                                                 Output value) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<Output> out, AllReduce(scope, op, std::vector<Output>{value}));
+  return out[0];
+}
+
+ReplicaContext* ReplicaContext::SetCurrent(ReplicaContext* ctx) {
+  ReplicaContext* previous = current_context;
+  current_context = ctx;
+  return previous;
+}
+
+}  // namespace distribute
+}  // namespace strata
