@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "graph/status.h"
@@ -117,6 +118,51 @@ TEST(MirroredStrategyTest, GradientsAreFusedIntoBuckets) {
   // Reverse creation order: out bias+kernel (12+192 B) + dense_1 bias (64 B)
   // | dense_1 kernel (1 KiB) | dense bias + kernel (64 + 512 B).
   EXPECT_EQ(CountOps(c->root, "CollectiveReduceV2"), 3 * 2);
+}
+
+// Every node `n` depends on (data and control edges), `n` included.
+absl::flat_hash_set<const Node*> Ancestors(const Node* n) {
+  absl::flat_hash_set<const Node*> seen = {n};
+  std::vector<const Node*> todo = {n};
+  while (!todo.empty()) {
+    const Node* cur = todo.back();
+    todo.pop_back();
+    for (const Edge* e : cur->in_edges()) {
+      if (seen.insert(e->src).second) todo.push_back(e->src);
+    }
+  }
+  return seen;
+}
+
+TEST(MirroredStrategyTest, FirstBucketDoesNotWaitForTheFirstLayersGradients) {
+  // The all-reduce of the last layers' bucket depends only on their
+  // gradients, so the executor starts it while backward still computes the
+  // first layer's: no gradient op that reads the input x is upstream of it.
+  StrategyOptions o;
+  o.gradient_bucket_bytes = 1100;
+  auto s = *MirroredStrategy::Create(testing::CpuSpecs(2), testing::Machine(2), o);
+  auto b = BuildAdamStep(*s);
+  ASSERT_TRUE(b->status.ok()) << b->status;
+  std::vector<const Node*> collectives;  // replica 0's, in trace (instance key) order
+  for (Node* n : b->root.graph()->nodes()) {
+    if (n->IsOp("CollectiveReduceV2") && n->requested_device() == s->devices()[0]) {
+      collectives.push_back(n);
+    }
+  }
+  ASSERT_EQ(collectives.size(), 3u);
+  auto reads_x = [](const Node* n) {
+    if (n->name().find("gradients") == std::string::npos) return false;
+    for (const Edge* e : n->in_edges()) {
+      if (e->src->IsOp("Placeholder")) return true;
+    }
+    return false;
+  };
+  int first_layer_grads = 0;
+  for (const Node* n : Ancestors(collectives.back())) first_layer_grads += reads_x(n);
+  EXPECT_GT(first_layer_grads, 0);  // the last bucket holds the first layer's kernel
+  for (const Node* n : Ancestors(collectives.front())) {
+    EXPECT_FALSE(reads_x(n)) << n->name() << " is upstream of the first bucket";
+  }
 }
 
 TEST(MirroredStrategyTest, UpdatingMirroredVariablesOutsideRunIsRefused) {
