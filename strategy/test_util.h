@@ -46,7 +46,6 @@ struct TrainConfig {
   std::string optimizer = "sgd";  // sgd, momentum, adam
   double learning_rate = 0.1;
   int64_t seed = 1;
-  StrategyOptions strategy_options;  // unused here; for the caller's strategy
 };
 
 // Train and test data: x float [n, features], y int32 [n].
