@@ -112,7 +112,7 @@ class NodeBuilder {
   Node* Finalize();
 
  private:
-  const Scope& scope_;
+  const Scope scope_;  // a copy: callers often pass a temporary (scope.WithOpName(...))
   std::string op_, default_name_;
   std::vector<OutputList> inputs_;  // one entry per declared input arg
   std::vector<bool> is_list_;
