@@ -31,6 +31,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "graph/allocator.h"
+#include "graph/tensor.h"
 #include "graph/types.h"
 #include "kernels/collective.h"
 #include "runtime/collective/transport.h"
@@ -48,7 +50,15 @@ struct AlgorithmParams {
   int64_t num_elements = 0;
   MergeOp merge_op = MergeOp::kAdd;
   FinalOp final_op = FinalOp::kId;
+  // Where scratch buffers come from (not owned; outlives the algorithm);
+  // nullptr: the host allocator. The device's allocator recycles large
+  // buffers, so a repeated collective does not page-fault fresh memory.
+  Allocator* scratch_allocator = nullptr;
 };
+
+// A scratch buffer of `bytes` bytes from params.scratch_allocator;
+// ResourceExhausted if the allocator has no memory left.
+absl::StatusOr<Tensor> AllocateScratch(const AlgorithmParams& params, int64_t bytes);
 
 class CollectiveAlgorithm {
  public:
@@ -78,11 +88,9 @@ std::vector<std::string> RegisteredAlgorithms(CollectiveType type);
 
 // The algorithm for a communication hint: "ring", "reduce_to_one" (alias
 // "local"), or "auto" (and "nccl", which on CPU devices means "auto", as in
-// TensorFlow): ring for all-reduces of at least kRingMinBytes, else
-// reduce_to_one; ring for all-gather; tree for broadcast. A hint that names
+// TensorFlow): ring for all-reduce and all-gather, tree for broadcast. A hint that names
 // no algorithm of this collective falls back to auto; an unknown one is
 // InvalidArgument. Depends only on group-wide values.
-inline constexpr int64_t kRingMinBytes = 64 << 10;
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
                                             int group_size, int64_t bytes_per_rank);
 

@@ -190,8 +190,8 @@ TEST(BroadcastTreeTest, EveryRootReachesEveryRank) {
 TEST(AlgorithmRegistryTest, SelectionDependsOnlyOnGroupWideValues) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "ring", 2, 8), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "local", 4, 1 << 30), "reduce_to_one");
-  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4, 8), "reduce_to_one");
-  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4, 1 << 20), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4, 8), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "nccl", 4, 8), "ring");  // CPU: auto
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "reduce_to_one", 4, 8), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastRecv, "auto", 4, 8), "tree");
   EXPECT_EQ(SelectAlgorithm(CollectiveType::kAllReduce, "carrier_pigeon", 4, 8).status().code(),

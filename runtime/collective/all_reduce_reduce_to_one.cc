@@ -14,7 +14,9 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllReduceReduceToOne::Creat
     const AlgorithmParams& p) {
   STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
   std::unique_ptr<AllReduceReduceToOne> a(new AllReduceReduceToOne(p));
-  if (p.rank == 0 && p.size > 1) a->scratch_.reset(new char[p.num_elements * DataTypeSize(p.dtype) + 1]);
+  if (p.rank == 0 && p.size > 1) {
+    STRATA_ASSIGN_OR_RETURN(a->scratch_, AllocateScratch(p, p.num_elements * DataTypeSize(p.dtype)));
+  }
   return std::unique_ptr<CollectiveAlgorithm>(std::move(a));
 }
 
@@ -33,9 +35,9 @@ absl::Status AllReduceReduceToOne::Run(Transport& t, const void* input, void* ou
   CopyBytes(output, input, bytes);
   for (int peer = 1; peer < p_.size; ++peer) {
     PendingOps ops;
-    t.RecvAsync(peer, kToRoot, scratch_.get(), bytes, ops.Add());
+    t.RecvAsync(peer, kToRoot, scratch_.raw_data(), bytes, ops.Add());
     STRATA_RETURN_IF_ERROR(ops.Wait());
-    MergeInto(p_.merge_op, p_.dtype, output, scratch_.get(), p_.num_elements);
+    MergeInto(p_.merge_op, p_.dtype, output, scratch_.raw_data(), p_.num_elements);
   }
   if (p_.final_op == FinalOp::kDiv) DivideBy(p_.dtype, output, p_.num_elements, p_.size);
   // 2. Send the result to every peer at once.

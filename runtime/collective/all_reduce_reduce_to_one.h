@@ -24,7 +24,7 @@ class AllReduceReduceToOne : public CollectiveAlgorithm {
  private:
   explicit AllReduceReduceToOne(const AlgorithmParams& p) : p_(p) {}
   const AlgorithmParams p_;
-  std::unique_ptr<char[]> scratch_;  // rank 0: one peer's tensor
+  Tensor scratch_;  // rank 0: one peer's tensor
 };
 
 }  // namespace strata

@@ -16,7 +16,7 @@ AllReduceRing::AllReduceRing(const AlgorithmParams& p)
 absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllReduceRing::Create(const AlgorithmParams& p) {
   STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
   std::unique_ptr<AllReduceRing> a(new AllReduceRing(p));
-  a->scratch_.reset(new char[(a->ChunkSize(0) + 1) * a->elem_bytes_]);
+  STRATA_ASSIGN_OR_RETURN(a->scratch_, AllocateScratch(p, a->ChunkSize(0) * a->elem_bytes_));
   return std::unique_ptr<CollectiveAlgorithm>(std::move(a));
 }
 
@@ -40,10 +40,10 @@ absl::Status AllReduceRing::Run(Transport& t, const void* input, void* output) {
     for (int s = 0; s < n - 1; ++s) {
       const int send_c = (r - s + n) % n, recv_c = (r - s - 1 + 2 * n) % n;
       PendingOps ops;
-      t.RecvAsync(left, s, scratch_.get(), bytes(recv_c), ops.Add());
+      t.RecvAsync(left, s, scratch_.raw_data(), bytes(recv_c), ops.Add());
       t.SendAsync(right, s, chunk(send_c), bytes(send_c), ops.Add());
       STRATA_RETURN_IF_ERROR(ops.Wait());
-      MergeInto(p_.merge_op, p_.dtype, chunk(recv_c), scratch_.get(), ChunkSize(recv_c));
+      MergeInto(p_.merge_op, p_.dtype, chunk(recv_c), scratch_.raw_data(), ChunkSize(recv_c));
     }
     // 2. The owner finishes its chunk, so Div runs once per element.
     const int own = (r + 1) % n;

@@ -33,7 +33,7 @@ class AllReduceRing : public CollectiveAlgorithm {
 
   const AlgorithmParams p_;
   const size_t elem_bytes_;
-  std::unique_ptr<char[]> scratch_;  // one chunk received from the left
+  Tensor scratch_;  // one chunk received from the left
 };
 
 }  // namespace strata

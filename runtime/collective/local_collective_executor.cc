@@ -277,6 +277,7 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
   ap.num_elements = p.params.shape.num_elements();
   ap.merge_op = p.params.merge_op;
   ap.final_op = p.params.final_op;
+  ap.scratch_allocator = p.allocator;
 
   Tensor output;
   absl::Status status = [&]() -> absl::Status {
