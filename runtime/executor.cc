@@ -12,6 +12,7 @@
 #include "kernels/cancellation.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
+#include "runtime/trace.h"
 
 namespace strata {
 
@@ -100,6 +101,8 @@ class Executor::StepState {
     OpKernelContext ctx;
     absl::Status status;
     std::atomic<int> phase{kStarting};
+    int64_t start_ns = 0;  // when tracing: ComputeAsync's start and done's call
+    int64_t end_ns = 0;
   };
 
   OpKernelContext::Params BaseParams() const {
@@ -118,6 +121,7 @@ class Executor::StepState {
     ++inline_depth;
     OpKernelContext::Params params = BaseParams();
     Eigen::ThreadPoolInterface* const pool = args_.inter_op_pool;
+    StepTracer* const tracer = args_.tracer;
     while (!stack.empty()) {
       const int32_t id = stack.back();
       stack.pop_back();
@@ -142,7 +146,12 @@ class Executor::StepState {
         continue;
       }
       OpKernelContext ctx(params);
+      const int64_t start_ns = tracer != nullptr ? StepTracer::NowNanos() : 0;
       absl::Status s = item.kernel->Compute(ctx);
+      if (tracer != nullptr) {
+        tracer->Record(item.kernel->name(), item.kernel->type_string(), ex_->device_->name(),
+                       start_ns, StepTracer::NowNanos(), /*async=*/false);
+      }
       for (int32_t i = 0; i < item.num_inputs; ++i) Clear(&params.inputs[i]);
       if (!s.ok()) {
         RecordError(item, s);
@@ -186,7 +195,9 @@ class Executor::StepState {
     // `done` may run on another thread at once.
     outstanding_.fetch_add(1, std::memory_order_relaxed);
     auto* a = new AsyncNode(this, id, params);
+    if (args_.tracer != nullptr) a->start_ns = StepTracer::NowNanos();
     static_cast<AsyncOpKernel*>(item.kernel)->ComputeAsync(a->ctx, [a](absl::Status s) {
+      if (a->state->args_.tracer != nullptr) a->end_ns = StepTracer::NowNanos();
       a->status = std::move(s);
       if (a->phase.exchange(kDone, std::memory_order_acq_rel) == kStarting) return;
       a->state->AsyncDone(a);
@@ -202,6 +213,10 @@ class Executor::StepState {
   // Clears the inputs and hands on the outputs of a finished async node.
   void FinishAsyncNode(AsyncNode* a, Stack* stack) {
     const NodeItem& item = items_[a->node];
+    if (args_.tracer != nullptr) {
+      args_.tracer->Record(item.kernel->name(), item.kernel->type_string(), ex_->device_->name(),
+                           a->start_ns, a->end_ns, /*async=*/true);
+    }
     Tensor* inputs = &slots_[item.input_start];
     for (int32_t i = 0; i < item.num_inputs; ++i) Clear(&inputs[i]);
     if (!a->status.ok()) {

@@ -11,6 +11,7 @@
 //   args.call_frame = &frame;             // feeds (_Arg) and fetches (_Retval)
 //   args.rendezvous = &rendezvous;        // _Send/_Recv to other partitions
 //   args.inter_op_pool = pool;            // for expensive kernels; may be null
+//   args.tracer = &tracer;                // optional: per-kernel times (runtime/trace.h)
 //   absl::Status s = (*ex)->Run(args);    // or RunAsync(args, done)
 //
 // Scheduling: inexpensive ready nodes run inline on the thread that made them
@@ -57,6 +58,7 @@ class CallFrame;
 class CancellationManager;
 class CollectiveExecutor;
 class Rendezvous;
+class StepTracer;
 
 class Executor {
  public:
@@ -70,6 +72,9 @@ class Executor {
     // Where expensive nodes and deep async continuations run; nullptr runs
     // everything on the calling (or completing) thread.
     Eigen::ThreadPoolInterface* inter_op_pool = nullptr;
+    // Records every kernel of the step (runtime/trace.h); nullptr: nothing
+    // is recorded and no clock is read.
+    StepTracer* tracer = nullptr;
   };
   using DoneCallback = std::function<void(absl::Status)>;
 

@@ -191,12 +191,12 @@ absl::Status Session::Run(const RunOptions& run_options,
     metadata->partition_devices = plan->partition_devices;
     metadata->partition_graphs = plan->partition_graphs;
   }
-  return RunPlan(*plan, feeds, run_options.cancellation, outputs);
+  return RunPlan(*plan, feeds, run_options.cancellation, run_options.tracer, outputs);
 }
 
 absl::Status Session::RunPlan(const Plan& plan,
                               const std::vector<std::pair<std::string, Tensor>>& feeds,
-                              CancellationManager* external_cancellation,
+                              CancellationManager* external_cancellation, StepTracer* tracer,
                               std::vector<Tensor>* outputs) {
   // 1. The fed values must be what the graph expects.
   std::vector<Tensor> args;
@@ -221,6 +221,7 @@ absl::Status Session::RunPlan(const Plan& plan,
   ex_args.call_frame = &frame;
   ex_args.inter_op_pool = inter_op_pool_;
   ex_args.collective_executor = collectives_;
+  ex_args.tracer = tracer;
 
   absl::Status status;
   if (plan.parts.size() == 1 && external_cancellation == nullptr) {

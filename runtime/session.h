@@ -61,6 +61,7 @@ namespace strata {
 
 class CancellationManager;
 class CollectiveExecutor;
+class StepTracer;
 
 // A graph rewrite run on each step graph after pruning and before placement
 // (constant folding, CSE, ...). It must keep the _Arg and _Retval nodes.
@@ -100,6 +101,9 @@ struct RunOptions {
   // Cancelling it ends the step with its status (not owned; it must outlive
   // the Run call). The step's own failures do not cancel it.
   CancellationManager* cancellation = nullptr;
+  // Records every kernel of the step on every device (runtime/trace.h; not
+  // owned; it must outlive the Run call). nullptr: no tracing, no cost.
+  StepTracer* tracer = nullptr;
 };
 
 struct RunMetadata {
@@ -156,7 +160,8 @@ class Session {
       const std::vector<std::pair<std::string, Tensor>>& feeds,
       const std::vector<std::string>& fetches, const std::vector<std::string>& targets) const;
   absl::Status RunPlan(const Plan& plan, const std::vector<std::pair<std::string, Tensor>>& feeds,
-                       CancellationManager* external_cancellation, std::vector<Tensor>* outputs);
+                       CancellationManager* external_cancellation, StepTracer* tracer,
+                       std::vector<Tensor>* outputs);
 
   // Const after construction.
   const std::unique_ptr<Graph> graph_;
