@@ -1,8 +1,10 @@
-// trainer: trains an MLP or a small CNN classifier on one device, with
-// checkpoints it resumes from by itself (tools/trainer_lib.h has the
-// details; docs/training.md the guide).
+// trainer: trains an MLP or a small CNN classifier on one device or
+// data-parallel over several (MirroredStrategy), with checkpoints it resumes
+// from by itself (tools/trainer_lib.h has the details; docs/training.md the
+// guide).
 //
 //   bazel run //tools:trainer -- --model=mlp --hidden=128,64 --epochs=30
+//   bazel-bin/tools/trainer --strategy=mirrored --num_cpu_devices=4 --trace_out=/tmp/trace.json
 //   bazel-bin/tools/trainer --data=csv:/data/train.csv --optimizer=sgd --learning_rate=0.1
 //       --checkpoint_dir=/tmp/run --save_every_steps=100 --metrics_out=/tmp/run/metrics.jsonl
 //
@@ -42,8 +44,25 @@ ABSL_FLAG(int64_t, save_every_steps, 0, "checkpoint period in steps (0: only at 
 ABSL_FLAG(int32_t, max_to_keep, 3, "checkpoints kept (0: all)");
 ABSL_FLAG(std::string, metrics_out, "", "append JSON lines: one per step and a final one with test metrics");
 ABSL_FLAG(bool, standardize, true, "standardize features with the training split's mean and stddev");
-ABSL_FLAG(int32_t, intra_op_threads, 0, "threads inside each op (0: all cores)");
-ABSL_FLAG(int32_t, inter_op_threads, 0, "threads running independent ops side by side (0: none)");
+ABSL_FLAG(std::string, strategy, "one_device",
+          "one_device (OneDeviceStrategy) or mirrored (MirroredStrategy: one replica per device, "
+          "gradients all-reduced)");
+ABSL_FLAG(std::string, devices, "",
+          "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 (default: one_device /cpu:0, "
+          "mirrored every CPU device)");
+ABSL_FLAG(int32_t, num_cpu_devices, 0,
+          "virtual CPU devices simulating a multi-device machine (0: as many as --devices names, "
+          "at least 1)");
+ABSL_FLAG(int64_t, gradient_bucket_bytes, int64_t{25} << 20,
+          "mirrored: gradients are all-reduced in buckets of at most this many bytes (0: one per gradient)");
+ABSL_FLAG(int32_t, intra_op_threads, 0,
+          "threads inside each op, per device (0: all cores divided by the CPU devices, at least 1)");
+ABSL_FLAG(int32_t, inter_op_threads, 0,
+          "threads running independent ops side by side (0: none on one device, one per replica "
+          "with several)");
+ABSL_FLAG(std::string, trace_out, "",
+          "write a Chrome trace (Perfetto, chrome://tracing) of --trace_steps steps after warm-up here");
+ABSL_FLAG(int64_t, trace_steps, 3, "steps traced for --trace_out");
 ABSL_FLAG(int64_t, prefetch, 2, "batches prepared ahead on a background thread (0: none)");
 ABSL_FLAG(int64_t, log_every_steps, 0, "progress line period when stderr is not a terminal (0: auto)");
 ABSL_FLAG(bool, quiet, false, "no progress output");
@@ -51,8 +70,9 @@ ABSL_FLAG(int64_t, crash_at_step, 0, "testing: SIGKILL itself right after this s
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Trains a classifier on one device.\n"
+      "Trains a classifier on one device or mirrored over several.\n"
       "  trainer --model=mlp --hidden=128,64 --data=digits --epochs=30\n"
+      "  trainer --strategy=mirrored --num_cpu_devices=4 --trace_out=/tmp/trace.json\n"
       "  trainer --data=csv:train.csv --checkpoint_dir=/tmp/run --save_every_steps=100");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
@@ -87,6 +107,18 @@ int main(int argc, char** argv) {
   c.max_to_keep = absl::GetFlag(FLAGS_max_to_keep);
   c.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   c.standardize = absl::GetFlag(FLAGS_standardize);
+  c.strategy = absl::GetFlag(FLAGS_strategy);
+  absl::StatusOr<std::vector<std::string>> devices =
+      strata::trainer::ParseDevices(absl::GetFlag(FLAGS_devices));
+  if (!devices.ok()) {
+    std::fprintf(stderr, "trainer: %s\n", std::string(devices.status().message()).c_str());
+    return 1;
+  }
+  c.devices = *devices;
+  c.num_cpu_devices = absl::GetFlag(FLAGS_num_cpu_devices);
+  c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
+  c.trace_out = absl::GetFlag(FLAGS_trace_out);
+  c.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
   c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
   c.prefetch = absl::GetFlag(FLAGS_prefetch);

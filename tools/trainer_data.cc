@@ -362,10 +362,8 @@ absl::Status StandardizeInPlace(TrainerData* d, const Tensor& mean, const Tensor
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& d,
-                                                                         int64_t batch,
-                                                                         uint64_t seed,
-                                                                         int64_t prefetch) {
+absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& d, int64_t batch,
+                                                  uint64_t seed, int64_t prefetch) {
   const int64_t n = d.train_x.dim_size(0);
   if (batch < 1 || n < batch) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", batch, " is larger than the ",
@@ -378,6 +376,14 @@ absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const T
   if (prefetch > 0) {
     STRATA_ASSIGN_OR_RETURN(ds, data::Prefetch(ds, prefetch));
   }
+  return ds;
+}
+
+absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& d,
+                                                                         int64_t batch,
+                                                                         uint64_t seed,
+                                                                         int64_t prefetch) {
+  STRATA_ASSIGN_OR_RETURN(data::DatasetPtr ds, MakeTrainBatches(d, batch, seed, prefetch));
   return data::DatasetIterator::Create(ds);
 }
 

@@ -62,8 +62,11 @@ absl::Status StandardizeInPlace(TrainerData* data, const Tensor& mean, const Ten
 
 // Batches of the training split, forever: each epoch a permutation drawn
 // from (seed, epoch), cut into n / batch batches (the remainder is dropped),
-// then Prefetch(prefetch) if prefetch > 0. The iterator's state is (epoch,
+// then Prefetch(prefetch) if prefetch > 0. An iterator's state is (epoch,
 // batch). InvalidArgument if the split has fewer than `batch` examples.
+absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& data, int64_t batch,
+                                                  uint64_t seed, int64_t prefetch);
+// An iterator over MakeTrainBatches(data, batch, seed, prefetch).
 absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& data,
                                                                          int64_t batch,
                                                                          uint64_t seed,

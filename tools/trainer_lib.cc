@@ -24,6 +24,13 @@
 #include "graph/status.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/session.h"
+#include "runtime/trace.h"
+#include "strategy/distributed_dataset.h"
+#include "strategy/distributed_optimizer.h"
+#include "strategy/mirrored_strategy.h"
+#include "strategy/one_device_strategy.h"
+#include "strategy/replica_context.h"
+#include "strategy/strategy.h"
 #include "tools/trainer_data.h"
 #include "train/learning_rate.h"
 #include "train/losses.h"
@@ -43,6 +50,7 @@ constexpr char kStatsMean[] = "_trainer/feature_mean";
 constexpr char kStatsStddev[] = "_trainer/feature_stddev";
 constexpr int64_t kEvalChunk = 4096;
 constexpr int64_t kMaxParameters = int64_t{1} << 30;
+constexpr int kMaxCpuDevices = 256;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -57,6 +65,12 @@ class InlinePool : public Eigen::ThreadPoolInterface {
   int NumThreads() const override { return 1; }
   int CurrentThreadId() const override { return 0; }
 };
+
+// The intra-op threads of the session's (first) CPU device.
+int IntraOpThreads(const DeviceMgr& devices) {
+  const auto* cpu = dynamic_cast<const CpuDevice*>(devices.devices()[0]);
+  return cpu != nullptr ? cpu->intra_op_threads() : 0;
+}
 
 // A JSON number, or null for inf/nan (JSON has neither).
 std::string Num(double v) {
@@ -159,19 +173,55 @@ double DefaultLearningRate(const std::string& optimizer) {
   return 1e-3;  // adam
 }
 
-// What a checkpoint must agree with to be resumed by this run.
+// The virtual CPU devices of the simulated machine.
+int NumCpuDevices(const TrainerConfig& c) {
+  return c.num_cpu_devices > 0 ? c.num_cpu_devices : std::max<int>(1, static_cast<int>(c.devices.size()));
+}
+
+// What a checkpoint must agree with to be resumed by this run (not the
+// strategy or the devices: a checkpoint moves between replica counts).
 std::string ConfigFingerprint(const TrainerConfig& c, const std::string& data_name) {
   return absl::StrCat("model=", c.model, c.model == "mlp" ? absl::StrCat(",hidden=", absl::StrJoin(c.hidden, ",")) : "",
                       ",data=", data_name, ",batch=", c.global_batch_size,
                       ",optimizer=", c.optimizer);
 }
 
-// The graph of one run: model, loss, update, and the ops to save and
-// restore every variable.
+// The strategy the flags ask for, over the machine they describe.
+absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const TrainerConfig& c) {
+  DeviceOptions machine;
+  machine.num_cpu_devices = NumCpuDevices(c);
+  machine.intra_op_threads_per_device = c.intra_op_threads;
+  distribute::StrategyOptions options;
+  options.gradient_bucket_bytes = c.gradient_bucket_bytes;
+  absl::StatusOr<std::unique_ptr<distribute::Strategy>> s;
+  if (c.strategy == "one_device") {
+    s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,
+                                              options);
+  } else {
+    std::vector<std::string> specs = c.devices;
+    if (specs.empty()) {
+      for (int i = 0; i < machine.num_cpu_devices; ++i) specs.push_back(absl::StrCat("/cpu:", i));
+    }
+    s = distribute::MirroredStrategy::Create(specs, machine, options);
+  }
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--devices=", absl::StrJoin(c.devices, ","), ": ", s.status().message(),
+        " (--num_cpu_devices=N simulates a machine of N CPU devices)"));
+  }
+  return s;
+}
+
+// The graph of one run: the step (model, loss, update on every replica),
+// the evaluation of the test set, and the ops to save and restore every
+// variable.
 struct TrainGraph {
+  std::unique_ptr<distribute::Strategy> strategy;  // declared first: outlives the graph
   Scope root = Scope::NewRootScope();
-  Output loss, accuracy;
+  std::unique_ptr<distribute::DistributedDataset> input;
+  Output loss;                    // the step's loss, mean over the replicas
   Node* train_op = nullptr;
+  Output eval_x, eval_y, eval_loss, eval_accuracy;
   Node* init = nullptr;
   std::vector<train::Variable*> variables;
   std::vector<std::string> read_names;      // one per variable
@@ -181,12 +231,24 @@ struct TrainGraph {
   std::unique_ptr<train::Optimizer> optimizer;
 };
 
-absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c,
-                                                       const TrainerData& d, int64_t total_steps) {
+absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
+                                                       int64_t total_steps,
+                                                       std::unique_ptr<distribute::Strategy> strategy,
+                                                       data::DatasetPtr batches) {
   auto g = std::make_unique<TrainGraph>();
+  g->strategy = std::move(strategy);
+  distribute::Strategy& s = *g->strategy;
   const Scope& root = g->root;
-  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, d.num_features}));
-  Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({-1}));
+  distribute::StrategyScope in_scope = s.Scope();
+
+  // Input: each global batch split over the replicas ("x/replica_<r>", ...).
+  STRATA_ASSIGN_OR_RETURN(g->input,
+                          s.DistributeDataset(std::move(batches),
+                                              {{"x", DT_FLOAT, PartialTensorShape({-1, d.num_features})},
+                                               {"y", DT_INT32, PartialTensorShape({-1})}}));
+  STRATA_ASSIGN_OR_RETURN(std::vector<distribute::PerReplica> inputs, g->input->Inputs(root));
+
+  // The model code, the same under every strategy.
   if (c.model == "mlp") {
     STRATA_ASSIGN_OR_RETURN(g->model, train::MakeMlp(c.hidden, d.num_classes, c.seed));
   } else {
@@ -198,17 +260,6 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c,
     }
     STRATA_ASSIGN_OR_RETURN(g->model, train::MakeSmallCnn(side, side, 1, d.num_classes, c.seed));
   }
-  STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(root, x));
-  // Weights, and up to two optimizer slots each, must fit in memory; refuse
-  // absurd sizes (e.g. --hidden=100000000) instead of failing to allocate.
-  if (g->model->num_parameters() > kMaxParameters) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--hidden / --model: the model has ", g->model->num_parameters(),
-        " parameters, more than the ", kMaxParameters, " this trainer holds"));
-  }
-  g->loss = train::SparseSoftmaxCrossEntropy(root.NewSubScope("loss"), y, logits);
-  g->accuracy = train::Accuracy(root.NewSubScope("accuracy"), y, logits);
-
   const double lr = c.learning_rate > 0 ? c.learning_rate : DefaultLearningRate(c.optimizer);
   const int64_t decay_steps = c.lr_decay_steps > 0 ? c.lr_decay_steps : std::max<int64_t>(1, total_steps);
   train::LearningRateSchedule schedule = train::ConstantLearningRate(lr);
@@ -217,19 +268,50 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c,
   } else if (c.lr_schedule == "cosine") {
     schedule = train::CosineDecay(lr, decay_steps);
   }
+  // Distributed optimizers: all-reduce (mean) the replicas' gradients, then
+  // the base update on each replica's copy; on one device, the base update.
   if (c.optimizer == "sgd") {
-    g->optimizer = std::make_unique<train::SGD>(schedule);
+    g->optimizer = std::make_unique<distribute::DistributedOptimizer<train::SGD>>(schedule);
   } else if (c.optimizer == "momentum") {
-    g->optimizer = std::make_unique<train::Momentum>(schedule, c.momentum);
+    g->optimizer = std::make_unique<distribute::DistributedOptimizer<train::Momentum>>(schedule, c.momentum);
   } else {
-    g->optimizer = std::make_unique<train::Adam>(schedule);
+    g->optimizer = std::make_unique<distribute::DistributedOptimizer<train::Adam>>(schedule);
   }
-  STRATA_ASSIGN_OR_RETURN(g->train_op,
-                          train::Minimize(root, g->loss, g->model->reads(), g->optimizer.get()));
+  auto step_fn = [&](distribute::ReplicaContext& ctx,
+                     const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
+    STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(ctx.scope(), in[0]));
+    Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
+    STRATA_ASSIGN_OR_RETURN(Node* train_op,
+                            train::Minimize(ctx.scope(), loss, g->model->reads(), g->optimizer.get()));
+    return distribute::ReplicaResult{{loss}, {train_op}};
+  };
+  STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, s.Run(root, step_fn, inputs));
+  // Weights, and up to two optimizer slots each, must fit in memory; refuse
+  // absurd sizes (e.g. --hidden=100000000) instead of failing to allocate.
+  if (g->model->num_parameters() > kMaxParameters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hidden / --model: the model has ", g->model->num_parameters(),
+        " parameters, more than the ", kMaxParameters, " this trainer holds"));
+  }
+  STRATA_ASSIGN_OR_RETURN(g->loss, s.Reduce(root.NewSubScope("loss"), distribute::ReduceOp::kMean,
+                                            step.values[0]));
+  g->train_op = step.op;
+
+  // Evaluation outside the step: reads the primary copies, on the first
+  // device.
+  const Scope eval = root.NewSubScope("eval");
+  g->eval_x = ops::Placeholder(eval.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, d.num_features}));
+  g->eval_y = ops::Placeholder(eval.WithOpName("y"), DT_INT32, PartialTensorShape({-1}));
+  STRATA_ASSIGN_OR_RETURN(Output eval_logits, g->model->Build(eval, g->eval_x));
+  g->eval_loss = train::SparseSoftmaxCrossEntropy(eval.NewSubScope("loss"), g->eval_y, eval_logits);
+  g->eval_accuracy = train::Accuracy(eval.NewSubScope("accuracy"), g->eval_y, eval_logits);
   g->init = train::GlobalVariablesInitializer(root);
 
-  // Save: a read of every variable (weights, slots, step counter). Restore:
-  // a placeholder and an assignment per variable, grouped by one NoOp.
+  // Save: a read of every variable (weights, slots, step counter; a
+  // mirrored one reads its primary). Restore: a placeholder and an
+  // assignment per variable (a mirrored one assigns every copy), grouped by
+  // one NoOp. The collection lists each variable once, under its one-device
+  // name, whatever the replica count.
   g->variables = train::GlobalVariables(root);
   const Scope save = root.NewSubScope("save");
   const Scope restore = root.NewSubScope("restore");
@@ -266,9 +348,9 @@ absl::Status Evaluate(Session* session, const TrainGraph& g, const TrainerData& 
   for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
     const int64_t end = std::min(n, begin + kEvalChunk);
     const bool whole = begin == 0 && end == n;
-    STRATA_RETURN_IF_ERROR(session->Run({{"x", whole ? d.test_x : Rows(d.test_x, begin, end)},
-                                         {"y", whole ? d.test_y : Rows(d.test_y, begin, end)}},
-                                        {g.loss.name(), g.accuracy.name()}, {}, &out));
+    STRATA_RETURN_IF_ERROR(session->Run({{g.eval_x.name(), whole ? d.test_x : Rows(d.test_x, begin, end)},
+                                         {g.eval_y.name(), whole ? d.test_y : Rows(d.test_y, begin, end)}},
+                                        {g.eval_loss.name(), g.eval_accuracy.name()}, {}, &out));
     loss_sum += static_cast<double>(*out[0].data<float>()) * (end - begin);
     acc_sum += static_cast<double>(*out[1].data<float>()) * (end - begin);
   }
@@ -283,6 +365,19 @@ bool SameBytes(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseDevices(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    if (part.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices=", text, ": an empty device name (e.g. --devices=/cpu:0,/cpu:1)"));
+    }
+    out.emplace_back(part);
+  }
+  return out;
+}
 
 absl::StatusOr<std::vector<int64_t>> ParseHidden(const std::string& text) {
   std::vector<int64_t> out;
@@ -337,12 +432,47 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.save_every_steps > 0 && c.checkpoint_dir.empty()) {
     return bad("save_every_steps", "needs --checkpoint_dir");
   }
+  if (c.strategy != "one_device" && c.strategy != "mirrored") {
+    return bad("strategy", absl::StrCat("unknown strategy '", c.strategy,
+                                        "'; expected one_device or mirrored"));
+  }
+  if (c.num_cpu_devices < 0 || c.num_cpu_devices > kMaxCpuDevices) {
+    return bad("num_cpu_devices", absl::StrCat(c.num_cpu_devices, " is not in [0, ", kMaxCpuDevices, "]"));
+  }
+  for (const std::string& d : c.devices) {
+    if (d.empty()) return bad("devices", "an empty device name");
+  }
+  if (c.strategy == "one_device" && c.devices.size() > 1) {
+    return bad("devices", absl::StrCat("--strategy=one_device runs on one device, --devices names ",
+                                       c.devices.size(), " (", absl::StrJoin(c.devices, ","),
+                                       "); use --strategy=mirrored"));
+  }
+  if (c.gradient_bucket_bytes < 0) return bad("gradient_bucket_bytes", "must be >= 0");
+  if (c.trace_steps < 1) return bad("trace_steps", "must be >= 1");
   return ParseDataSpec(c.data).status();
 }
 
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
   STRATA_RETURN_IF_ERROR(ValidateConfig(c));
   TrainerResult result;
+  // The devices first: a bad --devices fails before the data is loaded.
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(c));
+  const int replicas = strategy->num_replicas_in_sync();
+  if (c.global_batch_size % replicas != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--global_batch_size: ", c.global_batch_size, " does not split evenly over the ", replicas,
+        " replicas of --strategy=", c.strategy,
+        " (each replica takes an equal share of every global batch); use a multiple of ", replicas));
+  }
+  if (!c.trace_out.empty()) {
+    // Found unwritable now rather than after the run.
+    FILE* f = std::fopen(c.trace_out.c_str(), "w");
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--trace_out=", c.trace_out,
+                                                     ": cannot open for writing: ", std::strerror(errno)));
+    }
+    std::fclose(f);
+  }
 
   // 1. Data: load, split (fixed by the seed), measure the training split.
   STRATA_ASSIGN_OR_RETURN(SourceSpec spec, ParseDataSpec(c.data));
@@ -422,27 +552,31 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
   }
   if (c.standardize) STRATA_RETURN_IF_ERROR(StandardizeInPlace(&data, mean, stddev));
 
-  // 3. The input pipeline, at the checkpoint's position.
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it,
-                          MakeTrainIterator(data, c.global_batch_size, static_cast<uint64_t>(c.seed), c.prefetch));
+  // 3. Graph (with the input pipeline) and session; variables from the
+  // initializers or the checkpoint, the input at the checkpoint's position.
+  STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches,
+                          MakeTrainBatches(data, c.global_batch_size, static_cast<uint64_t>(c.seed), c.prefetch));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
+                          BuildGraph(c, data, result.total_steps, std::move(strategy), std::move(batches)));
+  result.devices = g->strategy->devices();
   if (reader != nullptr) {
-    absl::Status s = it->RestoreState(iterator_state);
+    absl::Status s = g->input->RestoreState(iterator_state);
     if (!s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader->prefix(),
                                                         ": cannot restore the input position (resume with the same --data, --seed, "
                                                         "--global_batch_size and --prefetch): ", s.message()));
     }
   }
-
-  // 4. Graph and session; variables from the initializers or the checkpoint.
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g, BuildGraph(c, data, result.total_steps));
   InlinePool inline_pool;  // outlives the session
-  SessionOptions options;
-  options.devices.intra_op_threads_per_device = c.intra_op_threads;
-  if (c.inter_op_threads == 0) {
+  SessionOptions options = g->strategy->session_options();
+  if (c.inter_op_threads > 0) {
+    options.inter_op_threads = c.inter_op_threads;
+  } else if (replicas == 1) {
     options.inter_op_pool = &inline_pool;
   } else {
-    options.inter_op_threads = c.inter_op_threads;
+    // A thread per replica, so that the replicas' partitions run side by
+    // side (each one op at a time, as on one device).
+    options.inter_op_threads = replicas;
   }
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(g->root, options));
   if (reader == nullptr) {
@@ -460,6 +594,11 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
     Log(log, c.quiet, absl::StrCat("resumed from ", reader->prefix(), " at step ", result.start_step));
     reader.reset();
   }
+  Log(log, c.quiet, absl::StrCat(
+                        c.strategy, " on ", absl::StrJoin(result.devices, ", "), " (",
+                        NumCpuDevices(c), " CPU device", NumCpuDevices(c) > 1 ? "s" : "", ", ",
+                        IntraOpThreads(session->device_mgr()),
+                        " intra-op thread(s) each)"));
   Log(log, c.quiet, absl::StrCat(c.model, " with ", g->model->num_parameters(), " parameters; ",
                                  result.train_examples, " training and ", result.test_examples,
                                  " test examples, ", data.num_features, " features, ",
@@ -477,7 +616,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
       tensors.emplace_back(kStatsMean, mean);
       tensors.emplace_back(kStatsStddev, stddev);
     }
-    STRATA_ASSIGN_OR_RETURN(std::string state, it->SaveState());
+    STRATA_ASSIGN_OR_RETURN(std::string state, g->input->SaveState());
     STRATA_ASSIGN_OR_RETURN(result.final_checkpoint,
                             manager->Save(step, tensors, {{kMetaIterator, absl::Base64Escape(state)},
                                                           {kMetaConfig, fingerprint}}));
@@ -496,20 +635,46 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
                     c.global_batch_size);
   const std::vector<std::string> fetches = {g->loss.name()};
   const std::vector<std::string> targets = {g->train_op->name()};
-  std::vector<std::pair<std::string, Tensor>> feeds = {{"x", Tensor()}, {"y", Tensor()}};
+  std::vector<std::pair<std::string, Tensor>> feeds;
   std::vector<Tensor> out;
-  data::Example batch;
+  // Traced steps: [trace_begin, trace_end) (0-based step indices), after
+  // the warm-up, or the run's last steps if it is shorter.
+  std::unique_ptr<StepTracer> tracer;
+  int64_t trace_begin = 0, trace_end = 0;
+  bool trace_written = false;
+  if (!c.trace_out.empty()) {
+    tracer = std::make_unique<StepTracer>();
+    trace_begin = std::max(result.start_step,
+                           std::min(result.start_step + kTraceWarmupSteps, result.total_steps - c.trace_steps));
+    trace_end = std::min(result.total_steps, trace_begin + c.trace_steps);
+  }
   const Clock::time_point t0 = Clock::now();
   Clock::time_point prev = t0;
   int64_t step = result.start_step;
+  auto write_trace = [&]() -> absl::Status {
+    trace_written = true;
+    result.traced_steps = std::max<int64_t>(0, std::min(step, trace_end) - trace_begin);
+    return AnnotateStatus(tracer->WriteChromeTrace(c.trace_out), "--trace_out: ");
+  };
   while (step < result.total_steps) {
     bool end = false;
-    STRATA_RETURN_IF_ERROR(it->GetNext(&batch, &end));
+    STRATA_RETURN_IF_ERROR(g->input->GetNext(&feeds, &end));
     if (end) return absl::InternalError("the repeated input pipeline ended");
-    feeds[0].second = std::move(batch[0]);
-    feeds[1].second = std::move(batch[1]);
-    STRATA_RETURN_IF_ERROR(session->Run(feeds, fetches, targets, &out));
+    if (tracer != nullptr && step >= trace_begin && step < trace_end) {
+      RunOptions traced;
+      traced.tracer = tracer.get();
+      const int64_t start_ns = StepTracer::NowNanos();
+      STRATA_RETURN_IF_ERROR(session->Run(traced, feeds, fetches, targets, &out, nullptr));
+      tracer->RecordSpan(absl::StrCat("step ", step + 1), start_ns, StepTracer::NowNanos());
+    } else {
+      STRATA_RETURN_IF_ERROR(session->Run(feeds, fetches, targets, &out));
+    }
     ++step;
+    if (tracer != nullptr && step == trace_end) {
+      STRATA_RETURN_IF_ERROR(write_trace());
+      Log(log, c.quiet, absl::StrCat("wrote the trace of steps ", trace_begin + 1, "-", trace_end,
+                                     " to ", c.trace_out));
+    }
     const double loss = *out[0].data<float>();
     const Clock::time_point now = Clock::now();
     const double dt = Seconds(now - prev);
@@ -535,6 +700,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
                               result.train_seconds;
   }
   if (manager != nullptr && saved_step != step) STRATA_RETURN_IF_ERROR(save(step));
+  if (tracer != nullptr && !trace_written) STRATA_RETURN_IF_ERROR(write_trace());
 
   // 6. Test-set evaluation and the final metrics line.
   STRATA_RETURN_IF_ERROR(Evaluate(session.get(), *g, data, &result));

@@ -1,28 +1,38 @@
 // The trainer: trains a classifier (an MLP or a small CNN, train/models.h)
-// on one device from a CSV file, the bundled digits or synthetic data, with
-// checkpoints it resumes from by itself. tools/trainer.cc is its command
-// line (flags map one to one onto TrainerConfig); tests drive it through
-// RunTrainer or as a process.
+// from a CSV file, the bundled digits or synthetic data, on one device or
+// data-parallel on several (strategy/), with checkpoints it resumes from by
+// itself. tools/trainer.cc is its command line (flags map one to one onto
+// TrainerConfig); tests drive it through RunTrainer or as a process.
 //
 //   TrainerConfig c;
 //   c.data = "digits";
 //   c.epochs = 30;
+//   c.strategy = "mirrored";              // or "one_device" (the default)
+//   c.num_cpu_devices = 4;                // 4 virtual CPUs: /cpu:0../cpu:3
 //   c.checkpoint_dir = "/tmp/run";        // resumes from the newest intact checkpoint
 //   c.save_every_steps = 100;
 //   c.metrics_out = "/tmp/run/metrics.jsonl";
+//   c.trace_out = "/tmp/run/trace.json";  // Chrome trace of a few steps
 //   absl::StatusOr<TrainerResult> r = RunTrainer(c);
 //   r->test_accuracy;
 //
 // What a run does: loads the data, splits off a test set (the split is fixed
 // by the seed), standardizes features with the training split's statistics,
-// builds the model, the loss and the optimizer's update as one graph, and
-// runs one Session::Run per step that feeds the batch, fetches the loss and
-// runs the train op (the plan is built once). Checkpoints hold every
-// variable (weights, optimizer slots and the step counter), the feature
-// statistics and, in the metadata, the step and the input pipeline's
-// position, so a resumed run produces bit for bit the weights of an
-// uninterrupted one. A corrupt newest checkpoint is skipped with its
-// DataLoss error logged, and the run resumes from the newest intact one.
+// makes the strategy (OneDeviceStrategy or MirroredStrategy over the
+// devices), and builds the model, the loss and the optimizer's update as one
+// graph with the same model code whatever the strategy: the step function
+// traced by Strategy::Run, a DistributedOptimizer, a DistributedDataset
+// splitting each global batch over the replicas. Then one Session::Run per
+// step feeds the batch, fetches the loss (mean over replicas) and runs the
+// train op (the plan is built once). Checkpoints hold every variable
+// (weights, optimizer slots and the step counter) under the names it has on
+// one device (a mirrored variable is saved once, from its primary copy, and
+// restored into every copy), the feature statistics and, in the metadata,
+// the step and the input pipeline's position: a resumed run produces bit for
+// bit the weights of an uninterrupted one, and a checkpoint of a mirrored run
+// resumes on one device and the other way round. A corrupt newest checkpoint
+// is skipped with its DataLoss error logged, and the run resumes from the
+// newest intact one.
 //
 // Metrics (JSON lines, appended): one per step
 //   {"step":12,"loss":0.4321,"examples_per_sec":51234.5,"elapsed_sec":0.0123}
@@ -31,10 +41,16 @@
 // The file is flushed at most every 100 ms, at each checkpoint and at the
 // end. Steps redone after a crash appear again.
 //
-// Errors: InvalidArgument naming the flag for a bad setting, the data
-// source's error (naming file and line) for bad data, NotFound when the
-// digits file cannot be found, FailedPrecondition when a checkpoint does not
-// belong to this configuration or data; never a crash.
+// Trace (trace_out): the trace_steps steps after the first
+// kTraceWarmupSteps of the run (fewer if the run is shorter), as a Chrome
+// trace (runtime/trace.h): a track per device with its kernels, one with the
+// collectives, one with the steps.
+//
+// Errors: InvalidArgument naming the flag for a bad setting (an unknown or
+// repeated device, a global batch that does not split evenly over the
+// replicas), the data source's error (naming file and line) for bad data,
+// NotFound when the digits file cannot be found, FailedPrecondition when a
+// checkpoint does not belong to this configuration or data; never a crash.
 //
 // Thread-safety: RunTrainer may run once at a time per process (its
 // variables live in the process's device). Ownership: plain values.
@@ -75,19 +91,40 @@ struct TrainerConfig {
   int max_to_keep = 3;
   std::string metrics_out;
   bool standardize = true;
-  int intra_op_threads = 0;                  // 0 = hardware concurrency
-  // Threads for running independent ops side by side; 0 = none (ops run one
-  // at a time on the calling thread, each using the intra-op threads).
+  // "one_device" (OneDeviceStrategy) or "mirrored" (MirroredStrategy).
+  std::string strategy = "one_device";
+  // Device specs ("/cpu:0", "/device:CPU:1", ...), in replica order. Empty:
+  // one_device uses /cpu:0, mirrored every CPU device of the machine.
+  std::vector<std::string> devices;
+  // Virtual CPU devices of the simulated machine; 0 = as many as `devices`
+  // names (at least 1).
+  int num_cpu_devices = 0;
+  // Mirrored: gradients are all-reduced in buckets of at most this many
+  // bytes (StrategyOptions::gradient_bucket_bytes); 0 = one per gradient.
+  int64_t gradient_bucket_bytes = int64_t{25} << 20;
+  // Threads inside each op, per device; 0 = hardware concurrency divided by
+  // the number of CPU devices (at least 1).
+  int intra_op_threads = 0;
+  // Threads for running independent ops side by side; 0 = none on one
+  // device (ops run one at a time on the calling thread, each using the
+  // intra-op threads), one per replica with several (the replicas' steps
+  // run side by side, each one op at a time).
   int inter_op_threads = 0;
   int64_t prefetch = 2;                      // batches prepared ahead; 0 = none
   int64_t log_every_steps = 0;               // progress lines when stderr is no TTY; 0 = auto
   bool quiet = false;                        // no progress output
+  // A Chrome trace of trace_steps steps after warm-up is written here.
+  std::string trace_out;
+  int64_t trace_steps = 3;
   // Testing: right after this step (and its checkpoint, if any), the
   // process kills itself with SIGKILL, as a crash would.
   int64_t crash_at_step = 0;
   // Used to find the digits in the binary's runfiles.
   std::string argv0;
 };
+
+// Steps run before the traced ones (allocators and caches warm).
+constexpr int64_t kTraceWarmupSteps = 10;
 
 struct TrainerResult {
   int64_t start_step = 0;        // > 0 when resumed
@@ -103,6 +140,8 @@ struct TrainerResult {
   double examples_per_sec = 0;   // over this run's steps
   std::string resumed_from;      // checkpoint prefix, if resumed
   std::string final_checkpoint;  // prefix written at the end, if any
+  std::vector<std::string> devices;  // the replicas' devices (full names)
+  int64_t traced_steps = 0;      // steps written to trace_out
 };
 
 // InvalidArgument naming the flag (as --name) for a setting out of range.
@@ -111,6 +150,10 @@ absl::Status ValidateConfig(const TrainerConfig& config);
 // Trains as the file comment says. Progress goes to `log` (stderr by
 // default; carriage-return updates when it is a terminal).
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log = stderr);
+
+// "/cpu:0,/cpu:1" -> {"/cpu:0", "/cpu:1"}; "" -> {}. InvalidArgument naming
+// --devices for an empty entry.
+absl::StatusOr<std::vector<std::string>> ParseDevices(const std::string& text);
 
 // "128,64" -> {128, 64}; "" -> {} (no hidden layer). InvalidArgument naming
 // --hidden for anything but positive integers.
