@@ -62,29 +62,35 @@ absl::StatusOr<Tensor> AllocateScratch(const AlgorithmParams& params, int64_t by
 }
 
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
-                                            int group_size, int64_t bytes_per_rank) {
+                                            int group_size, int64_t bytes_per_rank,
+                                            bool same_address_space) {
   std::string wanted;
   if (hint == "ring") {
     wanted = "ring";
   } else if (hint == "reduce_to_one" || hint == "local") {
     wanted = "reduce_to_one";
+  } else if (hint == "direct" || hint == "shared_memory") {
+    if (same_address_space) wanted = "direct";
   } else if (hint != "auto" && hint != "nccl" && !hint.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "communication_hint '", hint, "' is not one of auto, ring, reduce_to_one, local, nccl"));
+        "communication_hint '", hint,
+        "' is not one of auto, ring, reduce_to_one, local, direct, shared_memory, nccl"));
   }
   if (!wanted.empty() && GetRegistry().count({RegistryType(type), wanted}) > 0) return wanted;
   // Auto: a function of (type, group_size, bytes_per_rank), all equal on
   // every rank.
   switch (type) {
     case CollectiveType::kAllReduce:
-      // Measured in process (collective_bench, 2 and 4 ranks, 4 KiB .. 64
-      // MiB): the ring was as fast or faster than reduce_to_one at every
-      // size with 4 ranks and at all but 64 KiB with 2; funnelling through
-      // rank 0 serializes its merges. bytes_per_rank is kept in the
-      // signature for transports where latency favours fewer hops.
+      // In one address space, direct reads every input once and writes the
+      // result once, with no chunk copied through the transport
+      // (collective_bench: faster than ring and reduce_to_one at every size
+      // from 4 KiB to 64 MiB, 2 and 4 ranks; docs/performance.md). Across
+      // address spaces the ring was as fast or faster than reduce_to_one.
+      // bytes_per_rank is kept in the signature for transports where
+      // latency favours fewer hops.
       (void)group_size;
       (void)bytes_per_rank;
-      return std::string("ring");
+      return std::string(same_address_space ? "direct" : "ring");
     case CollectiveType::kAllGather:
       return std::string("ring");
     case CollectiveType::kBroadcastSend:

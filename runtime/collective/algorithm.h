@@ -54,6 +54,9 @@ struct AlgorithmParams {
   // nullptr: the host allocator. The device's allocator recycles large
   // buffers, so a repeated collective does not page-fault fresh memory.
   Allocator* scratch_allocator = nullptr;
+  // True when every rank lives in this process, so a buffer's address means
+  // the same to every rank (algorithms that read peers' buffers need it).
+  bool same_address_space = false;
 };
 
 // A scratch buffer of `bytes` bytes from params.scratch_allocator;
@@ -87,12 +90,16 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreateCollectiveAlgorithm(
 std::vector<std::string> RegisteredAlgorithms(CollectiveType type);
 
 // The algorithm for a communication hint: "ring", "reduce_to_one" (alias
-// "local"), or "auto" (and "nccl", which on CPU devices means "auto", as in
-// TensorFlow): ring for all-reduce and all-gather, tree for broadcast. A hint that names
-// no algorithm of this collective falls back to auto; an unknown one is
-// InvalidArgument. Depends only on group-wide values.
+// "local"), "direct" (alias "shared_memory"; only when same_address_space),
+// or "auto" (and "nccl", which on CPU devices means "auto", as in
+// TensorFlow): for all-reduce direct when same_address_space, else ring;
+// ring for all-gather, tree for broadcast. A hint that names no usable
+// algorithm of this collective falls back to auto; an unknown one is
+// InvalidArgument. Depends only on group-wide values (same_address_space is
+// a property of the executor, the same for every rank).
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
-                                            int group_size, int64_t bytes_per_rank);
+                                            int group_size, int64_t bytes_per_rank,
+                                            bool same_address_space = false);
 
 namespace collective_registration {
 struct Registrar {

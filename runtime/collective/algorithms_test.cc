@@ -33,6 +33,7 @@ std::vector<absl::Status> RunRanks(CollectiveType type, const std::string& name,
       AlgorithmParams p = base;
       p.type = type;
       p.rank = r;
+      p.same_address_space = true;  // every rank is a thread here
       auto alg = CreateCollectiveAlgorithm(type, name, p);
       if (!alg.ok()) {
         status[r] = alg.status();
@@ -133,7 +134,69 @@ TEST_P(AllReduceTest, UnsupportedDtypeIsUnimplemented) {
   EXPECT_EQ(alg.status().code(), absl::StatusCode::kUnimplemented);
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest, ::testing::Values("ring", "reduce_to_one"));
+INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest,
+                         ::testing::Values("ring", "reduce_to_one", "direct"));
+
+// The executor's way of running direct: every rank writes one shared output.
+TEST(AllReduceDirectTest, RanksSharingOneOutputBufferAllSeeTheResult) {
+  for (int n : kRankCounts) {
+    for (int64_t count : {0, 1, 7, 100003}) {
+      SCOPED_TRACE(absl::StrCat("n=", n, " count=", count));
+      std::vector<std::vector<float>> in(n, std::vector<float>(count));
+      for (int r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < count; ++i) in[r][i] = float(r + i % 5);
+      }
+      std::vector<float> out(count, -1.0f);
+      auto mailbox = std::make_shared<InProcessMailbox>(n);
+      std::vector<absl::Status> status(n);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < n; ++r) {
+        threads.emplace_back([&, r] {
+          AlgorithmParams p;
+          p.rank = r;
+          p.size = n;
+          p.dtype = DT_FLOAT;
+          p.num_elements = count;
+          p.final_op = FinalOp::kDiv;
+          p.same_address_space = true;
+          auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllReduce, "direct", p);
+          status[r] = alg.ok() ? (*alg)->Run(*mailbox->Connect(r), in[r].data(), out.data())
+                               : alg.status();
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (int r = 0; r < n; ++r) ASSERT_TRUE(status[r].ok()) << status[r];
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[i], float(n * (i % 5) + n * (n - 1) / 2) / float(n)) << i;
+      }
+    }
+  }
+}
+
+TEST(AllReduceDirectTest, NeedsOneAddressSpace) {
+  AlgorithmParams p;
+  p.size = 2;
+  p.dtype = DT_FLOAT;
+  auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllReduce, "direct", p);
+  EXPECT_EQ(alg.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(AllReduceDirectTest, AbortReachesRanksWaitingForAPeer) {
+  // Rank 1 never runs: rank 0 waits for its address until the abort.
+  auto mailbox = std::make_shared<InProcessMailbox>(2);
+  AlgorithmParams p;
+  p.size = 2;
+  p.dtype = DT_FLOAT;
+  p.num_elements = 10;
+  p.same_address_space = true;
+  std::vector<float> x(10), y(10);
+  auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllReduce, "direct", p);
+  ASSERT_TRUE(alg.ok()) << alg.status();
+  std::thread aborter([&] { mailbox->Abort(absl::CancelledError("step cancelled")); });
+  absl::Status s = (*alg)->Run(*mailbox->Connect(0), x.data(), y.data());
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+}
 
 TEST(AllGatherRingTest, BlocksArriveInRankOrder) {
   for (int n : kRankCounts) {
@@ -192,6 +255,14 @@ TEST(AlgorithmRegistryTest, SelectionDependsOnlyOnGroupWideValues) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "local", 4, 1 << 30), "reduce_to_one");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4, 8), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "nccl", 4, 8), "ring");  // CPU: auto
+  // In one address space auto (and nccl) all-reduce reads the peers' inputs
+  // directly; ring and reduce_to_one stay selectable.
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4, 8, true), "direct");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "nccl", 2, 1 << 26, true), "direct");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "ring", 4, 8, true), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "local", 4, 8, true), "reduce_to_one");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "direct", 4, 8, false), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 4, 8, true), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "reduce_to_one", 4, 8), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastRecv, "auto", 4, 8), "tree");
   EXPECT_EQ(SelectAlgorithm(CollectiveType::kAllReduce, "carrier_pigeon", 4, 8).status().code(),

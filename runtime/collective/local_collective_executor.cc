@@ -48,7 +48,9 @@ absl::Status CheckParticipant(const CollectiveParams& p, const Tensor& input) {
   }
   if (p.type == CollectiveType::kAllReduce) STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
   // Rejects unknown hints now rather than once everyone has arrived.
-  return SelectAlgorithm(p.type, p.communication_hint, p.group_size, 0).status();
+  return SelectAlgorithm(p.type, p.communication_hint, p.group_size, 0,
+                         /*same_address_space=*/true)
+      .status();
 }
 
 }  // namespace
@@ -239,9 +241,20 @@ void LocalCollectiveExecutor::Launch(std::shared_ptr<Instance> inst) {
   if (status.ok()) {
     const CollectiveParams& a = ps[ref].params;
     auto name = SelectAlgorithm(a.type, a.communication_hint, n,
-                                a.shape.num_elements() * DataTypeSize(a.dtype));
+                                a.shape.num_elements() * DataTypeSize(a.dtype),
+                                /*same_address_space=*/true);
     if (name.ok()) inst->algorithm = *name;
     status = name.status();
+  }
+  // Direct all-reduce: every rank writes its slice of the result into one
+  // host buffer that all ranks' outputs share, so each element is written
+  // once. Sharing is safe: a kernel writes into an input in place only when
+  // its refcount is one (forward_input_or_allocate_output).
+  if (status.ok() && inst->algorithm == "direct" && ps[0].params.type == CollectiveType::kAllReduce) {
+    const Participant& rank0 = ps[order[0]];
+    auto out = Tensor::Allocate(rank0.allocator, rank0.params.dtype, rank0.params.shape);
+    if (out.ok()) inst->shared_output = *std::move(out);
+    status = out.status();
   }
   if (!status.ok()) {
     // Every participant fails the same way; none has started a rank.
@@ -278,11 +291,16 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
   ap.merge_op = p.params.merge_op;
   ap.final_op = p.params.final_op;
   ap.scratch_allocator = p.allocator;
+  ap.same_address_space = true;  // every rank is a thread of this process
 
   Tensor output;
   absl::Status status = [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(out_dims));
-    STRATA_ASSIGN_OR_RETURN(output, Tensor::Allocate(p.allocator, p.params.dtype, out_shape));
+    if (inst->shared_output.IsInitialized()) {
+      output = inst->shared_output;
+    } else {
+      STRATA_ASSIGN_OR_RETURN(output, Tensor::Allocate(p.allocator, p.params.dtype, out_shape));
+    }
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CollectiveAlgorithm> alg,
                             CreateCollectiveAlgorithm(ap.type, inst->algorithm, ap));
     std::unique_ptr<Transport> transport = inst->mailbox->Connect(p.rank);

@@ -7,7 +7,9 @@
 //     step_id) meet; once all group_size have arrived it checks that they
 //     agree (collective type, dtype, shape, merge/final op, hint; exactly one
 //     broadcast sender), picks the algorithm from those group-wide values only
-//     (SelectAlgorithm) and runs every rank's part over an InProcessMailbox,
+//     (SelectAlgorithm; all-reduce with hint auto: direct, whose ranks all
+//     write one output buffer that every rank's output tensor shares) and
+//     runs every rank's part over an InProcessMailbox,
 //     each on its own thread (the last arriver's on its calling thread);
 //   - bounds the wait: a collective that has not finished within its timeout
 //     (the op's timeout_seconds, else the executor's default) fails on every
@@ -83,6 +85,9 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
     absl::Duration timeout;
     std::string algorithm;
     std::shared_ptr<InProcessMailbox> mailbox;
+    // Direct all-reduce: the one output buffer every rank's output shares
+    // (set before the ranks start, then only read).
+    Tensor shared_output;
   };
   struct Group {
     int size = 0;

@@ -39,7 +39,7 @@ void OnRanks(int n, F fn) {
 TEST(LocalCollectiveExecutorTest, AllReduceWithEveryHint) {
   LocalCollectiveExecutor ce;
   int instance = 0;
-  for (const char* hint : {"auto", "ring", "reduce_to_one", "local", "nccl"}) {
+  for (const char* hint : {"auto", "ring", "reduce_to_one", "local", "direct", "nccl"}) {
     for (int n : {1, 2, 3, 4, 8}) {
       ++instance;
       std::vector<absl::StatusOr<Tensor>> out(n);
@@ -58,6 +58,27 @@ TEST(LocalCollectiveExecutorTest, AllReduceWithEveryHint) {
         EXPECT_FLOAT_EQ(out[r]->data<float>()[5], (n - 1) / 2.0f);
       }
     }
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, AutoAllReduceSharesOneOutputBufferThatKernelsCannotOverwrite) {
+  // Direct all-reduce: every rank's output is the same host buffer, so its
+  // refcount is above one while two ranks hold it and
+  // forward_input_or_allocate_output never writes into it in place.
+  LocalCollectiveExecutor ce;
+  constexpr int n = 4;
+  std::vector<absl::StatusOr<Tensor>> out(n);
+  OnRanks(n, [&](int r) {
+    CollectiveParams p = Params(CollectiveType::kAllReduce, n, 1, r, TensorShape{1000});
+    Tensor x(DT_FLOAT, TensorShape{1000});
+    for (int i = 0; i < 1000; ++i) x.data<float>()[i] = float(r * i);
+    out[r] = ce.Execute(p, x, CpuAllocator(), nullptr);
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status();
+    EXPECT_EQ(out[r]->raw_data(), out[0]->raw_data());
+    EXPECT_FALSE(out[r]->RefCountIsOne());
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(out[r]->data<float>()[i], float(6 * i));
   }
 }
 

@@ -5,6 +5,8 @@
 //   STRATA_RETURN_IF_ERROR(CheckReducible(DT_FLOAT, MergeOp::kAdd));
 //   MergeInto(MergeOp::kAdd, DT_FLOAT, acc, peer_chunk, n);   // acc[i] = acc[i] + peer[i]
 //   DivideBy(DT_FLOAT, acc, n, group_size);                    // acc[i] /= group_size
+//   // out[i] = (in[0][i] + ... + in[k-1][i]) / group_size, one pass over memory:
+//   ReduceInputs(MergeOp::kAdd, FinalOp::kDiv, DT_FLOAT, ins, k, begin, end, out, group_size);
 //
 // Integer Div truncates, as TensorFlow's does. Thread-safety: pure functions.
 #ifndef STRATA_RUNTIME_COLLECTIVE_REDUCTION_H_
@@ -25,6 +27,14 @@ absl::Status CheckReducible(DataType dtype);
 void MergeInto(MergeOp op, DataType dtype, void* acc, const void* in, int64_t n);
 // acc[i] /= divisor for i < n.
 void DivideBy(DataType dtype, void* acc, int64_t n, int64_t divisor);
+// out[i] = op(...op(op(inputs[0][i], inputs[1][i]), inputs[2][i])...), then
+// divided by `divisor` when final_op is Div, for begin <= i < end; `out` is
+// indexed like the inputs (element i at out + i). Works block by block so a
+// block of `out` stays in L1 while all num_inputs >= 1 inputs are merged
+// into it: each input is read once and `out` written once. `out` may not
+// overlap any input.
+void ReduceInputs(MergeOp op, FinalOp final_op, DataType dtype, const void* const* inputs,
+                  int num_inputs, int64_t begin, int64_t end, void* out, int64_t divisor);
 
 }  // namespace strata
 
