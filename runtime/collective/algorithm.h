@@ -57,6 +57,11 @@ struct AlgorithmParams {
   // True when every rank lives in this process, so a buffer's address means
   // the same to every rank (algorithms that read peers' buffers need it).
   bool same_address_space = false;
+  // Optional, with same_address_space: every rank's input, indexed by rank,
+  // known before the ranks start (LocalCollectiveExecutor knows them once
+  // all have arrived), with every rank passing the same output buffer. Lets
+  // AllReduceDirect skip exchanging addresses. Empty: not known.
+  std::vector<const void*> peer_inputs;
 };
 
 // A scratch buffer of `bytes` bytes from params.scratch_allocator;

@@ -137,37 +137,43 @@ TEST_P(AllReduceTest, UnsupportedDtypeIsUnimplemented) {
 INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest,
                          ::testing::Values("ring", "reduce_to_one", "direct"));
 
-// The executor's way of running direct: every rank writes one shared output.
+// The executor's way of running direct: every rank writes one shared output
+// (with the inputs exchanged, and known up front as the executor gives them).
 TEST(AllReduceDirectTest, RanksSharingOneOutputBufferAllSeeTheResult) {
-  for (int n : kRankCounts) {
-    for (int64_t count : {0, 1, 7, 100003}) {
-      SCOPED_TRACE(absl::StrCat("n=", n, " count=", count));
-      std::vector<std::vector<float>> in(n, std::vector<float>(count));
-      for (int r = 0; r < n; ++r) {
-        for (int64_t i = 0; i < count; ++i) in[r][i] = float(r + i % 5);
-      }
-      std::vector<float> out(count, -1.0f);
-      auto mailbox = std::make_shared<InProcessMailbox>(n);
-      std::vector<absl::Status> status(n);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < n; ++r) {
-        threads.emplace_back([&, r] {
-          AlgorithmParams p;
-          p.rank = r;
-          p.size = n;
-          p.dtype = DT_FLOAT;
-          p.num_elements = count;
-          p.final_op = FinalOp::kDiv;
-          p.same_address_space = true;
-          auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllReduce, "direct", p);
-          status[r] = alg.ok() ? (*alg)->Run(*mailbox->Connect(r), in[r].data(), out.data())
-                               : alg.status();
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (int r = 0; r < n; ++r) ASSERT_TRUE(status[r].ok()) << status[r];
-      for (int64_t i = 0; i < count; ++i) {
-        ASSERT_EQ(out[i], float(n * (i % 5) + n * (n - 1) / 2) / float(n)) << i;
+  for (bool known_inputs : {false, true}) {
+    for (int n : kRankCounts) {
+      for (int64_t count : {0, 1, 7, 100003}) {
+        SCOPED_TRACE(absl::StrCat("n=", n, " count=", count, " known_inputs=", known_inputs));
+        std::vector<std::vector<float>> in(n, std::vector<float>(count));
+        for (int r = 0; r < n; ++r) {
+          for (int64_t i = 0; i < count; ++i) in[r][i] = float(r + i % 5);
+        }
+        std::vector<float> out(count, -1.0f);
+        auto mailbox = std::make_shared<InProcessMailbox>(n);
+        std::vector<absl::Status> status(n);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < n; ++r) {
+          threads.emplace_back([&, r] {
+            AlgorithmParams p;
+            p.rank = r;
+            p.size = n;
+            p.dtype = DT_FLOAT;
+            p.num_elements = count;
+            p.final_op = FinalOp::kDiv;
+            p.same_address_space = true;
+            if (known_inputs) {
+              for (int q = 0; q < n; ++q) p.peer_inputs.push_back(in[q].data());
+            }
+            auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllReduce, "direct", p);
+            status[r] = alg.ok() ? (*alg)->Run(*mailbox->Connect(r), in[r].data(), out.data())
+                                 : alg.status();
+          });
+        }
+        for (auto& t : threads) t.join();
+        for (int r = 0; r < n; ++r) ASSERT_TRUE(status[r].ok()) << status[r];
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(out[i], float(n * (i % 5) + n * (n - 1) / 2) / float(n)) << i;
+        }
       }
     }
   }

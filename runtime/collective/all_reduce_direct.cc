@@ -31,7 +31,11 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllReduceDirect::Create(con
         "all-reduce algorithm 'direct' reads the peers' buffers, so every rank must share one "
         "address space; this group's transport does not (use ring)"));
   }
-  return std::unique_ptr<CollectiveAlgorithm>(new AllReduceDirect(p));
+  if (!p.peer_inputs.empty() && static_cast<int>(p.peer_inputs.size()) != p.size) {
+    return absl::InvalidArgumentError(absl::StrCat("all-reduce 'direct' got ", p.peer_inputs.size(),
+                                                   " peer inputs for ", p.size, " ranks"));
+  }
+    return std::unique_ptr<CollectiveAlgorithm>(new AllReduceDirect(p));
 }
 
 int64_t AllReduceDirect::SliceBegin(int r) const {
@@ -44,11 +48,15 @@ absl::Status AllReduceDirect::Run(Transport& t, const void* input, void* output)
   const int n = p_.size, r = p_.rank;
   const size_t elem = DataTypeSize(p_.dtype);
   if (p_.num_elements == 0) return absl::OkStatus();  // the same on every rank
-  // 1. Exchange addresses. Receives are posted first (sends complete when
+  // 1. Exchange addresses unless the caller knows them. Receives are posted first (sends complete when
   // matched).
   std::vector<Buffers> peers(n);
   peers[r] = {input, output};
-  {
+  if (!p_.peer_inputs.empty()) {
+    // Known up front (one shared output): no exchange, so a rank starts
+    // reducing without waiting for its peers to be scheduled.
+    for (int q = 0; q < n; ++q) peers[q] = {p_.peer_inputs[q], output};
+  } else {
     PendingOps ops;
     for (int q = 0; q < n; ++q) {
       if (q != r) t.RecvAsync(q, kTagAddresses, &peers[q], sizeof(Buffers), ops.Add());

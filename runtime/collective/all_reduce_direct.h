@@ -17,6 +17,10 @@
 //   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(kAllReduce, "direct", p));
 //   STRATA_RETURN_IF_ERROR(alg->Run(transport, input, shared_output));
 //
+// When the caller already knows every rank's input and gives all ranks one
+// output (AlgorithmParams::peer_inputs; LocalCollectiveExecutor does), the
+// address exchange is skipped and the barrier is the only synchronization.
+//
 // Every rank ends with bitwise the same result: each element is reduced by
 // one rank, in rank order. Create fails (FailedPrecondition) unless
 // params.same_address_space: addresses mean nothing across processes.

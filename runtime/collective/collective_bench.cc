@@ -1,16 +1,30 @@
 // In-process all-reduce through LocalCollectiveExecutor: one benchmark thread
-// per rank, float32 tensors of 4 KiB .. 64 MiB, ring and reduce_to_one.
-// Reports NCCL's figures: algbw = bytes / time and busbw = algbw * 2(n-1)/n
-// (what each rank's links carry, comparable across rank counts); the 4 KiB
-// rows' time is the latency.
+// per rank (2 and 4), float32 tensors of 4 KiB .. 64 MiB, algorithms direct
+// (what hint auto picks in process), ring and reduce_to_one. Reports NCCL's
+// figures: algbw = bytes / time and busbw = algbw * 2(n-1)/n (what each
+// rank's links carry, comparable across rank counts); the 4 KiB rows' time is
+// the latency. In the same run it measures this machine's memcpy bandwidth
+// for the same working-set size (bytes / time of a memcpy of `bytes` between
+// two preallocated, pre-touched buffers, median of 15 samples) and reports
+// busbw / memcpy as `vs_memcpy`.
 //
-//   bazel run -c opt //runtime/collective:collective_bench -- --benchmark_filter=AllReduce
+// Each rank uses its own recycling device allocator (as a virtual CPU device
+// does) and keeps its input across iterations; outputs are dropped at the end
+// of each iteration, so their buffers are recycled, not page-faulted afresh.
+//
+//   bazel run -c opt //runtime/collective:collective_bench -- \
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <algorithm>
+#include <cstring>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
 #include "graph/allocator.h"
+#include "graph/mutex.h"
 #include "graph/tensor.h"
 #include "kernels/collective.h"
 #include "runtime/collective/local_collective_executor.h"
@@ -18,35 +32,83 @@
 namespace strata {
 namespace {
 
+constexpr const char* kAlgorithms[] = {"direct", "ring", "reduce_to_one"};
+
 LocalCollectiveExecutor* Executor() {
   static LocalCollectiveExecutor* ce = new LocalCollectiveExecutor();
   return ce;
 }
 
+// Rank r's device allocator (recycles buffers >= 64 KiB).
+Allocator* DeviceAllocator(int rank) {
+  static Allocator* const* allocators = [] {
+    auto* a = new Allocator*[8];
+    for (int r = 0; r < 8; ++r) a[r] = NewPersistentCpuAllocator("bench_CPU:" + std::to_string(r));
+    return a;
+  }();
+  return allocators[rank];
+}
+
+// memcpy bandwidth (GB/s) for `bytes`, measured once per size per process,
+// with no collective running (the ranks wait on the lock meanwhile).
+double MemcpyGBps(int64_t bytes) {
+  static Mutex mu;
+  static std::map<int64_t, double>* cache = new std::map<int64_t, double>;
+  MutexLock l(&mu);
+  auto it = cache->find(bytes);
+  if (it != cache->end()) return it->second;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  // Each sample copies >= 64 MiB in all, so small sizes are timed in bulk.
+  const int64_t copies = std::max<int64_t>(1, (int64_t{64} << 20) / bytes);
+  std::vector<double> samples;
+  for (int s = 0; s < 15; ++s) {
+    const absl::Time start = absl::Now();
+    for (int64_t c = 0; c < copies; ++c) {
+      src[c % bytes] = static_cast<char>(c);  // not hoistable
+      std::memcpy(dst.data(), src.data(), bytes);
+      benchmark::DoNotOptimize(dst.data());
+      benchmark::ClobberMemory();
+    }
+    samples.push_back(static_cast<double>(bytes) * copies / absl::ToDoubleSeconds(absl::Now() - start) / 1e9);
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return (*cache)[bytes] = samples[samples.size() / 2];
+}
+
 void BM_AllReduce(benchmark::State& state) {
   const int64_t bytes = state.range(0);
-  const char* hint = state.range(1) == 0 ? "ring" : "reduce_to_one";
+  const char* hint = kAlgorithms[state.range(1)];
   const int n = state.threads();
   const int rank = state.thread_index();
-  Tensor input(DT_FLOAT, TensorShape{bytes / 4});
+  Allocator* allocator = DeviceAllocator(rank);
+  auto input_or = Tensor::Allocate(allocator, DT_FLOAT, TensorShape{bytes / 4});
+  if (!input_or.ok()) {
+    state.SkipWithError(std::string(input_or.status().message()).c_str());
+    return;
+  }
+  Tensor input = *std::move(input_or);
   for (int64_t i = 0; i < input.NumElements(); ++i) input.data<float>()[i] = 1.0f;
   CollectiveParams p;
   p.type = CollectiveType::kAllReduce;
   p.group_size = n;
-  // A group per (size, hint, thread count) run, so runs never share instances.
-  p.group_key = static_cast<int>(state.range(0) / 4096 * 8 + state.range(1) * 4 + n);
+  // A group per (size, algorithm, thread count) run, so runs never share instances.
+  p.group_key = static_cast<int>(state.range(0) / 4096 * 16 + state.range(1) * 4 + n);
   p.instance_key = 1;
   p.device = "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(rank);
   p.dtype = DT_FLOAT;
   p.shape = input.shape();
   p.communication_hint = hint;
-  int64_t step = 0;
+  const double memcpy_gbps = MemcpyGBps(bytes);
+  // Steps keep increasing across the library's repeated calls of this
+  // function, so an instance key is never reused.
+  static std::atomic<int64_t> step_base{0};
+  int64_t step = step_base.load() * 1000000;
   // Wall time per rank, measured here: the library's rate counters divide by
   // CPU time, which blocked ranks do not spend.
   const absl::Time start = absl::Now();
   for (auto _ : state) {
     p.step_id = ++step;
-    auto out = Executor()->Execute(p, input, CpuAllocator(), nullptr);
+    auto out = Executor()->Execute(p, input, allocator, nullptr);
     if (!out.ok()) {
       state.SkipWithError(std::string(out.status().message()).c_str());
       break;
@@ -54,20 +116,24 @@ void BM_AllReduce(benchmark::State& state) {
     benchmark::DoNotOptimize(out->raw_data());
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (rank == 0) step_base.fetch_add(1);
   const double algbw = static_cast<double>(bytes) * state.iterations() / seconds / 1e9;
+  const double busbw = algbw * 2.0 * (n - 1) / n;
   state.counters["algbw_GBps"] = benchmark::Counter(algbw, benchmark::Counter::kAvgThreads);
-  state.counters["busbw_GBps"] = benchmark::Counter(algbw * 2.0 * (n - 1) / n, benchmark::Counter::kAvgThreads);
+  state.counters["busbw_GBps"] = benchmark::Counter(busbw, benchmark::Counter::kAvgThreads);
+  state.counters["memcpy_GBps"] = benchmark::Counter(memcpy_gbps, benchmark::Counter::kAvgThreads);
+  state.counters["vs_memcpy"] = benchmark::Counter(busbw / memcpy_gbps, benchmark::Counter::kAvgThreads);
   state.counters["us_per_op"] =
       benchmark::Counter(seconds * 1e6 / state.iterations(), benchmark::Counter::kAvgThreads);
 }
 
 BENCHMARK(BM_AllReduce)
-    ->ArgNames({"bytes", "reduce_to_one"})
-    ->ArgsProduct({{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}, {0, 1}})
+    ->ArgNames({"bytes", "alg"})  // alg: 0 direct (auto), 1 ring, 2 reduce_to_one
+    ->ArgsProduct({{4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}, {0, 1, 2}})
     ->Threads(2)
     ->Threads(4)
     ->UseRealTime()
-    ->MinTime(0.5);
+    ->MinTime(0.3);
 
 }  // namespace
 }  // namespace strata

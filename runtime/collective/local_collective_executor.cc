@@ -292,6 +292,11 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
   ap.final_op = p.params.final_op;
   ap.scratch_allocator = p.allocator;
   ap.same_address_space = true;  // every rank is a thread of this process
+  if (inst->shared_output.IsInitialized()) {
+    // Every input is here already; the ranks read them in place.
+    ap.peer_inputs.resize(n);
+    for (const Participant& q : inst->participants) ap.peer_inputs[q.rank] = q.input.raw_data();
+  }
 
   Tensor output;
   absl::Status status = [&]() -> absl::Status {
