@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "proto/cluster.pb.h"
 
 // Expectations marked "TF:" are what TensorFlow 2's
@@ -141,6 +142,33 @@ TEST(ClusterResolverTest, ClusterDefMatchesTensorFlow) {
   (*job.mutable_tasks())[1] = "a:1";
   EXPECT_EQ(job.SerializeAsString(),
             std::string("\x0a\x01w\x12\x07\x08\x01\x12\x03" "a:1", 12));
+}
+
+TEST(ClusterResolverTest, ParsesTensorFlowServerDefBytes) {
+  // TF: ServerDef(job_name="worker", task_index=1, protocol="grpc", port=3,
+  // cluster worker {0: "w0:2", 1: "w1:3"},
+  // default_session_config {intra_op_parallelism_threads: 2}).SerializeToString().
+  const std::string tf_bytes(
+      "\n\x1e\n\x1c\n\x06worker\x12\x08\x08\x01\x12\x04w1:3\x12\x08\x08\x00\x12\x04w0:2"
+      "\x12\x06worker\x18\x01\"\x02\x10\x02*\x04grpc0\x03",
+      54);
+  tensorflow::ServerDef def;
+  ASSERT_TRUE(def.ParseFromString(tf_bytes));
+  EXPECT_EQ(def.job_name(), "worker");
+  EXPECT_EQ(def.task_index(), 1);
+  EXPECT_EQ(def.protocol(), "grpc");
+  EXPECT_EQ(def.port(), 3);
+  ASSERT_EQ(def.cluster().job_size(), 1);
+  EXPECT_EQ(def.cluster().job(0).tasks().at(0), "w0:2");
+  EXPECT_EQ(def.cluster().job(0).tasks().at(1), "w1:3");
+  // default_session_config (field 4) is kept as an unknown field.
+  EXPECT_THAT(def.SerializeAsString(), HasSubstr(std::string("\"\x02\x10\x02", 4)));
+
+  ClusterSpec spec = MustParse(
+      R"({"cluster": {"worker": ["w0:2", "w1:3"]}, "task": {"type": "worker", "index": 1}})");
+  tensorflow::ServerDef ours = spec.ToServerDef();
+  def.GetReflection()->MutableUnknownFields(&def)->Clear();
+  EXPECT_EQ(Bytes(ours), Bytes(def));
 }
 
 TEST(ClusterResolverTest, SparseJobsAsDict) {
