@@ -5,7 +5,7 @@
 // rank's links carry, comparable across rank counts); the 4 KiB rows' time is
 // the latency. In the same run it measures this machine's memcpy bandwidth
 // for the same working-set size (bytes / time of a memcpy of `bytes` between
-// two preallocated, pre-touched buffers, median of 15 samples) and reports
+// two preallocated, pre-touched buffers, median of 9 samples, once per run) and reports
 // busbw / memcpy as `vs_memcpy`.
 //
 // Each rank uses its own recycling device allocator (as a virtual CPU device
@@ -16,7 +16,9 @@
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <algorithm>
 #include <cstring>
+#include <atomic>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -49,19 +51,22 @@ Allocator* DeviceAllocator(int rank) {
   return allocators[rank];
 }
 
-// memcpy bandwidth (GB/s) for `bytes`, measured once per size per process,
-// with no collective running (the ranks wait on the lock meanwhile).
-double MemcpyGBps(int64_t bytes) {
+// memcpy bandwidth (GB/s) for `bytes`, measured once per benchmark run
+// (`run`: the same on every rank of it), right before the ranks start and
+// with no collective running (they wait on the lock meanwhile), so both
+// figures see the same load on the machine.
+double MemcpyGBps(int64_t bytes, int64_t run) {
   static Mutex mu;
-  static std::map<int64_t, double>* cache = new std::map<int64_t, double>;
+  static std::map<std::pair<int64_t, int64_t>, double>* cache =
+      new std::map<std::pair<int64_t, int64_t>, double>;
   MutexLock l(&mu);
-  auto it = cache->find(bytes);
+  auto it = cache->find({bytes, run});
   if (it != cache->end()) return it->second;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
-  // Each sample copies >= 64 MiB in all, so small sizes are timed in bulk.
-  const int64_t copies = std::max<int64_t>(1, (int64_t{64} << 20) / bytes);
+  // Each sample copies >= 32 MiB in all, so small sizes are timed in bulk.
+  const int64_t copies = std::max<int64_t>(1, (int64_t{32} << 20) / bytes);
   std::vector<double> samples;
-  for (int s = 0; s < 15; ++s) {
+  for (int s = 0; s < 9; ++s) {
     const absl::Time start = absl::Now();
     for (int64_t c = 0; c < copies; ++c) {
       src[c % bytes] = static_cast<char>(c);  // not hoistable
@@ -72,7 +77,7 @@ double MemcpyGBps(int64_t bytes) {
     samples.push_back(static_cast<double>(bytes) * copies / absl::ToDoubleSeconds(absl::Now() - start) / 1e9);
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return (*cache)[bytes] = samples[samples.size() / 2];
+  return (*cache)[{bytes, run}] = samples[samples.size() / 2];
 }
 
 void BM_AllReduce(benchmark::State& state) {
@@ -98,11 +103,12 @@ void BM_AllReduce(benchmark::State& state) {
   p.dtype = DT_FLOAT;
   p.shape = input.shape();
   p.communication_hint = hint;
-  const double memcpy_gbps = MemcpyGBps(bytes);
   // Steps keep increasing across the library's repeated calls of this
   // function, so an instance key is never reused.
   static std::atomic<int64_t> step_base{0};
-  int64_t step = step_base.load() * 1000000;
+  const int64_t run = step_base.load();
+  int64_t step = run * 1000000;
+  const double memcpy_gbps = MemcpyGBps(bytes, run);
   // Wall time per rank, measured here: the library's rate counters divide by
   // CPU time, which blocked ranks do not spend.
   const absl::Time start = absl::Now();
