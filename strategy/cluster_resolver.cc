@@ -55,8 +55,9 @@ absl::StatusOr<int> CheckAddress(absl::string_view address, absl::string_view fi
     host = address.substr(0, colon);
     port = address.substr(colon + 1);
     if (host.find(':') != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": address \"", address, "\" has more than one ':' (write IPv6 as \"[addr]:port\")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": address \"", address,
+                       "\" has more than one ':' (write IPv6 as \"[addr]:port\")"));
     }
   }
   if (host.empty()) {
@@ -73,9 +74,8 @@ absl::StatusOr<int> CheckAddress(absl::string_view address, absl::string_view fi
   bool digits = !port.empty() && port.size() <= 5;
   for (char c : port) digits = digits && absl::ascii_isdigit(static_cast<unsigned char>(c));
   if (!digits || !absl::SimpleAtoi(port, &port_value) || port_value < 1 || port_value > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": address \"", address,
-                                                   "\" has a bad port \"", port,
-                                                   "\" (expected 1..65535)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": address \"", address, "\" has a bad port \"", port, "\" (expected 1..65535)"));
   }
   return port_value;
 }
@@ -89,8 +89,9 @@ std::string TaskField(absl::string_view prefix, absl::string_view job, int index
 absl::StatusOr<ClusterSpec::JobMap> ParseClusterJson(const JsonValue& cluster,
                                                      absl::string_view field) {
   if (!cluster.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected an object of job -> addresses, got ", JsonValue::KindName(cluster.kind())));
+    return absl::InvalidArgumentError(absl::StrCat(field,
+                                                   ": expected an object of job -> addresses, got ",
+                                                   JsonValue::KindName(cluster.kind())));
   }
   ClusterSpec::JobMap jobs;
   for (const auto& [job, tasks] : cluster.members()) {
@@ -100,7 +101,9 @@ absl::StatusOr<ClusterSpec::JobMap> ParseClusterJson(const JsonValue& cluster,
       for (size_t i = 0; i < tasks.items().size(); ++i) {
         const JsonValue& a = tasks.items()[i];
         if (!a.is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat(job_field, "[", i, "]: expected a \"host:port\" string, got ", JsonValue::KindName(a.kind())));
+          return absl::InvalidArgumentError(absl::StrCat(job_field, "[", i,
+                                                         "]: expected a \"host:port\" string, got ",
+                                                         JsonValue::KindName(a.kind())));
         }
         out[static_cast<int>(i)] = a.string();
       }
@@ -110,7 +113,9 @@ absl::StatusOr<ClusterSpec::JobMap> ParseClusterJson(const JsonValue& cluster,
         absl::StatusOr<int> index = ParseIndex(key, job_field);
         if (!index.ok()) return index.status();
         if (!a.is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat(job_field, "[", *index, "]: expected a \"host:port\" string, got ", JsonValue::KindName(a.kind())));
+          return absl::InvalidArgumentError(absl::StrCat(job_field, "[", *index,
+                                                         "]: expected a \"host:port\" string, got ",
+                                                         JsonValue::KindName(a.kind())));
         }
         if (!out.emplace(*index, a.string()).second) {
           return absl::InvalidArgumentError(
@@ -119,8 +124,10 @@ absl::StatusOr<ClusterSpec::JobMap> ParseClusterJson(const JsonValue& cluster,
       }
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          job_field, ": the tasks of a job must be a list of \"host:port\" or an object of index -> "
-          "\"host:port\", got ", JsonValue::KindName(tasks.kind())));
+          job_field,
+          ": the tasks of a job must be a list of \"host:port\" or an object of index -> "
+          "\"host:port\", got ",
+          JsonValue::KindName(tasks.kind())));
     }
   }
   return jobs;
@@ -140,13 +147,14 @@ absl::StatusOr<ClusterSpec> ClusterSpec::Create(JobMap jobs, TaskId task, std::s
   absl::flat_hash_map<std::string, std::string> owner;  // address -> "job[i]"
   for (const auto& [job, tasks] : jobs) {
     if (!IsKnownJob(job)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field_prefix, ".", job, ": unknown job \"", job,
-          "\" (expected chief, worker, ps or evaluator)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field_prefix, ".", job, ": unknown job \"", job,
+                       "\" (expected chief, worker, ps or evaluator)"));
     }
     if ((job == kChiefJob || job == kEvaluatorJob) && tasks.size() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(field_prefix, ".", job, ": there must be at most one ",
-                                                     job, " task, got ", tasks.size()));
+      return absl::InvalidArgumentError(absl::StrCat(field_prefix, ".", job,
+                                                     ": there must be at most one ", job,
+                                                     " task, got ", tasks.size()));
     }
     for (const auto& [index, address] : tasks) {
       std::string field = TaskField(field_prefix, job, index);
@@ -154,8 +162,8 @@ absl::StatusOr<ClusterSpec> ClusterSpec::Create(JobMap jobs, TaskId task, std::s
       if (!s.ok()) return s;
       auto [it, inserted] = owner.emplace(address, absl::StrCat(job, "[", index, "]"));
       if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrCat(field, ": address \"", address,
-                                                       "\" is also the address of ", it->second));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": address \"", address, "\" is also the address of ", it->second));
       }
     }
   }
@@ -176,8 +184,8 @@ absl::StatusOr<ClusterSpec> ClusterSpec::Create(JobMap jobs, TaskId task, std::s
     return absl::InvalidArgumentError("task type is missing (chief, worker, ps or evaluator)");
   }
   if (!IsKnownJob(task.type)) {
-    return absl::InvalidArgumentError(absl::StrCat("task type \"", task.type,
-                                                   "\" is unknown (expected chief, worker, ps or evaluator)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task type \"", task.type, "\" is unknown (expected chief, worker, ps or evaluator)"));
   }
   if (task.index < 0) {
     return absl::InvalidArgumentError(
@@ -187,18 +195,18 @@ absl::StatusOr<ClusterSpec> ClusterSpec::Create(JobMap jobs, TaskId task, std::s
   if (job == spec.jobs_.end()) {
     // TensorFlow lets an evaluator run outside the cluster it evaluates.
     if (task.type != kEvaluatorJob) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "task ", TaskPrefix(task), ": job \"", task.type, "\" is not in ", field_prefix,
-          " (jobs: ", absl::StrJoin(spec.job_names(), ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("task ", TaskPrefix(task), ": job \"", task.type, "\" is not in ",
+                       field_prefix, " (jobs: ", absl::StrJoin(spec.job_names(), ", "), ")"));
     }
   } else {
     auto t = job->second.find(task.index);
     if (t == job->second.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "task ", TaskPrefix(task), ": index ", task.index, " is out of range: ", field_prefix, ".",
-          task.type, " has tasks ", absl::StrJoin(job->second, ", ", [](std::string* out, const auto& kv) {
-            absl::StrAppend(out, kv.first);
-          })));
+          "task ", TaskPrefix(task), ": index ", task.index, " is out of range: ", field_prefix,
+          ".", task.type, " has tasks ",
+          absl::StrJoin(job->second, ", ",
+                        [](std::string* out, const auto& kv) { absl::StrAppend(out, kv.first); })));
     }
     spec.task_address_ = t->second;
   }
@@ -250,8 +258,8 @@ std::string ClusterSpec::DeviceName(absl::string_view device_type, int device_id
 
 std::string ClusterSpec::DeviceName(const TaskId& task, absl::string_view device_type,
                                     int device_id) {
-  return strata::DeviceName::Full(task.type, 0, task.index,
-                                  absl::AsciiStrToUpper(device_type), device_id)
+  return strata::DeviceName::Full(task.type, 0, task.index, absl::AsciiStrToUpper(device_type),
+                                  device_id)
       .ToString();
 }
 
@@ -285,8 +293,8 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromTfConfig(absl::string_view tf_config)
     return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: ", root.status().message()));
   }
   if (!root->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG: expected a JSON object, got ", JsonValue::KindName(root->kind())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG: expected a JSON object, got ", JsonValue::KindName(root->kind())));
   }
   const JsonValue* cluster = root->Find("cluster");
   if (cluster == nullptr || cluster->is_null()) {

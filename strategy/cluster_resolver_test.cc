@@ -4,10 +4,10 @@
 #include <string>
 
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "gtest/gtest.h"
 #include "proto/cluster.pb.h"
 
 // Expectations marked "TF:" are what TensorFlow 2's
@@ -140,8 +140,9 @@ TEST(ClusterResolverTest, ClusterDefMatchesTensorFlow) {
   tensorflow::JobDef job;
   job.set_name("w");
   (*job.mutable_tasks())[1] = "a:1";
-  EXPECT_EQ(job.SerializeAsString(),
-            std::string("\x0a\x01w\x12\x07\x08\x01\x12\x03" "a:1", 12));
+  EXPECT_EQ(job.SerializeAsString(), std::string("\x0a\x01w\x12\x07\x08\x01\x12\x03"
+                                                 "a:1",
+                                                 12));
 }
 
 TEST(ClusterResolverTest, ParsesTensorFlowServerDefBytes) {
@@ -243,13 +244,16 @@ TEST(ClusterResolverTest, RpcLayerAndUnknownKeys) {
 TEST(ClusterResolverTest, TaskIndexForms) {
   const std::string cluster = R"("cluster": {"worker": ["w0:2", "w1:2"]})";
   // TF: int("1") and int(1.0) are 1.
-  EXPECT_EQ(MustParse("{" + cluster + R"(, "task": {"type": "worker", "index": "1"}})").task_index(), 1);
-  EXPECT_EQ(MustParse("{" + cluster + R"(, "task": {"type": "worker", "index": 1.0}})").task_index(), 1);
+  EXPECT_EQ(
+      MustParse("{" + cluster + R"(, "task": {"type": "worker", "index": "1"}})").task_index(), 1);
+  EXPECT_EQ(
+      MustParse("{" + cluster + R"(, "task": {"type": "worker", "index": 1.0}})").task_index(), 1);
   ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker", "index": 1.5}})",
                 "TF_CONFIG.task.index: expected a non-negative integer");
   ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker", "index": -1}})",
                 "task index -1 must be non-negative");
-  ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker"}})", "TF_CONFIG.task.index: missing");
+  ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker"}})",
+                "TF_CONFIG.task.index: missing");
   ExpectInvalid("{" + cluster + R"(, "task": {"index": 0}})", "TF_CONFIG.task.type: missing");
   ExpectInvalid("{" + cluster + "}", "TF_CONFIG.task: missing");
 }
@@ -257,23 +261,28 @@ TEST(ClusterResolverTest, TaskIndexForms) {
 TEST(ClusterResolverTest, BadJsonNamesPosition) {
   // TF (Python json): "Expecting property name enclosed in double quotes:
   // line 1 column 2 (char 1)".
-  ExpectInvalid("{bad json", "TF_CONFIG: JSON: expected '\"' starting an object key at line 1 column 2 (offset 1)");
+  ExpectInvalid(
+      "{bad json",
+      "TF_CONFIG: JSON: expected '\"' starting an object key at line 1 column 2 (offset 1)");
   ExpectInvalid("[1]", "TF_CONFIG: expected a JSON object, got array");
 }
 
 TEST(ClusterResolverTest, UnknownTaskTypeAndJob) {
-  // TF: "Unrecognized task_type: foo, valid task types are: ('chief', 'worker', 'evaluator', 'ps', None)".
+  // TF: "Unrecognized task_type: foo, valid task types are: ('chief', 'worker', 'evaluator', 'ps',
+  // None)".
   ExpectInvalid(R"({"cluster": {"worker": ["w0:2"]}, "task": {"type": "foo", "index": 0}})",
                 "task type \"foo\" is unknown");
   // TF: "Disallowed task type found in cluster spec."
-  ExpectInvalid(R"({"cluster": {"worker": ["w0:2"], "trainer": ["t:1"]}, "task": {"type": "worker", "index": 0}})",
-                "TF_CONFIG.cluster.trainer: unknown job \"trainer\"");
+  ExpectInvalid(
+      R"({"cluster": {"worker": ["w0:2"], "trainer": ["t:1"]}, "task": {"type": "worker", "index": 0}})",
+      "TF_CONFIG.cluster.trainer: unknown job \"trainer\"");
 }
 
 TEST(ClusterResolverTest, IndexOutOfRangeAndTaskNotInCluster) {
   // TF: "The `task_id` 5 exceeds the maximum id of worker."
   ExpectInvalid(R"({"cluster": {"worker": ["w0:2"]}, "task": {"type": "worker", "index": 5}})",
-                "task /job:worker/replica:0/task:5: index 5 is out of range: TF_CONFIG.cluster.worker has tasks 0");
+                "task /job:worker/replica:0/task:5: index 5 is out of range: "
+                "TF_CONFIG.cluster.worker has tasks 0");
   // TF: "`task_type` 'chief' not found in cluster_spec."
   ExpectInvalid(R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "chief", "index": 0}})",
                 "job \"chief\" is not in TF_CONFIG.cluster (jobs: worker)");
@@ -299,24 +308,28 @@ TEST(ClusterResolverTest, EmptyCluster) {
 
 TEST(ClusterResolverTest, BadAddresses) {
   auto config = [](const std::string& addresses) {
-    return R"({"cluster": {"worker": [)" + addresses + R"(]}, "task": {"type": "worker", "index": 0}})";
+    return R"({"cluster": {"worker": [)" + addresses +
+           R"(]}, "task": {"type": "worker", "index": 0}})";
   };
   // TF accepts all of these (and fails only when connecting); we check them.
   ExpectInvalid(config(R"("w0:2", "w0:2")"),
                 "TF_CONFIG.cluster.worker[1]: address \"w0:2\" is also the address of worker[0]");
-  ExpectInvalid(config(R"("w0:abc")"), "TF_CONFIG.cluster.worker[0]: address \"w0:abc\" has a bad port \"abc\"");
+  ExpectInvalid(config(R"("w0:abc")"),
+                "TF_CONFIG.cluster.worker[0]: address \"w0:abc\" has a bad port \"abc\"");
   ExpectInvalid(config(R"("w0:0")"), "has a bad port \"0\" (expected 1..65535)");
   ExpectInvalid(config(R"("w0:65536")"), "has a bad port \"65536\"");
   ExpectInvalid(config(R"("w0:-1")"), "has a bad port \"-1\"");
   ExpectInvalid(config(R"("w0:")"), "has a bad port \"\"");
   ExpectInvalid(config(R"("w0")"), "address \"w0\" has no port");
-  ExpectInvalid(config(R"(":2222")"), "TF_CONFIG.cluster.worker[0]: address \":2222\" is missing the host");
+  ExpectInvalid(config(R"(":2222")"),
+                "TF_CONFIG.cluster.worker[0]: address \":2222\" is missing the host");
   ExpectInvalid(config(R"("a b:1")"), "has a bad host \"a b\"");
   ExpectInvalid(config(R"("::1:2")"), "write IPv6 as \"[addr]:port\"");
   ExpectInvalid(config(R"("[::1:2")"), "missing ']' or ':port'");
   // Across jobs too.
-  ExpectInvalid(R"({"cluster": {"chief": ["h:1"], "worker": ["h:1"]}, "task": {"type": "chief", "index": 0}})",
-                "TF_CONFIG.cluster.worker[0]: address \"h:1\" is also the address of chief[0]");
+  ExpectInvalid(
+      R"({"cluster": {"chief": ["h:1"], "worker": ["h:1"]}, "task": {"type": "chief", "index": 0}})",
+      "TF_CONFIG.cluster.worker[0]: address \"h:1\" is also the address of chief[0]");
 
   ClusterSpec ok = MustParse(config(R"("[::1]:65535", "10.0.0.1:1")"));
   EXPECT_EQ(ok.ToServerDef().port(), 65535);
@@ -326,7 +339,8 @@ TEST(ClusterResolverTest, FlagsGiveTheSameSpec) {
   const std::string cluster = R"({"chief": ["c:1"], "worker": ["w0:2", "w1:3"], "ps": ["p:4"]})";
   absl::StatusOr<ClusterSpec> flags = ClusterSpecFromFlags(cluster, "worker", "1");
   ASSERT_TRUE(flags.ok()) << flags.status();
-  ClusterSpec env = MustParse(R"({"cluster": )" + cluster + R"(, "task": {"type": "worker", "index": 1}})");
+  ClusterSpec env =
+      MustParse(R"({"cluster": )" + cluster + R"(, "task": {"type": "worker", "index": 1}})");
   EXPECT_EQ(Bytes(flags->ToServerDef()), Bytes(env.ToServerDef()));
   EXPECT_EQ(flags->jobs(), env.jobs());
   EXPECT_EQ(flags->worker_id(), 2);
@@ -339,14 +353,16 @@ TEST(ClusterResolverTest, FlagsGiveTheSameSpec) {
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(s.status().message()), HasSubstr(what));
   };
-  invalid("{\"worker\": [\"w:1\",]}", "worker", "0", "--cluster_spec: JSON: unexpected character ']' at line 1 column 19 (offset 18)");
+  invalid("{\"worker\": [\"w:1\",]}", "worker", "0",
+          "--cluster_spec: JSON: unexpected character ']' at line 1 column 19 (offset 18)");
   invalid(cluster, "worker", "x", "--task_index: task index \"x\" is not a non-negative integer");
   invalid(cluster, "worker", "", "--task_index");
   invalid(cluster, "", "0", "--task_type: missing");
   invalid(cluster, "master", "0", "task type \"master\" is unknown");
   invalid(cluster, "worker", "2", "index 2 is out of range: --cluster_spec.worker has tasks 0, 1");
   invalid(R"({"worker": ["w:1"]})", "ps", "0", "job \"ps\" is not in --cluster_spec");
-  invalid(R"({"worker": ["w:99999"]})", "worker", "0", "--cluster_spec.worker[0]: address \"w:99999\" has a bad port");
+  invalid(R"({"worker": ["w:99999"]})", "worker", "0",
+          "--cluster_spec.worker[0]: address \"w:99999\" has a bad port");
   invalid("{}", "worker", "0", "--cluster_spec: the cluster is empty");
   invalid("[]", "worker", "0", "--cluster_spec: expected an object of job -> addresses, got array");
 }
@@ -356,7 +372,8 @@ TEST(ClusterResolverTest, FromEnvironment) {
   absl::StatusOr<ClusterSpec> unset = ClusterSpecFromEnvironment();
   EXPECT_EQ(unset.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(unset.status().message()), HasSubstr("TF_CONFIG is not set"));
-  setenv("TF_CONFIG", R"({"cluster": {"worker": ["w0:2"]}, "task": {"type": "worker", "index": 0}})", 1);
+  setenv("TF_CONFIG",
+         R"({"cluster": {"worker": ["w0:2"]}, "task": {"type": "worker", "index": 0}})", 1);
   absl::StatusOr<ClusterSpec> set = ClusterSpecFromEnvironment();
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_TRUE(set->is_chief());
