@@ -101,7 +101,10 @@ struct TrainerConfig {
   int num_cpu_devices = 0;
   // Mirrored: gradients are all-reduced in buckets of at most this many
   // bytes (StrategyOptions::gradient_bucket_bytes); 0 = one per gradient.
-  int64_t gradient_bucket_bytes = int64_t{25} << 20;
+  // Smaller than the strategy's 25 MiB default: in process, a bucket's
+  // all-reduce costs little to start, and the last layers' buckets then
+  // overlap the rest of the backward pass (docs/training.md has figures).
+  int64_t gradient_bucket_bytes = int64_t{1} << 20;
   // Threads inside each op, per device; 0 = hardware concurrency divided by
   // the number of CPU devices (at least 1).
   int intra_op_threads = 0;

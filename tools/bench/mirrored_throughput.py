@@ -20,9 +20,12 @@ within one run, by ratio):
 Targets: Strata mirrored >= 0.9x Strata one device, >= 1.5x TensorFlow.
 
 Steady state: the steps after a warm-up, from the per-step timestamps of
---metrics_out for Strata (input made on the training thread, --prefetch=0,
-the loss read back every step) and a wall clock around the timed loop for
-TensorFlow (its tf.data input prefetches; the loss is read back every step).
+--metrics_out for Strata and a wall clock around the timed loop for
+TensorFlow. Both read the loss back every step and prepare input ahead on a
+background thread (Strata's --prefetch=2, the trainer's default;
+TensorFlow's tf.data prefetch(2)); every other setting is each framework's
+default (Strata: gradients all-reduced in one bucket of at most 25 MiB, the
+ring all-reduce; TensorFlow: its CollectiveAllReduce cross-device ops).
 Effective GFLOP/s counts the model's matrix products: forward, the weight
 gradients and the input gradients of every layer but the first. CPU ms/step
 (all threads of the process, the median over rounds) is the work a step
@@ -65,7 +68,7 @@ def run_strata_once(trainer, extra, total_steps):
         cmd = [trainer, "--model=mlp", f"--hidden={HIDDEN}",
                f"--data=synthetic:{EXAMPLES}:{FEATURES}:{CLASSES}", "--test_fraction=0",
                "--nostandardize", "--optimizer=sgd", "--learning_rate=0.1",
-               f"--global_batch_size={BATCH}", f"--steps={total_steps}", "--prefetch=0",
+               f"--global_batch_size={BATCH}", f"--steps={total_steps}", "--prefetch=2",
                "--quiet", f"--metrics_out={metrics}"] + extra
         c0 = child_cpu_seconds()
         subprocess.run(cmd, check=True)
