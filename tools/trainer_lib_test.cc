@@ -54,6 +54,11 @@ TEST(TrainerLibTest, ValidateConfigNamesTheFlag) {
       {[](TrainerConfig* c) { c->save_every_steps = 5; }, "--save_every_steps"},
       {[](TrainerConfig* c) { c->data = "synthetic:10:0"; }, "--data"},
       {[](TrainerConfig* c) { c->hidden = {4, 0}; }, "--hidden"},
+      {[](TrainerConfig* c) { c->strategy = "parameter_server"; }, "--strategy"},
+      {[](TrainerConfig* c) { c->num_cpu_devices = -1; }, "--num_cpu_devices"},
+      {[](TrainerConfig* c) { c->devices = {"/cpu:0", "/cpu:1"}; }, "--devices"},
+      {[](TrainerConfig* c) { c->gradient_bucket_bytes = -1; }, "--gradient_bucket_bytes"},
+      {[](TrainerConfig* c) { c->trace_steps = 0; }, "--trace_steps"},
   };
   for (const Case& k : cases) {
     TrainerConfig c;
@@ -83,6 +88,48 @@ TEST(TrainerLibTest, ParseHiddenAndDataSpec) {
   EXPECT_FALSE(ParseDataSpec("synthetic:10:5:1").ok());
   EXPECT_FALSE(ParseDataSpec("synthetic:1:2:3:4").ok());
   EXPECT_FALSE(ParseDataSpec("mnist").ok());
+}
+
+TEST(TrainerLibTest, ParseDevices) {
+  EXPECT_EQ(*ParseDevices(""), std::vector<std::string>{});
+  EXPECT_EQ(*ParseDevices("/cpu:0,/device:CPU:1"), (std::vector<std::string>{"/cpu:0", "/device:CPU:1"}));
+  absl::StatusOr<std::vector<std::string>> bad = ParseDevices("/cpu:0,");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "--devices=/cpu:0,")) << bad.status();
+}
+
+// In process: the replicas' devices, the same loss curve as one device (to
+// float rounding: the gradient is summed in another order), and the trace.
+TEST(TrainerLibTest, MirroredTrainsLikeOneDeviceAndTraces) {
+  TrainerConfig one = Synthetic();
+  one.steps = 60;
+  one.metrics_out = TempDir("lib_one") + ".jsonl";
+  TrainerConfig mirrored = one;
+  mirrored.strategy = "mirrored";
+  mirrored.devices = {"/cpu:1", "/cpu:0"};
+  mirrored.metrics_out = TempDir("lib_mirrored") + ".jsonl";
+  mirrored.trace_out = TempDir("lib_trace") + ".json";
+  mirrored.trace_steps = 2;
+  absl::StatusOr<TrainerResult> a = RunTrainer(one, nullptr);
+  absl::StatusOr<TrainerResult> b = RunTrainer(mirrored, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->devices, std::vector<std::string>{"/job:localhost/replica:0/task:0/device:CPU:0"});
+  EXPECT_EQ(b->devices, (std::vector<std::string>{"/job:localhost/replica:0/task:0/device:CPU:1",
+                                                  "/job:localhost/replica:0/task:0/device:CPU:0"}));
+  EXPECT_NEAR(b->test_loss, a->test_loss, 1e-4 * a->test_loss);
+  EXPECT_EQ(b->traced_steps, 2);
+  EXPECT_EQ(a->traced_steps, 0);
+
+  // A global batch of 20 does not split over 3 replicas: refused before
+  // any work, naming the flag.
+  TrainerConfig three = one;
+  three.strategy = "mirrored";
+  three.num_cpu_devices = 3;
+  absl::StatusOr<TrainerResult> c = RunTrainer(three, nullptr);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(c.status().message(), "--global_batch_size: 20 does not split evenly over the 3 replicas"))
+      << c.status();
 }
 
 TEST(TrainerLibTest, FindsTheDigitsInTheRunfiles) {
