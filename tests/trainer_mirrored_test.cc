@@ -36,214 +36,18 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
-
-extern char** environ;
+#include "strategy/json.h"
+#include "tests/trainer_process.h"
 
 namespace strata {
 namespace {
 
-// A strict JSON reader, enough to check that a trace is JSON a viewer
-// loads (objects, arrays, strings with escapes, numbers, literals).
-namespace json_lite {
-
-struct Value {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject };
-  Kind kind = kNull;
-  double number = 0;
-  std::string str;
-  std::vector<Value> array;
-  std::vector<std::pair<std::string, Value>> object;
-  const Value* Find(const std::string& key) const {
-    for (const auto& [k, v] : object) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-};
-
-class Parser {
- public:
-  explicit Parser(const std::string& text) : s_(text) {}
-  absl::StatusOr<Value> ParseDocument() {
-    Value v;
-    if (!ParseValue(&v, 0)) return Error();
-    SkipSpace();
-    if (at_ != s_.size()) return Error();
-    return v;
-  }
-
- private:
-  absl::Status Error() const {
-    return absl::InvalidArgumentError(absl::StrCat("not JSON at offset ", at_, ": '",
-                                                   s_.substr(at_, 40), "'"));
-  }
-  void SkipSpace() {
-    while (at_ < s_.size() && s_[at_] != '\0' && std::strchr(" \t\r\n", s_[at_]) != nullptr) ++at_;
-  }
-  bool Eat(char c) {
-    SkipSpace();
-    if (at_ < s_.size() && s_[at_] == c) {
-      ++at_;
-      return true;
-    }
-    return false;
-  }
-  bool ParseString(std::string* out) {
-    if (!Eat('"')) return false;
-    while (at_ < s_.size() && s_[at_] != '"') {
-      char c = s_[at_++];
-      if (static_cast<unsigned char>(c) < 0x20) return false;
-      if (c == '\\') {
-        if (at_ >= s_.size()) return false;
-        const char e = s_[at_++];
-        if (e == 'u') {
-          if (at_ + 4 > s_.size()) return false;
-          for (int i = 0; i < 4; ++i) {
-            if (!std::isxdigit(static_cast<unsigned char>(s_[at_ + i]))) return false;
-          }
-          c = static_cast<char>(std::strtol(s_.substr(at_, 4).c_str(), nullptr, 16));
-          at_ += 4;
-        } else if (e != '\0' && std::strchr("\"\\/bfnrt", e) != nullptr) {
-          c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        } else {
-          return false;
-        }
-      }
-      out->push_back(c);
-    }
-    return Eat('"');
-  }
-  bool ParseValue(Value* v, int depth) {
-    if (depth > 64) return false;
-    SkipSpace();
-    if (at_ >= s_.size()) return false;
-    const char c = s_[at_];
-    if (c == '{') {
-      ++at_;
-      v->kind = Value::kObject;
-      if (Eat('}')) return true;
-      do {
-        std::string key;
-        Value item;
-        if (!ParseString(&key) || !Eat(':') || !ParseValue(&item, depth + 1)) return false;
-        v->object.emplace_back(std::move(key), std::move(item));
-      } while (Eat(','));
-      return Eat('}');
-    }
-    if (c == '[') {
-      ++at_;
-      v->kind = Value::kArray;
-      if (Eat(']')) return true;
-      do {
-        Value item;
-        if (!ParseValue(&item, depth + 1)) return false;
-        v->array.push_back(std::move(item));
-      } while (Eat(','));
-      return Eat(']');
-    }
-    if (c == '"') {
-      v->kind = Value::kString;
-      return ParseString(&v->str);
-    }
-    for (const char* lit : {"true", "false", "null"}) {
-      if (s_.compare(at_, std::strlen(lit), lit) == 0) {
-        at_ += std::strlen(lit);
-        v->kind = lit[0] == 'n' ? Value::kNull : Value::kBool;
-        return true;
-      }
-    }
-    // A number as JSON writes it: -?digits(.digits)?([eE][+-]?digits)?
-    const size_t begin = at_;
-    if (s_[at_] == '-') ++at_;
-    auto digits = [&] {
-      const size_t d = at_;
-      while (at_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[at_]))) ++at_;
-      return at_ > d;
-    };
-    if (!digits()) return false;
-    if (at_ < s_.size() && s_[at_] == '.' && (++at_, !digits())) return false;
-    if (at_ < s_.size() && (s_[at_] == 'e' || s_[at_] == 'E')) {
-      ++at_;
-      if (at_ < s_.size() && (s_[at_] == '+' || s_[at_] == '-')) ++at_;
-      if (!digits()) return false;
-    }
-    v->kind = Value::kNumber;
-    v->number = std::strtod(s_.substr(begin, at_ - begin).c_str(), nullptr);
-    return true;
-  }
-
-  const std::string& s_;
-  size_t at_ = 0;
-};
-
-absl::StatusOr<Value> Parse(const std::string& text) { return Parser(text).ParseDocument(); }
-
-}  // namespace json_lite
-
-std::string Runfile(const std::string& path) {
-  const char* dir = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(dir == nullptr ? "." : dir, "/strata/", path);
-}
-
-std::string TempDir(const std::string& name) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
-  std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
-  return dir;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Exit {
-  int code = -1;    // exit status, or -1 if killed
-  int signal = 0;   // the signal that killed it
-  std::string err;  // its stderr
-};
-
-// Runs the trainer with `args` and waits; stderr is kept.
-Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {
-  const std::string err_path = TempDir("stderr_" + name) + "/stderr.txt";
-  std::vector<std::string> argv_s = {Runfile("tools/trainer")};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  argv_s.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  Exit e;
-  EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
-  if (rc != 0) return e;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return e;
-  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
-  e.err = ReadFile(err_path);
-  return e;
-}
-
-// The value of "key":<number> in the metrics file's final line.
-double FinalMetric(const std::string& metrics_path, const std::string& key) {
-  std::ifstream in(metrics_path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (absl::StrContains(line, "\"final\":true")) last = line;
-  }
-  const std::string needle = absl::StrCat("\"", key, "\":");
-  const size_t at = last.find(needle);
-  if (at == std::string::npos) return -1;
-  return std::atof(last.c_str() + at + needle.size());
-}
+using testing::Exit;
+using testing::ExpectSameTensors;
+using testing::FinalMetric;
+using testing::ReadFile;
+using testing::RunTrainer;
+using testing::TempDir;
 
 std::vector<std::string> Mirrored4() { return {"--strategy=mirrored", "--num_cpu_devices=4"}; }
 
@@ -262,24 +66,6 @@ std::map<std::string, std::string> Listing(const std::string& prefix) {
     out[name] = absl::StrCat(DataTypeString(info.dtype), info.shape.DebugString());
   }
   return out;
-}
-
-void ExpectSameTensors(const std::string& a, const std::string& b) {
-  auto ra = CheckpointReader::Open(a);
-  auto rb = CheckpointReader::Open(b);
-  ASSERT_TRUE(ra.ok()) << ra.status();
-  ASSERT_TRUE(rb.ok()) << rb.status();
-  ASSERT_EQ((*ra)->tensors().size(), (*rb)->tensors().size());
-  for (const auto& [name, info] : (*ra)->tensors()) {
-    Tensor ta, tb;
-    ASSERT_TRUE((*ra)->Read(name, &ta).ok()) << name;
-    ASSERT_TRUE((*rb)->Read(name, &tb).ok()) << name << " missing in " << b;
-    ASSERT_EQ(ta.shape(), tb.shape()) << name;
-    EXPECT_EQ(0, std::memcmp(ta.raw_data(), tb.raw_data(), ta.TotalBytes()))
-        << "tensor '" << name << "' differs between " << a << " and " << b;
-  }
-  EXPECT_EQ((*ra)->GetMetadata("input_iterator").value_or("a"),
-            (*rb)->GetMetadata("input_iterator").value_or("b"));
 }
 
 TEST(TrainerMirroredTest, FourDevicesReachOneDevicesTestAccuracy) {
@@ -383,31 +169,31 @@ TEST(TrainerMirroredTest, TraceHasEveryDeviceAndTheCollectives) {
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_TRUE(absl::StrContains(e.err, "wrote the trace of steps 11-12 to " + trace)) << e.err;
 
-  absl::StatusOr<json_lite::Value> doc = json_lite::Parse(ReadFile(trace));
+  absl::StatusOr<JsonValue> doc = ParseJson(ReadFile(trace));
   ASSERT_TRUE(doc.ok()) << doc.status();
-  const json_lite::Value* list = doc->Find("traceEvents");
+  const JsonValue* list = doc->Find("traceEvents");
   ASSERT_NE(list, nullptr);
-  ASSERT_EQ(list->kind, json_lite::Value::kArray);
+  ASSERT_TRUE(list->is_array());
   std::map<int, std::string> track;  // pid -> process_name
   std::vector<Event> events;
-  for (const json_lite::Value& v : list->array) {
-    ASSERT_EQ(v.kind, json_lite::Value::kObject);
-    const std::string ph = v.Find("ph")->str;
-    const int pid = static_cast<int>(v.Find("pid")->number);
+  for (const JsonValue& v : list->items()) {
+    ASSERT_TRUE(v.is_object());
+    const std::string ph = v.Find("ph")->string();
+    const int pid = static_cast<int>(v.Find("pid")->number());
     ASSERT_NE(v.Find("tid"), nullptr);
-    if (ph == "M" && v.Find("name")->str == "process_name") {
-      track[pid] = v.Find("args")->Find("name")->str;
+    if (ph == "M" && v.Find("name")->string() == "process_name") {
+      track[pid] = v.Find("args")->Find("name")->string();
       continue;
     }
     if (ph != "X") continue;
     Event ev;
-    ev.name = v.Find("name")->str;
-    ev.cat = v.Find("cat")->str;
-    ev.ts = v.Find("ts")->number;
-    ev.dur = v.Find("dur")->number;
+    ev.name = v.Find("name")->string();
+    ev.cat = v.Find("cat")->string();
+    ev.ts = v.Find("ts")->number();
+    ev.dur = v.Find("dur")->number();
     ev.pid = pid;
     EXPECT_GE(ev.dur, 0) << ev.name;
-    if (const json_lite::Value* args = v.Find("args")) ev.device = args->Find("device")->str;
+    if (const JsonValue* args = v.Find("args")) ev.device = args->Find("device")->string();
     events.push_back(ev);
   }
   // Tracks: steps, the 4 devices, the collectives; events on each.

@@ -30,122 +30,27 @@
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
-
-extern char** environ;
+#include "tests/trainer_process.h"
 
 namespace strata {
 namespace {
 
-std::string Runfile(const std::string& path) {
-  const char* dir = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(dir == nullptr ? "." : dir, "/strata/", path);
-}
-
-std::string TempDir(const std::string& name) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
-  std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
-  return dir;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Process {
-  pid_t pid = -1;
-  std::string stderr_path;
-};
-
-// Starts the trainer with `args`; its stderr goes to a file.
-Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
-  std::vector<std::string> argv_s = {Runfile("tools/trainer")};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  argv_s.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  Process p;
-  p.stderr_path = stderr_path;
-  const int rc = posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
-  return p;
-}
-
-struct Exit {
-  int code = -1;    // exit status, or -1 if killed
-  int signal = 0;   // the signal that killed it
-  std::string err;  // its stderr
-};
-
-Exit Wait(const Process& p) {
-  int status = 0;
-  Exit e;
-  if (waitpid(p.pid, &status, 0) != p.pid) return e;
-  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
-  e.err = ReadFile(p.stderr_path);
-  return e;
-}
-
-Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {
-  return Wait(Spawn(args, TempDir("stderr") + "/" + name + ".txt"));
-}
-
-// The value of "key":<number> in the metrics file's final line.
-double FinalMetric(const std::string& metrics_path, const std::string& key) {
-  std::ifstream in(metrics_path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (absl::StrContains(line, "\"final\":true")) last = line;
-  }
-  const std::string needle = absl::StrCat("\"", key, "\":");
-  const size_t at = last.find(needle);
-  if (at == std::string::npos) return -1;
-  return std::atof(last.c_str() + at + needle.size());
-}
-
-// The largest "step" of the metrics file's per-step lines so far.
-int64_t LastStep(const std::string& metrics_path) {
-  std::ifstream in(metrics_path);
-  std::string line;
-  int64_t step = 0;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "{\"step\":")) step = std::max<int64_t>(step, std::atoll(line.c_str() + 8));
-  }
-  return step;
-}
+using testing::Exit;
+using testing::FinalMetric;
+using testing::LastStep;
+using testing::Process;
+using testing::ReadFile;
+using testing::RunTrainer;
+using testing::Spawn;
+using testing::TempDir;
+using testing::Wait;
 
 // Every tensor of the two checkpoints, byte for byte.
 void ExpectSameTensors(const std::string& a, const std::string& b) {
-  auto ra = CheckpointReader::Open(a);
-  auto rb = CheckpointReader::Open(b);
-  ASSERT_TRUE(ra.ok()) << ra.status();
-  ASSERT_TRUE(rb.ok()) << rb.status();
-  ASSERT_EQ((*ra)->tensors().size(), (*rb)->tensors().size());
   int compared = 0;
-  for (const auto& [name, info] : (*ra)->tensors()) {
-    Tensor ta, tb;
-    ASSERT_TRUE((*ra)->Read(name, &ta).ok()) << name;
-    ASSERT_TRUE((*rb)->Read(name, &tb).ok()) << name << " missing in " << b;
-    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
-    ASSERT_EQ(ta.shape(), tb.shape()) << name;
-    EXPECT_EQ(0, std::memcmp(ta.raw_data(), tb.raw_data(), ta.TotalBytes()))
-        << "tensor '" << name << "' differs between " << a << " and " << b;
-    ++compared;
-  }
+  testing::ExpectSameTensors(a, b, &compared);
   // Weights and biases, Adam's m and v for each, the step counter, stats.
   EXPECT_GE(compared, 6 * 3 + 1);
-  EXPECT_EQ((*ra)->GetMetadata("input_iterator").value_or("a"),
-            (*rb)->GetMetadata("input_iterator").value_or("b"));
 }
 
 TEST(TrainerTest, DigitsMlpReaches96PercentTestAccuracy) {

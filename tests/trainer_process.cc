@@ -1,0 +1,123 @@
+#include "tests/trainer_process.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "graph/tensor.h"
+#include "gtest/gtest.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+
+extern char** environ;
+
+namespace strata {
+namespace testing {
+
+std::string Runfile(const std::string& path) {
+  const char* dir = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(dir == nullptr ? "." : dir, "/strata/", path);
+}
+
+std::string TempDir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
+  std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
+  std::vector<std::string> argv_s = {Runfile("tools/trainer")};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  argv_s.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  Process p;
+  p.stderr_path = stderr_path;
+  const int rc = posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
+  if (rc != 0) p.pid = -1;
+  return p;
+}
+
+Exit Wait(const Process& p) {
+  Exit e;
+  if (p.pid < 0) return e;
+  int status = 0;
+  if (waitpid(p.pid, &status, 0) != p.pid) return e;
+  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+  e.err = ReadFile(p.stderr_path);
+  return e;
+}
+
+Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {
+  return Wait(Spawn(args, TempDir("stderr_" + name) + "/stderr.txt"));
+}
+
+double FinalMetric(const std::string& metrics_path, const std::string& key) {
+  std::ifstream in(metrics_path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (absl::StrContains(line, "\"final\":true")) last = line;
+  }
+  const std::string needle = absl::StrCat("\"", key, "\":");
+  const size_t at = last.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::atof(last.c_str() + at + needle.size());
+}
+
+int64_t LastStep(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
+  std::string line;
+  int64_t step = 0;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "{\"step\":")) {
+      step = std::max<int64_t>(step, std::atoll(line.c_str() + 8));
+    }
+  }
+  return step;
+}
+
+void ExpectSameTensors(const std::string& a, const std::string& b, int* compared) {
+  if (compared != nullptr) *compared = 0;
+  auto ra = CheckpointReader::Open(a);
+  auto rb = CheckpointReader::Open(b);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  ASSERT_EQ((*ra)->tensors().size(), (*rb)->tensors().size());
+  for (const auto& [name, info] : (*ra)->tensors()) {
+    Tensor ta, tb;
+    ASSERT_TRUE((*ra)->Read(name, &ta).ok()) << name;
+    ASSERT_TRUE((*rb)->Read(name, &tb).ok()) << name << " missing in " << b;
+    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
+    ASSERT_EQ(ta.shape(), tb.shape()) << name;
+    EXPECT_EQ(0, std::memcmp(ta.raw_data(), tb.raw_data(), ta.TotalBytes()))
+        << "tensor '" << name << "' differs between " << a << " and " << b;
+    if (compared != nullptr) ++*compared;
+  }
+  EXPECT_EQ((*ra)->GetMetadata("input_iterator").value_or("a"),
+            (*rb)->GetMetadata("input_iterator").value_or("b"));
+}
+
+}  // namespace testing
+}  // namespace strata

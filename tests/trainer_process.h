@@ -1,0 +1,60 @@
+// Helpers for end-to-end tests that run tools/trainer as a real process:
+// spawn it with flags (its stderr kept in a file), wait for it, read its
+// JSON-lines metrics, and compare two checkpoints tensor by tensor.
+//
+//   Exit e = RunTrainer({"--steps=40", "--metrics_out=" + dir + "/m.jsonl"}, "short");
+//   ASSERT_EQ(e.code, 0) << e.err;
+//   double acc = FinalMetric(dir + "/m.jsonl", "test_accuracy");
+//
+// The trainer and the digits data come from the test's runfiles (the test
+// target lists //tools:trainer and //data/digits as data). Not thread-safe:
+// each test uses its own directories.
+#ifndef STRATA_TESTS_TRAINER_PROCESS_H_
+#define STRATA_TESTS_TRAINER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+namespace testing {
+
+// `path` under the test's runfiles ("tools/trainer").
+std::string Runfile(const std::string& path);
+// A fresh, empty directory `name` under the test's temporary directory.
+std::string TempDir(const std::string& name);
+std::string ReadFile(const std::string& path);
+
+struct Process {
+  pid_t pid = -1;
+  std::string stderr_path;
+};
+
+struct Exit {
+  int code = -1;    // exit status, or -1 if killed
+  int signal = 0;   // the signal that killed it
+  std::string err;  // its stderr
+};
+
+// Starts the trainer with `args` (plus --digits_path to the bundled data);
+// stdout goes to /dev/null, stderr to `stderr_path`.
+Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path);
+Exit Wait(const Process& p);
+// Spawn + Wait, stderr kept under a directory named after `name`.
+Exit RunTrainer(const std::vector<std::string>& args, const std::string& name);
+
+// The value of "key":<number> in the metrics file's final line; -1 if absent.
+double FinalMetric(const std::string& metrics_path, const std::string& key);
+// The largest "step" of the metrics file's per-step lines so far.
+int64_t LastStep(const std::string& metrics_path);
+
+// Every tensor of checkpoints `a` and `b` has the same dtype, shape and bytes,
+// and their input positions match. `compared`, if given, gets the count.
+void ExpectSameTensors(const std::string& a, const std::string& b, int* compared = nullptr);
+
+}  // namespace testing
+}  // namespace strata
+
+#endif  // STRATA_TESTS_TRAINER_PROCESS_H_
