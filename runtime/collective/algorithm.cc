@@ -63,7 +63,9 @@ absl::StatusOr<Tensor> AllocateScratch(const AlgorithmParams& params, int64_t by
 
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
                                             int group_size, int64_t bytes_per_rank,
-                                            bool same_address_space) {
+                                            bool same_address_space,
+                                            const std::string& transport_kind) {
+  (void)transport_kind;  // every kind runs the generic algorithms so far
   std::string wanted;
   if (hint == "ring") {
     wanted = "ring";

@@ -102,9 +102,12 @@ std::vector<std::string> RegisteredAlgorithms(CollectiveType type);
 // algorithm of this collective falls back to auto; an unknown one is
 // InvalidArgument. Depends only on group-wide values (same_address_space is
 // a property of the executor, the same for every rank).
+// `transport_kind` is Transport::kind() of the communicator the algorithm
+// will run over ("" when not known yet).
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
                                             int group_size, int64_t bytes_per_rank,
-                                            bool same_address_space = false);
+                                            bool same_address_space = false,
+                                            const std::string& transport_kind = "");
 
 namespace collective_registration {
 struct Registrar {

@@ -16,6 +16,7 @@ class InProcessTransport : public Transport {
       : mailbox_(std::move(mailbox)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return mailbox_->size(); }
+  const char* kind() const override { return "in_process"; }
   void SendAsync(int dst, uint64_t tag, const void* data, size_t bytes, Callback done) override {
     mailbox_->Send(rank_, dst, tag, data, bytes, std::move(done));
   }

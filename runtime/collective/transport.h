@@ -45,6 +45,10 @@ class Transport {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // What carries the bytes: "in_process", "shm", "tcp". SelectAlgorithm may
+  // pick an algorithm made for one kind (every rank of a communicator has
+  // the same kind).
+  virtual const char* kind() const = 0;
 
   // Sends `bytes` bytes at `data` to rank `dst`. `done` runs once the buffer
   // may be reused, or with the error that ended the operation.
