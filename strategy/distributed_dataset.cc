@@ -40,7 +40,7 @@ absl::StatusOr<std::vector<PerReplica>> DistributedDataset::Inputs(const strata:
   for (const InputSpec& spec : specs_) {
     const strata::Scope s = scope.NewSubScope(spec.name);
     std::vector<Output> per;
-    for (int r = 0; r < strategy_.num_replicas_in_sync(); ++r) {
+    for (int r = 0; r < strategy_.num_local_replicas(); ++r) {
       per.push_back(ops::Placeholder(
           s.WithOpName(absl::StrCat("replica_", r)).WithDevice(strategy_.devices()[r]), spec.dtype,
           spec.shape));
@@ -88,9 +88,14 @@ absl::Status DistributedDataset::GetNext(std::vector<std::pair<std::string, Tens
           " and batch with drop_remainder"));
     }
   }
-  STRATA_ASSIGN_OR_RETURN(std::vector<data::Example> parts, data::SplitBatch(batch, n));
+  // Global replica g = worker * local + r takes part g of the global batch,
+  // as replica g of one worker with n devices would: the cluster trains on
+  // the examples one process would, and no two workers share an example.
+  const int local = strategy_.num_local_replicas();
+  STRATA_ASSIGN_OR_RETURN(std::vector<data::Example> parts,
+                          data::SplitBatch(batch, n, strategy_.worker_index() * local, local));
   for (size_t k = 0; k < specs_.size(); ++k) {
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < local; ++r) {
       const Tensor& t = parts[r][k];
       if (!specs_[k].shape.IsCompatibleWith(t.shape())) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -33,10 +33,9 @@ absl::StatusOr<std::unique_ptr<train::Variable>> MirroredStrategy::CreateDistrib
   Output initial;
   train::VariableArgs first = args;
   if (args.initializer) {
-    first.initializer = [&initial, init = args.initializer](const strata::Scope& s,
-                                                            const TensorShape& shape,
-                                                            DataType dtype) {
-      initial = init(s, shape, dtype);
+    first.initializer = [this, &initial, &args, init = args.initializer](
+                            const strata::Scope& s, const TensorShape& shape, DataType dtype) {
+      initial = SyncInitialValue(s, init(s, shape, dtype), args);
       return initial;
     };
   }
@@ -76,6 +75,11 @@ absl::StatusOr<std::unique_ptr<train::Variable>> MirroredStrategy::CreateDistrib
   STRATA_RETURN_IF_ERROR(scope.status());
   return std::unique_ptr<train::Variable>(
       new MirroredVariable(this, std::move(components), init, next_creation_index_++));
+}
+
+Output MirroredStrategy::SyncInitialValue(const strata::Scope&, Output initial,
+                                          const train::VariableArgs&) {
+  return initial;
 }
 
 }  // namespace distribute

@@ -46,8 +46,15 @@ class MirroredStrategy : public Strategy {
       const strata::Scope& scope, const train::VariableArgs& args,
       const train::VariableCreatorFn& next) override;
 
- private:
+  // The value every copy of a new variable starts from, given component 0's
+  // initial value (on the first device): as it is here; a multi-worker
+  // strategy broadcasts the chief's. Errors go to the scope's status.
+  virtual Output SyncInitialValue(const strata::Scope& scope, Output initial,
+                                  const train::VariableArgs& args);
+
   using Strategy::Strategy;
+
+ private:
   int64_t next_creation_index_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/ops/collective_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/status.h"
@@ -79,16 +80,24 @@ StrategyScope::~StrategyScope() {
 
 Strategy::Strategy(std::vector<std::string> devices, DeviceOptions machine,
                    StrategyOptions options)
+    : Strategy(std::move(devices), std::move(machine), std::move(options), 1, 0) {}
+
+Strategy::Strategy(std::vector<std::string> devices, DeviceOptions machine,
+                   StrategyOptions options, int num_workers, int worker_index)
     : devices_(std::move(devices)),
       machine_(std::move(machine)),
       options_(std::move(options)),
-      group_key_(NextGroupKey()) {}
+      num_workers_(num_workers),
+      worker_index_(worker_index),
+      group_key_(NextGroupKey()),
+      worker_group_key_(NextGroupKey()) {}
 
 Strategy::~Strategy() = default;
 
 SessionOptions Strategy::session_options() const {
   SessionOptions o;
   o.devices = machine_;
+  o.collective_executor = collective_executor_;
   return o;
 }
 
@@ -222,7 +231,7 @@ absl::StatusOr<RunResult> Strategy::Run(const strata::Scope& scope, const StepFn
   if (ReplicaContext::Current() != nullptr) {
     return absl::FailedPreconditionError("Strategy::Run called while a step is being traced");
   }
-  const int n = num_replicas_in_sync();
+  const int n = num_local_replicas();
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].num_replicas() != n) {
       return absl::InvalidArgumentError(absl::StrCat("Run: input ", i, " has ",
@@ -320,7 +329,7 @@ absl::StatusOr<RunResult> Strategy::Run(const strata::Scope& scope, const StepFn
 absl::StatusOr<Output> Strategy::Reduce(const strata::Scope& scope, ReduceOp op,
                                         const PerReplica& value) {
   STRATA_RETURN_IF_ERROR(scope.status());
-  const int n = num_replicas_in_sync();
+  const int n = num_local_replicas();
   if (value.num_replicas() != n) {
     return absl::InvalidArgumentError(absl::StrCat("Reduce: ", value.num_replicas(),
                                                    " per-replica values for ", n, " replicas"));
@@ -343,7 +352,19 @@ absl::StatusOr<Output> Strategy::Reduce(const strata::Scope& scope, ReduceOp op,
   const strata::Scope s = scope.NewSubScope(absl::StrCat("reduce_", ReduceOpName(op)))
                               .WithDevice(devices_[0]);
   Output total = n == 1 ? ops::Identity(s, value[0]) : ops::AddN(s, value.values());
-  if (op == ReduceOp::kMean && n > 1) total = ops::RealDiv(s, total, train::ScalarConst(s, dt, n));
+  if (num_workers_ > 1) {
+    total = ops::CollectiveReduce(s, total, num_workers_, worker_group_key_,
+                                  NextWorkerInstanceKey(),
+                                  ops::CollectiveAttrs()
+                                      .MergeOp("Add")
+                                      .FinalOp("Id")
+                                      .TimeoutSeconds(options_.collective_timeout_seconds)
+                                      .CommunicationHint(options_.communication_hint));
+  }
+  const int all = num_replicas_in_sync();
+  if (op == ReduceOp::kMean && all > 1) {
+    total = ops::RealDiv(s, total, train::ScalarConst(s, dt, all));
+  }
   STRATA_RETURN_IF_ERROR(scope.status());
   return total;
 }
@@ -371,7 +392,7 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     return absl::FailedPreconditionError(
         "a DistributedOptimizer applies gradients inside the Run of another strategy");
   }
-  const int n = num_replicas_in_sync();
+  const int n = num_replicas_in_sync();  // a lone replica reduces nothing
   const int r = ctx->replica_id();
   // Each replica updates its own copy: the primary object for replica 0
   // (its handle is component 0's), the component for the others.

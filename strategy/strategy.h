@@ -162,15 +162,28 @@ class Strategy {
   Strategy(const Strategy&) = delete;
   Strategy& operator=(const Strategy&) = delete;
 
-  // The replicas' devices (full names), in replica order.
+  // This process's replicas' devices (full names), in replica order.
   const std::vector<std::string>& devices() const { return devices_; }
-  int num_replicas_in_sync() const { return static_cast<int>(devices_.size()); }
+  // Replicas that train in lockstep: this process's, times the workers of
+  // a multi-worker strategy (TensorFlow's num_replicas_in_sync).
+  int num_replicas_in_sync() const { return num_local_replicas() * num_workers_; }
+  // This process's replicas (one per entry of devices()).
+  int num_local_replicas() const { return static_cast<int>(devices_.size()); }
+  // Processes that train together (1 but for MultiWorkerMirroredStrategy)
+  // and this one's index among them; worker w's local replica r is replica
+  // w * num_local_replicas() + r of the sync group.
+  int num_workers() const { return num_workers_; }
+  int worker_index() const { return worker_index_; }
   const StrategyOptions& options() const { return options_; }
   // The devices the strategy was created against: give the session these.
   const DeviceOptions& machine() const { return machine_; }
   SessionOptions session_options() const;
   // The collective group of the replicas (unique per strategy object).
   int collective_group_key() const { return group_key_; }
+  // With several workers: the group of each worker's first device (one
+  // member per worker), for what crosses workers once per worker: Reduce's
+  // cross-worker sum, the broadcast of initial values.
+  int worker_group_key() const { return worker_group_key_; }
 
   // RAII: variables made while the returned object lives are distributed.
   StrategyScope Scope();
@@ -184,7 +197,9 @@ class Strategy {
                                 const std::vector<PerReplica>& inputs = {});
 
   // Sum or mean of the replicas' values, as one Output on the first device
-  // (AddN in replica order, then a division by the replica count for kMean).
+  // (AddN in replica order, then a division by the replica count for kMean;
+  // with several workers the local sums are all-reduced across workers in
+  // the worker group, so every worker gets the cluster-wide value).
   // InvalidArgument if `value` does not have one value per replica, or the
   // values differ in dtype, or kMean of a non-floating dtype.
   absl::StatusOr<Output> Reduce(const strata::Scope& scope, ReduceOp op, const PerReplica& value);
@@ -203,6 +218,16 @@ class Strategy {
 
  protected:
   Strategy(std::vector<std::string> devices, DeviceOptions machine, StrategyOptions options);
+  // A multi-worker strategy: this process is worker `worker_index` of
+  // `num_workers`, each with the same number of local replicas.
+  Strategy(std::vector<std::string> devices, DeviceOptions machine, StrategyOptions options,
+           int num_workers, int worker_index);
+  // Where the sessions of this strategy's graphs run their collectives
+  // (SessionOptions::collective_executor); nullptr: each session's own.
+  void set_collective_executor(CollectiveExecutor* executor) { collective_executor_ = executor; }
+  // The next instance key of the worker group (graph building is the same
+  // code on every worker, so every worker hands out the same keys).
+  int NextWorkerInstanceKey() { return next_worker_instance_key_++; }
 
   // Makes the distributed variable `args` describes under `scope` (a scope
   // outside any replica; args.name is relative to it). `next` makes one
@@ -233,8 +258,13 @@ class Strategy {
   const std::vector<std::string> devices_;
   const DeviceOptions machine_;
   const StrategyOptions options_;
+  CollectiveExecutor* collective_executor_ = nullptr;
+  const int num_workers_ = 1;
+  const int worker_index_ = 0;
   const int group_key_;
+  const int worker_group_key_;
   int next_instance_key_ = 1;  // the next Run's first collective
+  int next_worker_instance_key_ = 1;
 };
 
 }  // namespace distribute

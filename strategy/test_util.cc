@@ -154,13 +154,13 @@ absl::StatusOr<TrainOutcome> TrainMlp(Strategy& strategy, const TrainConfig& c, 
 
   TrainOutcome out;
   std::vector<std::string> weight_reads;
-  std::vector<std::vector<std::string>> copy_reads(strategy.num_replicas_in_sync());
+  std::vector<std::vector<std::string>> copy_reads(strategy.num_local_replicas());
   const Scope reads = root.NewSubScope("reads");
   for (train::Variable* v : model->variables()) {
     out.names.push_back(v->name());
     weight_reads.push_back(v->Read(reads).name());
     auto* m = dynamic_cast<MirroredVariable*>(v);
-    for (int r = 0; r < strategy.num_replicas_in_sync(); ++r) {
+    for (int r = 0; r < strategy.num_local_replicas(); ++r) {
       train::Variable* copy = m != nullptr ? m->component(r) : v;
       copy_reads[r].push_back(copy->Read(reads).name());
     }

@@ -171,9 +171,19 @@ absl::StatusOr<std::pair<DatasetPtr, DatasetPtr>> TrainTestSplit(DatasetPtr data
 }
 
 absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_replicas) {
+  return SplitBatch(batch, num_replicas, 0, num_replicas);
+}
+
+absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_replicas, int first,
+                                                int count) {
   if (num_replicas < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("SplitBatch: num_replicas must be >= 1, got ", num_replicas));
+  }
+  if (first < 0 || count < 0 || first > num_replicas - count) {
+    return absl::InvalidArgumentError(absl::StrCat("SplitBatch: parts [", first, ", ",
+                                                   first + count, ") are not within the ",
+                                                   num_replicas, " parts"));
   }
   if (batch.empty()) return absl::InvalidArgumentError("SplitBatch: empty batch");
   for (size_t c = 0; c < batch.size(); ++c) {
@@ -185,10 +195,14 @@ absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_re
     }
   }
   const int64_t b = batch[0].dim_size(0);
-  std::vector<Example> out(static_cast<size_t>(num_replicas));
+  std::vector<Example> out(static_cast<size_t>(count));
   int64_t start = 0;
-  for (int r = 0; r < num_replicas; ++r) {
+  for (int r = 0; r < first + count; ++r) {
     const int64_t rows = b / num_replicas + (r < b % num_replicas ? 1 : 0);
+    if (r < first) {
+      start += rows;
+      continue;
+    }
     for (const Tensor& t : batch) {
       DimVector dims(t.shape().dim_sizes().begin(), t.shape().dim_sizes().end());
       dims[0] = rows;
@@ -198,7 +212,7 @@ absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_re
         std::memcpy(part.raw_data(), static_cast<const char*>(t.raw_data()) + start * row_bytes,
                     rows * row_bytes);
       }
-      out[r].push_back(std::move(part));
+      out[r - first].push_back(std::move(part));
     }
     start += rows;
   }

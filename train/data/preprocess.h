@@ -53,6 +53,11 @@ absl::StatusOr<std::pair<DatasetPtr, DatasetPtr>> TrainTestSplit(DatasetPtr data
 // batch % num_replicas parts get the extra example). InvalidArgument if a
 // component is a scalar or the components disagree on the batch size.
 absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_replicas);
+// Only parts [first, first + count) of that split (a worker's replicas of a
+// cluster-wide batch), copying nothing else. InvalidArgument if the range is
+// not within [0, num_replicas).
+absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_replicas, int first,
+                                                int count);
 
 }  // namespace data
 }  // namespace strata

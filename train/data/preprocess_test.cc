@@ -110,6 +110,20 @@ TEST(PreprocessTest, SplitBatchGivesNearlyEqualConsecutiveParts) {
   EXPECT_TRUE(absl::IsInvalidArgument(SplitBatch({Tensor::Scalar<float>(1)}, 2).status()));
 }
 
+TEST(PreprocessTest, SplitBatchRangeGivesThoseOfTheFullSplit) {
+  auto batch = Drain(Iter(*Batch(Range(10), 10)).get())[0];
+  auto parts = SplitBatch(batch, 4, 2, 2);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ(testing::Ids((*parts)[0]), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(testing::Ids((*parts)[1]), (std::vector<int64_t>{8, 9}));
+  auto middle = SplitBatch(batch, 4, 1, 1);
+  ASSERT_TRUE(middle.ok());
+  EXPECT_EQ(testing::Ids((*middle)[0]), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_TRUE(absl::IsInvalidArgument(SplitBatch(batch, 4, 3, 2).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(SplitBatch(batch, 4, -1, 1).status()));
+}
+
 }  // namespace
 }  // namespace data
 }  // namespace strata
