@@ -1,0 +1,224 @@
+// CoordinationServiceImpl: the state machine of the coordination service the
+// chief hosts for its cluster (TensorFlow's CoordinationService, written for
+// Strata). It knows the cluster's training tasks and tracks, for each, its
+// registration (incarnation, devices), its heartbeats and whether it left;
+// it also holds the barriers, the insert-once key-value store and the
+// cluster's first error, which every task learns through PollForError.
+// gRPC-free, so it can be tested directly; CoordinationGrpcService (below)
+// serves it over the RPCs of proto/coordination.proto.
+//
+//   CoordinationServiceOptions opts;
+//   opts.tasks = {"/job:chief/replica:0/task:0", "/job:worker/replica:0/task:0"};
+//   opts.cluster_fingerprint = ClusterFingerprint(spec.ToClusterDef());
+//   CoordinationServiceImpl service(opts);        // starts the heartbeat checker
+//   // from each task's RPC handler:
+//   absl::StatusOr<RegisterResult> r =
+//       service.RegisterTask(task, incarnation, devices, fingerprint, absl::Seconds(60));
+//
+// Errors that become the cluster's error (the first one is kept and handed to
+// every task's PollForError; blocked registrations, barriers and Gets then
+// fail with it):
+//  - a task silent past heartbeat_timeout: Unavailable "task T lost: no
+//    heartbeat for 10s";
+//  - a registered task registering again with a new incarnation once the
+//    cluster started: Aborted "task T restarted (incarnation a -> b)";
+//  - a registration whose cluster fingerprint differs from the chief's:
+//    InvalidArgument naming the task and both fingerprints;
+//  - ReportError from any task, with the reporter's code.
+//
+// Thread-safety: every method may be called concurrently; the blocking ones
+// (RegisterTask, WaitForBarrier, GetKeyValue, PollForError, ShutdownTask)
+// always return within their timeout, and at once after Stop(). Ownership:
+// holds its state; the destructor stops the heartbeat checker thread.
+#ifndef STRATA_RUNTIME_COORDINATION_COORDINATION_SERVICE_H_
+#define STRATA_RUNTIME_COORDINATION_COORDINATION_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "graph/mutex.h"
+#include "proto/cluster.pb.h"
+#include "proto/coordination.grpc.pb.h"
+
+namespace strata {
+
+// The cluster's training tasks (chief, then workers by index) as task names
+// "/job:chief/replica:0/task:0", "/job:worker/replica:0/task:0", ... (the
+// order of ClusterSpec::worker_id). Other jobs (ps, evaluator) are left out.
+std::vector<std::string> CoordinatedTasks(const tensorflow::ClusterDef& cluster);
+
+// A short hex digest of a cluster (jobs, indices, addresses), equal on two
+// tasks exactly when their cluster definitions are; stable across processes.
+std::string ClusterFingerprint(const tensorflow::ClusterDef& cluster);
+
+struct CoordinationServiceOptions {
+  // The tasks that must register, in task order (CoordinatedTasks). The
+  // first is the one hosting the service, unless service_task says otherwise.
+  std::vector<std::string> tasks;
+  std::string service_task;
+  // Registrations with another fingerprint are refused; empty: not checked.
+  std::string cluster_fingerprint;
+  // A registered task silent this long is declared lost.
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // For registrations that ask for no timeout of their own.
+  absl::Duration register_timeout = absl::Seconds(60);
+};
+
+struct RegisterResult {
+  std::vector<std::string> devices;  // every task's devices, in task order
+  std::vector<std::string> tasks;
+  std::string service_task;
+  absl::Duration heartbeat_timeout;
+};
+
+class CoordinationServiceImpl {
+ public:
+  // Checks the options (InvalidArgument: no tasks, a duplicate task, a
+  // non-positive timeout) and starts the heartbeat checker.
+  static absl::StatusOr<std::unique_ptr<CoordinationServiceImpl>> Create(
+      CoordinationServiceOptions options);
+  ~CoordinationServiceImpl();
+
+  CoordinationServiceImpl(const CoordinationServiceImpl&) = delete;
+  CoordinationServiceImpl& operator=(const CoordinationServiceImpl&) = delete;
+
+  // Registers `task` and waits until every task has registered (or the
+  // cluster has an error, or `timeout` passes: DeadlineExceeded naming the
+  // tasks that never registered). Registering again with the same
+  // incarnation is a retry; with a new one before every task registered it
+  // replaces the old process, after that it is a restart (cluster error).
+  absl::StatusOr<RegisterResult> RegisterTask(const std::string& task, uint64_t incarnation,
+                                              const std::vector<std::string>& devices,
+                                              const std::string& cluster_fingerprint,
+                                              absl::Duration timeout);
+
+  // Records that `task` is alive. FailedPrecondition if it is not
+  // registered, already declared lost or gone; Aborted (and a cluster error)
+  // if `incarnation` is not the registered one.
+  absl::Status Heartbeat(const std::string& task, uint64_t incarnation);
+
+  // Waits until every task of `participants` (empty: all tasks) has called
+  // WaitForBarrier with this id. The first caller fixes the participants and
+  // the deadline (its time + `timeout`); on the deadline the barrier fails
+  // for everyone with DeadlineExceeded naming the tasks that did not arrive.
+  // An id names one barrier: calling a finished barrier again gives its
+  // result.
+  absl::Status WaitForBarrier(const std::string& barrier_id, const std::string& task,
+                              absl::Duration timeout, std::vector<std::string> participants);
+
+  // AlreadyExists naming the key if it was inserted before.
+  absl::Status InsertKeyValue(const std::string& key, const std::string& value);
+  // The key's value once inserted; DeadlineExceeded naming the key after
+  // `timeout`; the cluster's error if one happens first.
+  absl::StatusOr<std::string> GetKeyValue(const std::string& key, absl::Duration timeout);
+
+  // Makes `error` (with `task` named) the cluster's error unless it has one.
+  absl::Status ReportError(const std::string& task, const absl::Status& error);
+
+  // The cluster's first error once there is one (the return value), or OK
+  // after `timeout` without one. Unavailable after Stop().
+  absl::StatusOr<absl::Status> PollForError(const std::string& task, absl::Duration timeout);
+
+  // The shutdown barrier: returns once every task that has not failed called
+  // it; DeadlineExceeded naming the missing tasks after `timeout`. The
+  // caller is no longer expected to heartbeat afterwards either way.
+  absl::Status ShutdownTask(const std::string& task, absl::Duration timeout);
+
+  // The cluster's first error; OK if none.
+  absl::Status cluster_error() const;
+  const std::vector<std::string>& tasks() const { return options_.tasks; }
+
+  // Wakes every blocked call (they return Unavailable) and stops the
+  // heartbeat checker. Idempotent; the destructor calls it.
+  void Stop();
+
+ private:
+  enum class TaskState { kUnregistered, kRegistered, kFailed, kShutdown };
+  struct Task {
+    TaskState state = TaskState::kUnregistered;
+    uint64_t incarnation = 0;
+    std::vector<std::string> devices;
+    absl::Time last_heartbeat;
+  };
+  struct Barrier {
+    std::set<std::string> participants;
+    std::set<std::string> arrived;
+    absl::Time deadline;
+    bool done = false;
+    absl::Status result;
+  };
+
+  explicit CoordinationServiceImpl(CoordinationServiceOptions options);
+
+  absl::Status CheckTask(const std::string& task) const;
+  // Sets the cluster's error if it has none yet.
+  void SetErrorLocked(absl::Status error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits with mu_ held until `done()`, the deadline, a cluster error or
+  // Stop(). Returns done()'s final value.
+  bool AwaitLocked(const std::function<bool()>& done, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The status a blocked call returns when it was woken by an error or Stop.
+  absl::Status AbortedCallLocked(const std::string& what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllRegisteredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckHeartbeats();
+
+  // Const after construction.
+  const CoordinationServiceOptions options_;
+
+  mutable Mutex mu_;
+  std::map<std::string, Task> tasks_ ABSL_GUARDED_BY(mu_);
+  bool started_ ABSL_GUARDED_BY(mu_) = false;  // every task registered once
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> shutting_down_ ABSL_GUARDED_BY(mu_);
+
+  std::thread heartbeat_checker_;
+};
+
+// Serves a CoordinationServiceImpl over gRPC (proto/coordination.proto).
+// Handlers block at most for their request's timeout. `impl` must outlive
+// this service.
+class CoordinationGrpcService final : public CoordinationService::Service {
+ public:
+  explicit CoordinationGrpcService(CoordinationServiceImpl* impl) : impl_(impl) {}
+
+  grpc::Status RegisterTask(grpc::ServerContext* ctx, const RegisterTaskRequest* req,
+                            RegisterTaskResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const HeartbeatRequest* req,
+                         HeartbeatResponse* resp) override;
+  grpc::Status WaitForBarrier(grpc::ServerContext* ctx, const WaitForBarrierRequest* req,
+                              WaitForBarrierResponse* resp) override;
+  grpc::Status InsertKeyValue(grpc::ServerContext* ctx, const InsertKeyValueRequest* req,
+                              InsertKeyValueResponse* resp) override;
+  grpc::Status GetKeyValue(grpc::ServerContext* ctx, const GetKeyValueRequest* req,
+                           GetKeyValueResponse* resp) override;
+  grpc::Status ReportError(grpc::ServerContext* ctx, const ReportErrorRequest* req,
+                           ReportErrorResponse* resp) override;
+  grpc::Status PollForError(grpc::ServerContext* ctx, const PollForErrorRequest* req,
+                            PollForErrorResponse* resp) override;
+  grpc::Status ShutdownTask(grpc::ServerContext* ctx, const ShutdownTaskRequest* req,
+                            ShutdownTaskResponse* resp) override;
+
+ private:
+  CoordinationServiceImpl* const impl_;
+};
+
+// absl::Status <-> grpc::Status (the codes are the same numbers).
+grpc::Status ToGrpcStatus(const absl::Status& s);
+absl::Status FromGrpcStatus(const grpc::Status& s);
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_COORDINATION_COORDINATION_SERVICE_H_

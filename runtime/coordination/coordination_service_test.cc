@@ -1,0 +1,297 @@
+#include "runtime/coordination/coordination_service.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace strata {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const char kChief[] = "/job:chief/replica:0/task:0";
+const char kW0[] = "/job:worker/replica:0/task:0";
+const char kW1[] = "/job:worker/replica:0/task:1";
+
+std::unique_ptr<CoordinationServiceImpl> MakeService(
+    absl::Duration heartbeat_timeout = absl::Seconds(10)) {
+  CoordinationServiceOptions opts;
+  opts.tasks = {kChief, kW0, kW1};
+  opts.cluster_fingerprint = "abc";
+  opts.heartbeat_timeout = heartbeat_timeout;
+  auto s = CoordinationServiceImpl::Create(opts);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return std::move(s).value();
+}
+
+std::vector<std::string> Devices(const std::string& task) {
+  return {absl::StrCat(task, "/device:CPU:0")};
+}
+
+// Registers every task but `skip` from threads, in reverse order.
+std::vector<std::thread> RegisterOthers(CoordinationServiceImpl* s, const std::string& skip,
+                                        std::vector<absl::Status>* results) {
+  std::vector<std::thread> threads;
+  const std::vector<std::string> tasks = s->tasks();
+  results->assign(tasks.size(), absl::OkStatus());
+  for (int i = static_cast<int>(tasks.size()) - 1; i >= 0; --i) {
+    if (tasks[i] == skip) continue;
+    threads.emplace_back([s, i, tasks, results] {
+      (*results)[i] = s->RegisterTask(tasks[i], 1 + i, Devices(tasks[i]), "abc", absl::Seconds(20))
+                          .status();
+    });
+  }
+  return threads;
+}
+
+TEST(CoordinatedTasksTest, ChiefFirstThenWorkersByIndexWithoutPsOrEvaluator) {
+  tensorflow::ClusterDef def;
+  tensorflow::JobDef* w = def.add_job();
+  w->set_name("worker");
+  (*w->mutable_tasks())[1] = "h:2";
+  (*w->mutable_tasks())[0] = "h:1";
+  tensorflow::JobDef* ps = def.add_job();
+  ps->set_name("ps");
+  (*ps->mutable_tasks())[0] = "h:3";
+  tensorflow::JobDef* c = def.add_job();
+  c->set_name("chief");
+  (*c->mutable_tasks())[0] = "h:0";
+  EXPECT_THAT(CoordinatedTasks(def), ElementsAre(kChief, kW0, kW1));
+
+  tensorflow::ClusterDef reordered;
+  *reordered.add_job() = *c;
+  *reordered.add_job() = *ps;
+  *reordered.add_job() = *w;
+  EXPECT_EQ(ClusterFingerprint(def), ClusterFingerprint(reordered));
+  (*reordered.mutable_job(2)->mutable_tasks())[1] = "h:9";
+  EXPECT_NE(ClusterFingerprint(def), ClusterFingerprint(reordered));
+}
+
+TEST(CoordinationServiceTest, BadOptionsRefused) {
+  CoordinationServiceOptions opts;
+  EXPECT_EQ(CoordinationServiceImpl::Create(opts).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  opts.tasks = {kW0, kW0};
+  EXPECT_THAT(CoordinationServiceImpl::Create(opts).status().message(), HasSubstr("listed twice"));
+}
+
+TEST(CoordinationServiceTest, RegistrationWaitsForAllAndGivesDevicesInTaskOrder) {
+  auto s = MakeService();
+  std::vector<absl::Status> results;
+  std::vector<std::thread> threads = RegisterOthers(s.get(), kChief, &results);
+  absl::SleepFor(absl::Milliseconds(50));
+  absl::StatusOr<RegisterResult> r =
+      s->RegisterTask(kChief, 7, Devices(kChief), "abc", absl::Seconds(20));
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const absl::Status& st : results) EXPECT_TRUE(st.ok()) << st;
+  EXPECT_THAT(r->devices, ElementsAre(absl::StrCat(kChief, "/device:CPU:0"),
+                                      absl::StrCat(kW0, "/device:CPU:0"),
+                                      absl::StrCat(kW1, "/device:CPU:0")));
+  EXPECT_EQ(r->service_task, kChief);
+  // A retry with the same incarnation is not a restart.
+  EXPECT_TRUE(s->RegisterTask(kChief, 7, Devices(kChief), "abc", absl::Seconds(1)).ok());
+  EXPECT_TRUE(s->cluster_error().ok());
+}
+
+TEST(CoordinationServiceTest, RegistrationTimeoutNamesMissingTask) {
+  auto s = MakeService();
+  std::vector<absl::Status> results;
+  std::thread chief([&] {
+    EXPECT_TRUE(s->RegisterTask(kChief, 1, {}, "abc", absl::Milliseconds(300)).status().code() ==
+                absl::StatusCode::kDeadlineExceeded);
+  });
+  absl::StatusOr<RegisterResult> r = s->RegisterTask(kW0, 2, {}, "abc", absl::Milliseconds(300));
+  chief.join();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr(absl::StrCat("1 of 3 tasks never registered: ", kW1)));
+}
+
+TEST(CoordinationServiceTest, UnknownTaskRefused) {
+  auto s = MakeService();
+  absl::Status st = s->RegisterTask("/job:worker/replica:0/task:7", 1, {}, "abc", absl::Seconds(1))
+                        .status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("/job:worker/replica:0/task:7"));
+}
+
+TEST(CoordinationServiceTest, FingerprintMismatchFailsTheTaskAndTheOthers) {
+  auto s = MakeService();
+  std::thread waiting([&] {
+    absl::Status st = s->RegisterTask(kChief, 1, {}, "abc", absl::Seconds(20)).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(st.message(), HasSubstr(kW1));
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  absl::Status st = s->RegisterTask(kW1, 2, {}, "xyz", absl::Seconds(20)).status();
+  waiting.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr(kW1));
+  EXPECT_THAT(st.message(), HasSubstr("xyz"));
+  EXPECT_THAT(st.message(), HasSubstr("abc"));
+  absl::StatusOr<absl::Status> polled = s->PollForError(kW0, absl::Seconds(1));
+  ASSERT_TRUE(polled.ok());
+  EXPECT_THAT(polled->message(), HasSubstr(kW1));
+}
+
+TEST(CoordinationServiceTest, NewIncarnationBeforeStartReplacesAfterStartIsARestart) {
+  auto s = MakeService();
+  std::vector<absl::Status> results;
+  // kW1 registers twice before everyone is there: the second process wins.
+  std::thread first([&] { (void)s->RegisterTask(kW1, 100, {"old"}, "abc", absl::Seconds(20)); });
+  absl::SleepFor(absl::Milliseconds(50));
+  std::vector<std::thread> threads = RegisterOthers(s.get(), "", &results);
+  first.join();
+  for (auto& t : threads) t.join();
+  for (const absl::Status& st : results) EXPECT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(s->cluster_error().ok());
+
+  absl::Status st = s->RegisterTask(kW1, 555, Devices(kW1), "abc", absl::Seconds(1)).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kAborted);
+  const std::string expected = absl::StrCat("task ", kW1, " restarted (incarnation 3 -> 555)");
+  EXPECT_THAT(st.message(), HasSubstr(expected));
+  absl::StatusOr<absl::Status> polled = s->PollForError(kChief, absl::Seconds(1));
+  ASSERT_TRUE(polled.ok());
+  EXPECT_THAT(polled->message(), HasSubstr(expected));
+}
+
+TEST(CoordinationServiceTest, SilentTaskIsLostAndEveryPollSeesIt) {
+  auto s = MakeService(absl::Milliseconds(300));
+  std::vector<absl::Status> results;
+  std::vector<std::thread> threads = RegisterOthers(s.get(), "", &results);
+  for (auto& t : threads) t.join();
+  // Everyone but kW0 keeps beating.
+  std::atomic<bool> stop{false};
+  std::thread beats([&] {
+    while (!stop) {
+      (void)s->Heartbeat(kChief, 1);
+      (void)s->Heartbeat(kW1, 3);
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  absl::StatusOr<absl::Status> polled = s->PollForError(kChief, absl::Seconds(10));
+  stop = true;
+  beats.join();
+  ASSERT_TRUE(polled.ok());
+  EXPECT_EQ(polled->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(polled->message(), absl::StrCat("task ", kW0, " lost: no heartbeat for 300ms"));
+  EXPECT_EQ(s->Heartbeat(kW0, 2).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->Heartbeat(kW1, 99).code(), absl::StatusCode::kAborted);
+}
+
+TEST(CoordinationServiceTest, BarrierPassesAndTimesOutNamingMissing) {
+  auto s = MakeService();
+  std::thread a([&] { EXPECT_TRUE(s->WaitForBarrier("b", kW0, absl::Seconds(20), {}).ok()); });
+  std::thread b([&] { EXPECT_TRUE(s->WaitForBarrier("b", kW1, absl::Seconds(20), {}).ok()); });
+  EXPECT_TRUE(s->WaitForBarrier("b", kChief, absl::Seconds(20), {}).ok());
+  a.join();
+  b.join();
+
+  std::thread c([&] {
+    EXPECT_EQ(s->WaitForBarrier("t", kW0, absl::Seconds(20), {}).code(),
+              absl::StatusCode::kDeadlineExceeded);
+  });
+  absl::Status st = s->WaitForBarrier("t", kChief, absl::Milliseconds(200), {});
+  c.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(st.message(), HasSubstr("'t'"));
+  EXPECT_THAT(st.message(), HasSubstr(kW1));
+  // A finished barrier keeps its result.
+  EXPECT_EQ(s->WaitForBarrier("t", kW1, absl::Seconds(1), {}).code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  // A subset barrier, and a task disagreeing about its members.
+  std::thread d([&] { EXPECT_TRUE(s->WaitForBarrier("sub", kW0, absl::Seconds(20), {kW0, kW1}).ok()); });
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(s->WaitForBarrier("sub", kChief, absl::Seconds(1), {kW0, kW1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->WaitForBarrier("sub", kW1, absl::Seconds(1), {kW1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(s->WaitForBarrier("sub", kW1, absl::Seconds(20), {kW1, kW0}).ok());
+  d.join();
+}
+
+TEST(CoordinationServiceTest, KeyValueInsertOnceAndBlockingGet) {
+  auto s = MakeService();
+  std::thread getter([&] {
+    absl::StatusOr<std::string> v = s->GetKeyValue("k", absl::Seconds(20));
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, "v1");
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(s->InsertKeyValue("k", "v1").ok());
+  getter.join();
+  absl::Status again = s->InsertKeyValue("k", "v2");
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.message(), HasSubstr("'k'"));
+  EXPECT_EQ(*s->GetKeyValue("k", absl::ZeroDuration()), "v1");
+  absl::StatusOr<std::string> missing = s->GetKeyValue("nope", absl::Milliseconds(50));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(missing.status().message(), HasSubstr("'nope'"));
+}
+
+TEST(CoordinationServiceTest, ReportedErrorAbortsBlockedCallsAndReachesPolls) {
+  auto s = MakeService();
+  std::thread getter([&] {
+    absl::StatusOr<std::string> v = s->GetKeyValue("never", absl::Seconds(20));
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(v.status().message(), HasSubstr("disk on fire"));
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(s->ReportError(kW1, absl::InternalError("disk on fire")).ok());
+  getter.join();
+  for (const char* t : {kChief, kW0}) {
+    absl::StatusOr<absl::Status> polled = s->PollForError(t, absl::Seconds(1));
+    ASSERT_TRUE(polled.ok());
+    EXPECT_EQ(polled->code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(polled->message(), absl::StrCat("task ", kW1, " failed: disk on fire"));
+  }
+  // The first error stays the cluster's error.
+  EXPECT_TRUE(s->ReportError(kW0, absl::AbortedError("later")).ok());
+  EXPECT_THAT(s->cluster_error().message(), HasSubstr("disk on fire"));
+  EXPECT_EQ(s->ReportError(kW0, absl::OkStatus()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CoordinationServiceTest, PollWithoutErrorReturnsOkAfterItsTimeout) {
+  auto s = MakeService();
+  absl::StatusOr<absl::Status> polled = s->PollForError(kW0, absl::Milliseconds(50));
+  ASSERT_TRUE(polled.ok());
+  EXPECT_TRUE(polled->ok());
+}
+
+TEST(CoordinationServiceTest, ShutdownBarrierPassesAndNamesMissingTasks) {
+  auto s = MakeService();
+  std::thread a([&] { EXPECT_TRUE(s->ShutdownTask(kW0, absl::Seconds(20)).ok()); });
+  std::thread b([&] { EXPECT_TRUE(s->ShutdownTask(kW1, absl::Seconds(20)).ok()); });
+  EXPECT_TRUE(s->ShutdownTask(kChief, absl::Seconds(20)).ok());
+  a.join();
+  b.join();
+
+  auto s2 = MakeService();
+  absl::Status st = s2->ShutdownTask(kW0, absl::Milliseconds(100));
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(st.message(), HasSubstr(kChief));
+  EXPECT_THAT(st.message(), HasSubstr(kW1));
+}
+
+TEST(CoordinationServiceTest, StopWakesBlockedCalls) {
+  auto s = MakeService();
+  std::thread getter([&] {
+    EXPECT_EQ(s->GetKeyValue("k", absl::Seconds(60)).status().code(),
+              absl::StatusCode::kUnavailable);
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  s->Stop();
+  getter.join();
+}
+
+}  // namespace
+}  // namespace strata

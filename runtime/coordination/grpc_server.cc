@@ -1,0 +1,78 @@
+#include "runtime/coordination/grpc_server.h"
+
+#include <chrono>
+#include <utility>
+
+#include <grpc/grpc.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "graph/status.h"
+
+namespace strata {
+
+absl::Status ParseHostPort(const std::string& address, std::string* host, int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server address '", address, "' is not host:port"));
+  }
+  *host = address.substr(0, colon);
+  if (!absl::SimpleAtoi(address.substr(colon + 1), port) || *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server address '", address, "' has a bad port"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions options) {
+  std::string host;
+  int port = 0;
+  STRATA_RETURN_IF_ERROR(ParseHostPort(options.address, &host, &port));
+  if (options.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("server on ", options.address,
+                                                   ": max_message_bytes must be positive, not ",
+                                                   options.max_message_bytes));
+  }
+  std::unique_ptr<GrpcServer> server(new GrpcServer);
+  grpc::ServerBuilder builder;
+  if (options.host_coordination_service) {
+    STRATA_ASSIGN_OR_RETURN(server->coordination_,
+                            CoordinationServiceImpl::Create(std::move(options.coordination)));
+    server->coordination_grpc_ =
+        std::make_unique<CoordinationGrpcService>(server->coordination_.get());
+    builder.RegisterService(server->coordination_grpc_.get());
+  }
+  for (grpc::Service* s : options.services) builder.RegisterService(s);
+  // gRPC turns SO_REUSEPORT on by default, which would let a second server
+  // share a taken port silently instead of failing here.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  int bound_port = 0;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &bound_port);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || bound_port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot start the gRPC server on ", options.address,
+        ": could not listen there (port already in use, or the host is not an address of this "
+        "machine)"));
+  }
+  server->port_ = bound_port;
+  server->address_ = absl::StrCat(host, ":", bound_port);
+  return server;
+}
+
+GrpcServer::~GrpcServer() {
+  // Handlers blocked in the coordination service return first, so the
+  // server's shutdown need not wait for their timeouts.
+  if (coordination_ != nullptr) coordination_->Stop();
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+  }
+}
+
+}  // namespace strata
