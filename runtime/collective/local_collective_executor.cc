@@ -69,12 +69,12 @@ std::string LocalCollectiveExecutor::Describe(const Instance& inst) const {
 }
 
 std::string LocalCollectiveExecutor::MissingParticipants(const Instance& inst) const {
-  const int size = inst.participants.front().params.group_size;
+  const int size = inst.expected;
   std::set<std::string> arrived;
   for (const Participant& p : inst.participants) arrived.insert(p.params.device);
   auto it = groups_.find(std::get<0>(inst.key));
   std::vector<std::string> missing, present;
-  if (it != groups_.end() && static_cast<int>(it->second.members.size()) == size) {
+  if (it != groups_.end() && static_cast<int>(it->second.members.size()) == it->second.local_size) {
     int rank = 0;
     for (const std::string& d : it->second.members) {
       (arrived.count(d) ? present : missing).push_back(absl::StrCat(d, " (rank ", rank, ")"));
@@ -138,11 +138,15 @@ absl::StatusOr<std::shared_ptr<LocalCollectiveExecutor::Instance>> LocalCollecti
     Participant& p, bool* cancelled) {
   const CollectiveParams& params = p.params;
   const InstanceKey key{params.group_key, params.instance_key, params.step_id};
+  STRATA_ASSIGN_OR_RETURN(const int local_size, LocalGroupSize(params));
   MutexLock l(&mu_);
-  // 1. Group resolution: the first group_size distinct devices that use a
-  // group_key are its members, for good.
+  // 1. Group resolution: the first local_size distinct devices that use a
+  // group_key are its members (in this process), for good.
   Group& g = groups_[params.group_key];
-  if (g.size == 0) g.size = params.group_size;
+  if (g.size == 0) {
+    g.size = params.group_size;
+    g.local_size = local_size;
+  }
   if (g.size != params.group_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         CollectiveTypeName(params.type), " on ", params.device, ": group ", params.group_key,
@@ -150,10 +154,11 @@ absl::StatusOr<std::shared_ptr<LocalCollectiveExecutor::Instance>> LocalCollecti
         ") but this participant says ", params.group_size));
   }
   if (!g.members.count(params.device)) {
-    if (static_cast<int>(g.members.size()) == g.size) {
+    if (static_cast<int>(g.members.size()) == g.local_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           CollectiveTypeName(params.type), " on ", params.device, ": device is not a member of group ",
-          params.group_key, ", whose ", g.size, " members are ", absl::StrJoin(g.members, ", ")));
+          params.group_key, ", whose ", g.local_size, " members",
+          g.local_size == g.size ? "" : " in this process", " are ", absl::StrJoin(g.members, ", ")));
     }
     g.members.insert(params.device);
   }
@@ -163,7 +168,8 @@ absl::StatusOr<std::shared_ptr<LocalCollectiveExecutor::Instance>> LocalCollecti
     inst = std::make_shared<Instance>();
     inst->id = next_instance_id_++;
     inst->key = key;
-    inst->mailbox = std::make_shared<InProcessMailbox>(params.group_size);
+    inst->expected = g.local_size;
+    inst->mailbox = std::make_shared<InProcessMailbox>(g.local_size);
     inst->timeout = params.timeout_seconds > 0 ? absl::Seconds(params.timeout_seconds)
                                                : options_.default_timeout;
     const uint64_t id = inst->id;
@@ -189,9 +195,9 @@ absl::StatusOr<std::shared_ptr<LocalCollectiveExecutor::Instance>> LocalCollecti
   inst->participants.push_back(std::move(p));
   *cancelled = inst->participants.back().cancellation != nullptr &&
                inst->participants.back().cancellation->IsCancelled();
-  if (static_cast<int>(inst->participants.size()) < params.group_size || *cancelled) return nullptr;
+  if (static_cast<int>(inst->participants.size()) < inst->expected || *cancelled) return nullptr;
   inst->started = true;
-  inst->running = params.group_size;
+  inst->running = inst->expected;
   return inst;
 }
 
@@ -212,7 +218,7 @@ void LocalCollectiveExecutor::Launch(std::shared_ptr<Instance> inst) {
         ref = i;
       }
     }
-    if (senders.size() != 1) {
+    if (senders.size() > 1 || (senders.empty() && !BroadcastSenderMayBeRemote())) {
       status = absl::InvalidArgumentError(absl::StrCat(
           Describe(*inst), ": a broadcast needs exactly one sender, got ", senders.size(),
           senders.empty() ? "" : " (", absl::StrJoin(senders, ", "), senders.empty() ? "" : ")"));
@@ -236,9 +242,26 @@ void LocalCollectiveExecutor::Launch(std::shared_ptr<Instance> inst) {
   std::sort(order.begin(), order.end(),
             [&](int x, int y) { return ps[x].params.device < ps[y].params.device; });
   for (int r = 0; r < n; ++r) ps[order[r]].rank = r;
+  if (!status.ok()) {
+    FailInstance(inst, status);  // none has started a rank
+    return;
+  }
+  Start(std::move(inst));
+}
+
+void LocalCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
+  std::vector<Participant>& ps = inst->participants;
+  const int n = static_cast<int>(ps.size());
+  int ref = 0;
+  for (int i = 0; i < n; ++i) {
+    if (ps[i].params.type == CollectiveType::kBroadcastSend) ref = i;
+  }
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[ps[i].rank] = i;
+  absl::Status status;
   // 3. The algorithm: from group-wide values only (type, hint, size, bytes),
   // which step 1 checked to be equal, so every rank picks the same.
-  if (status.ok()) {
+  {
     const CollectiveParams& a = ps[ref].params;
     auto name = SelectAlgorithm(a.type, a.communication_hint, n,
                                 a.shape.num_elements() * DataTypeSize(a.dtype),
@@ -257,14 +280,7 @@ void LocalCollectiveExecutor::Launch(std::shared_ptr<Instance> inst) {
     status = out.status();
   }
   if (!status.ok()) {
-    // Every participant fails the same way; none has started a rank.
-    {
-      MutexLock l(&mu_);
-      timer_.Cancel(inst->timer_id);
-      auto it = instances_.find(inst->key);
-      if (it != instances_.end() && it->second == inst) instances_.erase(it);
-    }
-    FailAll(std::move(ps), status);
+    FailInstance(inst, status);  // every participant fails the same way
     return;
   }
   // 4. Every rank on its own thread; the last arriver's on this one.
@@ -319,6 +335,11 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
                                                  p.rank, ", algorithm ", inst->algorithm, "): "));
     output = Tensor();
   }
+  FinishParticipant(inst, index, std::move(status), std::move(output));
+}
+
+void LocalCollectiveExecutor::FinishParticipant(const std::shared_ptr<Instance>& inst, int index,
+                                                absl::Status status, Tensor output) {
   {
     MutexLock l(&mu_);
     if (--inst->running == 0) {
@@ -327,36 +348,56 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
       if (it != instances_.end() && it->second == inst) instances_.erase(it);
     }
   }
-  Finish(p, std::move(status), std::move(output));
+  Finish(inst->participants[index], std::move(status), std::move(output));
+}
+
+void LocalCollectiveExecutor::FailInstance(const std::shared_ptr<Instance>& inst,
+                                           const absl::Status& status) {
+  {
+    MutexLock l(&mu_);
+    timer_.Cancel(inst->timer_id);
+    auto it = instances_.find(inst->key);
+    if (it != instances_.end() && it->second == inst) instances_.erase(it);
+  }
+  FailAll(std::move(inst->participants), status);
+}
+
+void LocalCollectiveExecutor::AbortStarted(const std::shared_ptr<Instance>& inst,
+                                           const absl::Status& status, bool is_timeout) {
+  absl::Status s = status;
+  if (is_timeout) {
+    s = absl::DeadlineExceededError(absl::StrCat(Describe(*inst), ": ", status.message(),
+                                                 " while running algorithm ", inst->algorithm,
+                                                 " (every participant had arrived)"));
+  }
+  inst->mailbox->Abort(s);  // the ranks fail and finish themselves
 }
 
 void LocalCollectiveExecutor::AbortInstance(const InstanceKey& key, uint64_t id,
                                             const absl::Status& status, bool is_timeout) {
   std::vector<Participant> waiting;
-  std::shared_ptr<InProcessMailbox> mailbox;
+  std::shared_ptr<Instance> started;
   absl::Status s = status;
   {
     MutexLock l(&mu_);
     auto it = instances_.find(key);
     if (it == instances_.end() || (id != 0 && it->second->id != id)) return;
     Instance& inst = *it->second;
-    if (is_timeout) {
-      s = absl::DeadlineExceededError(absl::StrCat(
-          Describe(inst), ": ", status.message(),
-          inst.started ? absl::StrCat(" while running algorithm ", inst.algorithm,
-                                      " (every participant had arrived)")
-                       : absl::StrCat(": ", MissingParticipants(inst))));
-    }
     if (inst.started) {
-      mailbox = inst.mailbox;  // the ranks fail and finish themselves
+      started = it->second;
     } else {
-      if (!is_timeout) timer_.Cancel(inst.timer_id);
+      if (is_timeout) {
+        s = absl::DeadlineExceededError(
+            absl::StrCat(Describe(inst), ": ", status.message(), ": ", MissingParticipants(inst)));
+      } else {
+        timer_.Cancel(inst.timer_id);
+      }
       waiting = std::move(inst.participants);
       instances_.erase(it);
     }
   }
-  if (mailbox != nullptr) {
-    mailbox->Abort(s);
+  if (started != nullptr) {
+    AbortStarted(started, status, is_timeout);
   } else {
     FailAll(std::move(waiting), s);
   }

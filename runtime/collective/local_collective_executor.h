@@ -64,8 +64,14 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   // Worker threads started so far (for tests of thread reuse).
   int num_worker_threads() const { return workers_.num_threads(); }
 
- private:
   using InstanceKey = std::tuple<int, int, int64_t>;  // group, instance, step
+
+ protected:
+  // Extension points for an executor whose groups span processes
+  // (DistributedCollectiveExecutor): the meeting of this process's
+  // participants (groups, instances, timeouts, cancellation) stays here; what
+  // runs once they have met is the subclass's. The defaults are the
+  // in-process behaviour described above.
   struct Participant {
     CollectiveParams params;
     Tensor input;
@@ -73,11 +79,12 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
     CancellationManager* cancellation = nullptr;
     CancellationToken token = kInvalidCancellationToken;
     DoneCallback done;
-    int rank = -1;
+    int rank = -1;  // among this process's participants, by device name
   };
   struct Instance {
     uint64_t id = 0;
     InstanceKey key;
+    int expected = 0;  // participants in this process (LocalGroupSize)
     std::vector<Participant> participants;  // arrival order; fixed once started
     bool started = false;
     int running = 0;  // participants started and not yet finished
@@ -89,8 +96,40 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
     // (set before the ranks start, then only read).
     Tensor shared_output;
   };
+
+  // How many of a collective's params.group_size participants live in this
+  // process (InvalidArgument when that cannot be). Default: all of them.
+  virtual absl::StatusOr<int> LocalGroupSize(const CollectiveParams& params) const {
+    return params.group_size;
+  }
+  // Whether a broadcast may have no sender among this process's
+  // participants (it is in another process). Default: false.
+  virtual bool BroadcastSenderMayBeRemote() const { return false; }
+  // Runs an instance whose local participants have all arrived, agree and
+  // have their ranks; called on the last arriver's thread. It must end every
+  // participant, through FinishParticipant or FailInstance. Default: the
+  // algorithm over an in-process mailbox, each rank on its own thread.
+  virtual void Start(std::shared_ptr<Instance> inst);
+  // A started instance timed out (`is_timeout`, `status` is the timer's) or
+  // its step was cancelled (`status` is the step's). Called without locks.
+  // Default: aborts the mailbox with a DeadlineExceeded naming the instance.
+  virtual void AbortStarted(const std::shared_ptr<Instance>& inst, const absl::Status& status,
+                            bool is_timeout);
+  // Ends participant `index` of a started instance; the last one to end
+  // retires the instance (its timer and key).
+  void FinishParticipant(const std::shared_ptr<Instance>& inst, int index, absl::Status status,
+                         Tensor output) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends every participant of a started instance none of which has run.
+  void FailInstance(const std::shared_ptr<Instance>& inst, const absl::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // "all-reduce 'node' (group 1, instance 2, step 3, group_size 4)".
+  std::string Describe(const Instance& inst) const;
+  WorkerPool& workers() { return workers_; }
+
+ private:
   struct Group {
     int size = 0;
+    int local_size = 0;             // members in this process
     std::set<std::string> members;  // sorted: a member's rank is its index
   };
 
@@ -110,7 +149,6 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   static void Finish(Participant& p, absl::Status status, Tensor output);
   // Finishes each on a worker thread (never inside a cancellation callback).
   void FailAll(std::vector<Participant> ps, const absl::Status& status);
-  std::string Describe(const Instance& inst) const;
   std::string MissingParticipants(const Instance& inst) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const LocalCollectiveExecutorOptions options_;
