@@ -1,0 +1,636 @@
+#include "tools/launch_lib.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+extern char** environ;
+
+namespace strata {
+namespace {
+
+constexpr int kMaxTasks = 1000;
+// A line longer than this is relayed in pieces, so one child cannot make the
+// launcher buffer without bound.
+constexpr size_t kMaxLine = 64 * 1024;
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+bool IsIpAddress(const std::string& host) {
+  in6_addr a6;
+  in_addr a4;
+  return inet_pton(AF_INET, host.c_str(), &a4) == 1 || inet_pton(AF_INET6, host.c_str(), &a6) == 1;
+}
+
+void JsonQuote(absl::string_view s, std::string* out) {
+  out->push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out->append(buf);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+// Writes all of `data`; a launcher whose stdout went away keeps draining its
+// children (they would block on a full pipe otherwise), so errors are dropped.
+void WriteAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void Say(absl::string_view message) { WriteAll(2, absl::StrCat("launch: ", message, "\n")); }
+
+// ---------------------------------------------------------------------------
+// Signals reach the poll loop through a self-pipe: the handler only writes
+// the signal number, everything else happens outside it.
+int g_signal_pipe[2] = {-1, -1};
+
+void OnSignal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  if (write(g_signal_pipe[1], &b, 1) < 0) {
+    // The pipe is full: the loop is already awake and reaps every child.
+  }
+  errno = saved;
+}
+
+class SignalScope {
+ public:
+  SignalScope() {
+    if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      error_ = ErrnoText(errno);
+      return;
+    }
+    struct sigaction sa = {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (int i = 0; i < 3; ++i) sigaction(kHandled[i], &sa, &old_[i]);
+    struct sigaction ign = {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old_pipe_);
+  }
+  ~SignalScope() {
+    if (!error_.empty()) return;
+    for (int i = 0; i < 3; ++i) sigaction(kHandled[i], &old_[i], nullptr);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
+    close(g_signal_pipe[0]);
+    close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  static constexpr int kHandled[3] = {SIGINT, SIGTERM, SIGCHLD};
+  struct sigaction old_[3];
+  struct sigaction old_pipe_;
+  std::string error_;
+};
+
+// ---------------------------------------------------------------------------
+// One of a child's output streams, relayed line by line with its prefix.
+struct Stream {
+  int fd = -1;          // read end, non-blocking; -1 once closed
+  int dest = 1;         // the launcher's stdout or stderr
+  std::string prefix;   // "[worker:1] "
+  std::string pending;  // bytes after the last newline
+};
+
+void Relay(Stream& s, bool eof) {
+  std::string out;
+  size_t start = 0;
+  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+    absl::StrAppend(&out, s.prefix, absl::string_view(s.pending).substr(start, nl + 1 - start));
+  }
+  s.pending.erase(0, start);
+  if (s.pending.size() >= kMaxLine || (eof && !s.pending.empty())) {
+    absl::StrAppend(&out, s.prefix, s.pending, "\n");
+    s.pending.clear();
+  }
+  // One write per batch of whole lines: nothing else writes to `dest` in
+  // between, so tasks never interleave mid-line.
+  WriteAll(s.dest, out);
+}
+
+// Reads what is available now; at EOF (or error) flushes the partial line and
+// closes the stream.
+void ReadStream(Stream& s) {
+  char buf[16384];
+  while (s.fd >= 0) {
+    const ssize_t n = read(s.fd, buf, sizeof(buf));
+    if (n > 0) {
+      s.pending.append(buf, static_cast<size_t>(n));
+      Relay(s, false);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    Relay(s, true);
+    close(s.fd);
+    s.fd = -1;
+  }
+}
+
+struct Child {
+  const LaunchTask* task = nullptr;
+  pid_t pid = -1;
+  bool exited = false;
+  int wait_status = 0;
+  Stream out, err;
+
+  bool running() const { return pid > 0 && !exited; }
+  std::string Name() const { return absl::StrCat(task->name, " (pid ", pid, ")"); }
+};
+
+// Sends `sig` to the child's process group (its own children too), or to the
+// child alone if it has left its group.
+void SignalChild(const Child& c, int sig) {
+  if (kill(-c.pid, sig) != 0 && errno == ESRCH) kill(c.pid, sig);
+}
+
+// A pipe whose read end is non-blocking and neither end survives exec; dup2
+// onto the child's stdout/stderr clears close-on-exec for that copy only.
+bool MakePipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  return true;
+}
+
+// Forks and execs one task. Everything the child needs is prepared before
+// fork, so the child only makes async-signal-safe calls. An exec failure comes
+// back through a close-on-exec pipe, so "cannot execute" is reported as such
+// rather than as exit status 127.
+absl::Status StartChild(Child& c, const std::string& path, const std::vector<std::string>& command) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view v(*e);
+    if (absl::StartsWith(v, "TF_CONFIG=") || absl::StartsWith(v, "STRATA_TASK=")) continue;
+    env_s.emplace_back(v);
+  }
+  env_s.push_back("TF_CONFIG=" + c.task->tf_config);
+  env_s.push_back("STRATA_TASK=" + c.task->name);
+  std::vector<char*> envp, argv;
+  for (std::string& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_s = command;
+  for (std::string& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  int out[2], err[2], exec_err[2];
+  if (!MakePipe(out)) return absl::InternalError(absl::StrCat("pipe: ", ErrnoText(errno)));
+  if (!MakePipe(err) || pipe2(exec_err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(out[0]);
+    close(out[1]);
+    return absl::InternalError(absl::StrCat("pipe: ", ErrnoText(e)));
+  }
+  // Signals stay blocked across fork until the child has reset the
+  // launcher's handlers, which would otherwise report the child's signals to
+  // the launcher through the inherited self-pipe.
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Ignored signals also stay ignored across exec: the launcher ignores
+    // SIGPIPE.
+    for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // the launcher died before prctl
+    // Tasks run in their own process groups, where reading the terminal
+    // would stop them; they get no input.
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    execve(path.c_str(), argv.data(), envp.data());
+    const int e = errno;
+    if (write(exec_err[1], &e, sizeof(e)) < 0) _exit(127);
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  close(out[1]);
+  close(err[1]);
+  close(exec_err[1]);
+  if (pid < 0) {
+    close(out[0]);
+    close(err[0]);
+    close(exec_err[0]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", ErrnoText(fork_errno)));
+  }
+  setpgid(pid, pid);  // also here, so signalling the group works at once
+  c.pid = pid;
+  c.out.fd = out[0];
+  c.err.fd = err[0];
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(exec_err[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  close(exec_err[0]);
+  if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+    waitpid(pid, &c.wait_status, 0);
+    c.exited = true;
+    ReadStream(c.out);
+    ReadStream(c.err);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot execute ", path, ": ", ErrnoText(child_errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<double>> ParseStartDelays(absl::string_view text) {
+  std::vector<double> delays;
+  if (absl::StripAsciiWhitespace(text).empty()) return delays;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    double d = 0;
+    if (!absl::SimpleAtod(item, &d) || !std::isfinite(d) || d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--start_delays: \"", item, "\" is not a number of seconds >= 0 (e.g. 0,0.5,1)"));
+    }
+    delays.push_back(d);
+  }
+  return delays;
+}
+
+absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
+  if (o.num_workers < 1 || o.num_workers > kMaxTasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--num_workers must be 1..", kMaxTasks, ", got ", o.num_workers));
+  }
+  if (o.num_chiefs != 0 && o.num_chiefs != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--num_chiefs must be 0 or 1, got ", o.num_chiefs));
+  }
+  if (!IsIpAddress(o.host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--host: \"", o.host, "\" is not a numeric IPv4 or IPv6 address (e.g. 127.0.0.1 or ::1)"));
+  }
+  if (o.grace_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grace_period must not be negative, got ", absl::FormatDuration(o.grace_period)));
+  }
+  const int tasks = o.num_chiefs + o.num_workers;
+  if (!o.start_delays.empty()) {
+    if (o.random_start_seed.has_value()) {
+      return absl::InvalidArgumentError(
+          "--start_delays and --random_start_order cannot be used together");
+    }
+    if (static_cast<int>(o.start_delays.size()) != tasks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--start_delays has ", o.start_delays.size(), " entries for ", tasks,
+          " tasks (chief first, then workers)"));
+    }
+    for (double d : o.start_delays) {
+      if (!(d >= 0) || !std::isfinite(d)) {
+        return absl::InvalidArgumentError(absl::StrCat("--start_delays: bad delay ", d));
+      }
+    }
+  }
+  if (o.command.empty() || o.command[0].empty()) {
+    return absl::InvalidArgumentError(
+        "missing the program to run after `--` (usage: launch --num_workers=N -- <program> "
+        "<args...>)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> PickFreePorts(const std::string& host, int n) {
+  sockaddr_storage addr = {};
+  socklen_t len = 0;
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    len = sizeof(*a4);
+  } else if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    len = sizeof(*a6);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("\"", host, "\" is not a numeric IP address"));
+  }
+  // All sockets stay bound until every port is known, so the ports differ.
+  std::vector<int> fds;
+  std::vector<int> ports;
+  absl::Status status;
+  for (int i = 0; i < n && status.ok(); ++i) {
+    const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      status = absl::ResourceExhaustedError(absl::StrCat("socket: ", ErrnoText(errno)));
+      break;
+    }
+    fds.push_back(fd);
+    sockaddr_storage bound = addr;
+    socklen_t bound_len = len;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {
+      status = absl::UnavailableError(absl::StrCat("cannot bind a port on ", host, ": ",
+                                                   ErrnoText(errno),
+                                                   " (is --host an address of this machine?)"));
+      break;
+    }
+    ports.push_back(ntohs(addr.ss_family == AF_INET
+                              ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                              : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port));
+  }
+  for (int fd : fds) close(fd);
+  if (!status.ok()) return status;
+  return ports;
+}
+
+std::string FormatAddress(absl::string_view host, int port) {
+  if (host.find(':') != absl::string_view::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+std::string TfConfigJson(const ClusterSpec::JobMap& cluster, const TaskId& task) {
+  std::string out = "{\"cluster\":{";
+  bool first_job = true;
+  for (const auto& [job, tasks] : cluster) {
+    if (!first_job) out += ",";
+    first_job = false;
+    JsonQuote(job, &out);
+    out += ":[";
+    bool first = true;
+    for (const auto& [index, address] : tasks) {
+      if (!first) out += ",";
+      first = false;
+      JsonQuote(address, &out);
+    }
+    out += "]";
+  }
+  out += "},\"task\":{\"type\":";
+  JsonQuote(task.type, &out);
+  absl::StrAppend(&out, ",\"index\":", task.index, "}}");
+  return out;
+}
+
+std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vector<int>& ports) {
+  std::vector<LaunchTask> tasks;
+  for (int i = 0; i < options.num_chiefs; ++i) tasks.push_back({{kChiefJob, i}, "", "", 0});
+  for (int i = 0; i < options.num_workers; ++i) tasks.push_back({{kWorkerJob, i}, "", "", 0});
+  ClusterSpec::JobMap cluster;
+  for (size_t i = 0; i < tasks.size() && i < ports.size(); ++i) {
+    cluster[tasks[i].id.type][tasks[i].id.index] = FormatAddress(options.host, ports[i]);
+  }
+  for (LaunchTask& t : tasks) {
+    t.name = absl::StrCat(t.id.type, ":", t.id.index);
+    t.tf_config = TfConfigJson(cluster, t.id);
+  }
+  if (!options.start_delays.empty()) {
+    for (size_t i = 0; i < tasks.size() && i < options.start_delays.size(); ++i) {
+      tasks[i].start_delay = options.start_delays[i];
+    }
+  } else if (options.random_start_seed.has_value()) {
+    std::mt19937_64 rng(*options.random_start_seed);
+    std::vector<size_t> order(tasks.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::uniform_real_distribution<double> gap(0, kMaxRandomStartGap);
+    double t = 0;
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (k > 0) t += gap(rng);
+      tasks[order[k]].start_delay = t;
+    }
+  }
+  return tasks;
+}
+
+absl::StatusOr<std::string> FindProgram(const std::string& program) {
+  auto check = [](const std::string& path) -> absl::Status {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("program \"", path, "\" not found"));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      return absl::PermissionDeniedError(absl::StrCat("program \"", path, "\" is a directory"));
+    }
+    if (access(path.c_str(), X_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat("program \"", path, "\" is not executable"));
+    }
+    return absl::OkStatus();
+  };
+  if (program.empty()) return absl::InvalidArgumentError("the program name is empty");
+  if (program.find('/') != std::string::npos) {
+    absl::Status s = check(program);
+    if (!s.ok()) return s;
+    return program;
+  }
+  const char* path_env = std::getenv("PATH");
+  const std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  absl::Status first_denied;
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    const std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", program);
+    absl::Status s = check(candidate);
+    if (s.ok()) return candidate;
+    if (absl::IsPermissionDenied(s) && first_denied.ok()) first_denied = s;
+  }
+  if (!first_denied.ok()) return first_denied;
+  return absl::NotFoundError(absl::StrCat("program \"", program, "\" not found in PATH"));
+}
+
+std::string DescribeWaitStatus(int wait_status) {
+  if (WIFEXITED(wait_status)) return absl::StrCat("exited with status ", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    return absl::StrCat("was killed by signal ", sig, " (", strsignal(sig), ")",
+                        WCOREDUMP(wait_status) ? " and dumped core" : "");
+  }
+  return absl::StrCat("ended with wait status ", wait_status);
+}
+
+int RunCluster(const LaunchOptions& options) {
+  absl::StatusOr<std::string> path = FindProgram(options.command[0]);
+  if (!path.ok()) {
+    Say(path.status().message());
+    return 1;
+  }
+  const int num_tasks = options.num_chiefs + options.num_workers;
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts(options.host, num_tasks);
+  if (!ports.ok()) {
+    Say(ports.status().message());
+    return 1;
+  }
+  const std::vector<LaunchTask> tasks = PlanTasks(options, *ports);
+  SignalScope signals;
+  if (!signals.error().empty()) {
+    Say(absl::StrCat("pipe: ", signals.error()));
+    return 1;
+  }
+
+  std::vector<Child> children(tasks.size());
+  std::vector<size_t> order(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    children[i].task = &tasks[i];
+    children[i].out.prefix = children[i].err.prefix = absl::StrCat("[", tasks[i].name, "] ");
+    children[i].err.dest = 2;
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return tasks[a].start_delay < tasks[b].start_delay; });
+
+  const absl::Time t0 = absl::Now();
+  size_t next_start = 0;
+  int exit_code = 0;
+  bool stopping = false;  // no more starts; the others are being stopped
+  bool interrupted = false;
+  bool killed = false;
+  absl::Time kill_at = absl::InfiniteFuture();
+
+  // Asks every running child to stop (with `sig`), SIGKILL after the grace.
+  auto stop_all = [&](int sig) {
+    stopping = true;
+    for (const Child& c : children) {
+      if (c.running()) SignalChild(c, sig);
+    }
+    kill_at = absl::Now() + options.grace_period;
+  };
+
+  for (;;) {
+    absl::Time now = absl::Now();
+    // 1. Start the tasks that are due.
+    while (!stopping && next_start < order.size() &&
+           now >= t0 + absl::Seconds(tasks[order[next_start]].start_delay)) {
+      Child& c = children[order[next_start++]];
+      absl::Status s = StartChild(c, *path, options.command);
+      if (!s.ok()) {
+        Say(absl::StrCat("cannot start ", c.task->name, ": ", s.message()));
+        exit_code = 1;
+        stop_all(SIGTERM);
+        break;
+      }
+      Say(absl::StrCat("started ", c.Name(), " at ",
+                       FormatAddress(options.host, (*ports)[order[next_start - 1]])));
+    }
+    // 2. Reap. A reaped child's output is all in its pipes already; what its
+    // own children may still write is not waited for.
+    for (Child& c : children) {
+      if (!c.running() || waitpid(c.pid, &c.wait_status, WNOHANG) != c.pid) continue;
+      c.exited = true;
+      ReadStream(c.out);
+      ReadStream(c.err);
+      for (Stream* s : {&c.out, &c.err}) {
+        Relay(*s, true);
+        if (s->fd >= 0) close(s->fd);
+        s->fd = -1;
+      }
+      const bool ok = WIFEXITED(c.wait_status) && WEXITSTATUS(c.wait_status) == 0;
+      if (stopping) {
+        Say(absl::StrCat("stopped ", c.Name(), ": ", DescribeWaitStatus(c.wait_status)));
+      } else if (!ok) {
+        Say(absl::StrCat(c.Name(), " ", DescribeWaitStatus(c.wait_status),
+                         "; stopping the other tasks"));
+        exit_code = 1;
+        stop_all(SIGTERM);
+      }
+    }
+    // 3. Past the grace period, SIGKILL what is left.
+    now = absl::Now();
+    if (!killed && now >= kill_at) {
+      killed = true;
+      for (const Child& c : children) {
+        if (!c.running()) continue;
+        Say(absl::StrCat(c.Name(), " is still running ", absl::FormatDuration(options.grace_period),
+                         " after being asked to stop; sending SIGKILL"));
+        SignalChild(c, SIGKILL);
+      }
+    }
+    const bool all_started = stopping || next_start == order.size();
+    if (all_started &&
+        std::none_of(children.begin(), children.end(), [](const Child& c) { return c.running(); })) {
+      break;
+    }
+
+    // 4. Wait for output, a signal, the next start or the kill deadline.
+    absl::Time wake = killed ? absl::InfiniteFuture() : kill_at;
+    if (!all_started) wake = std::min(wake, t0 + absl::Seconds(tasks[order[next_start]].start_delay));
+    int timeout_ms = -1;
+    if (wake != absl::InfiniteFuture()) {
+      timeout_ms = static_cast<int>(
+          std::min<int64_t>(absl::ToInt64Milliseconds(wake - now) + 1, 1 << 30));
+      timeout_ms = std::max(timeout_ms, 0);
+    }
+    std::vector<pollfd> fds = {{g_signal_pipe[0], POLLIN, 0}};
+    std::vector<Stream*> streams;
+    for (Child& c : children) {
+      for (Stream* s : {&c.out, &c.err}) {
+        if (s->fd < 0) continue;
+        fds.push_back({s->fd, POLLIN, 0});
+        streams.push_back(s);
+      }
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
+      if (errno == EINTR) continue;
+      Say(absl::StrCat("poll: ", ErrnoText(errno)));
+      exit_code = 1;
+      stop_all(SIGKILL);
+      continue;
+    }
+    if (fds[0].revents != 0) {
+      unsigned char sigs[64];
+      const ssize_t n = read(g_signal_pipe[0], sigs, sizeof(sigs));
+      for (ssize_t i = 0; i < n; ++i) {
+        const int sig = sigs[i];
+        if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD: reaped above
+        if (interrupted) {
+          Say(absl::StrCat("received ", strsignal(sig), " again; sending SIGKILL to the tasks"));
+          kill_at = absl::Now();
+          continue;
+        }
+        interrupted = true;
+        Say(absl::StrCat("received signal ", sig, " (", strsignal(sig),
+                         "); forwarding it to the tasks"));
+        if (exit_code == 0) exit_code = 128 + sig;
+        stop_all(sig);
+      }
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) ReadStream(*streams[i - 1]);
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace strata

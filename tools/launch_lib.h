@@ -1,0 +1,111 @@
+// The local-cluster launcher behind `tools/launch` (docs/cluster.md): starts
+// one process per task of a cluster on this machine, each with TF_CONFIG
+// naming free loopback ports, as torchrun or TensorFlow's multi-process
+// runner do.
+//
+//   LaunchOptions o;
+//   o.num_workers = 2;
+//   o.command = {"bazel-bin/tools/trainer", "--strategy=multi_worker_mirrored"};
+//   if (absl::Status s = ValidateLaunchOptions(o); !s.ok()) { ... }
+//   return RunCluster(o);   // the launcher's exit status
+//
+// RunCluster gives every child TF_CONFIG (exactly TensorFlow's format) and
+// STRATA_TASK=worker:i, copies each child's stdout and stderr line by line to
+// the launcher's with a "[worker:i] " prefix (whole lines only, so tasks never
+// interleave mid-line), forwards SIGINT and SIGTERM to the children, and when
+// a child fails stops the others (SIGTERM, then SIGKILL after the grace
+// period) and names the failed task. Each child runs in its own process group
+// (signals reach the whole group, e.g. a shell script's children) and gets
+// SIGKILL if the launcher dies (PR_SET_PDEATHSIG).
+//
+// Thread-safety: RunCluster installs process-wide signal handlers and reaps
+// its children; call it from one thread, once at a time, in a process that
+// does not otherwise handle SIGINT, SIGTERM, SIGCHLD or SIGPIPE. Children
+// receive PR_SET_PDEATHSIG when the thread that called RunCluster exits.
+// The helpers above it are pure functions, safe anywhere.
+#ifndef STRATA_TOOLS_LAUNCH_LIB_H_
+#define STRATA_TOOLS_LAUNCH_LIB_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "strategy/cluster_resolver.h"
+
+namespace strata {
+
+struct LaunchOptions {
+  int num_workers = 0;
+  int num_chiefs = 0;  // 0 or 1: a "chief" job of one task besides the workers
+  // A numeric IPv4 or IPv6 address every task listens on.
+  std::string host = "127.0.0.1";
+  // How long stopped children get between SIGTERM and SIGKILL.
+  absl::Duration grace_period = absl::Seconds(5);
+  // Seconds after launch at which each task starts, in task order (chief
+  // first, then workers by index); empty: all at once.
+  std::vector<double> start_delays;
+  // If set, the tasks start in an order and with delays (up to
+  // kMaxRandomStartGap apart) drawn from this seed.
+  std::optional<uint64_t> random_start_seed;
+  // The program (a path, or a name looked up in PATH) and its arguments.
+  std::vector<std::string> command;
+};
+
+// The longest gap between two starts under random_start_seed.
+inline constexpr double kMaxRandomStartGap = 0.2;
+
+// InvalidArgument naming the flag: num_workers < 1, num_chiefs not 0 or 1,
+// a host that is not a numeric IP address, a negative grace period, a
+// start_delays list of the wrong length or with a negative entry, both
+// start_delays and random_start_seed, or an empty command.
+absl::Status ValidateLaunchOptions(const LaunchOptions& options);
+
+// "0,0.5,1" -> {0, 0.5, 1} seconds; InvalidArgument naming --start_delays.
+absl::StatusOr<std::vector<double>> ParseStartDelays(absl::string_view text);
+
+// `n` distinct ports on `host` that were free a moment ago: binds n sockets to
+// port 0 at once (so the kernel picks distinct ports), then closes them. A
+// process may take one before the task binds it; that task then fails to
+// start and the launcher reports it.
+absl::StatusOr<std::vector<int>> PickFreePorts(const std::string& host, int n);
+
+// "127.0.0.1:2222", or "[::1]:2222" for an IPv6 host.
+std::string FormatAddress(absl::string_view host, int port);
+
+// One process the launcher starts.
+struct LaunchTask {
+  TaskId id;
+  std::string name;       // "worker:1" (STRATA_TASK and the output prefix)
+  std::string tf_config;  // the whole TF_CONFIG JSON
+  double start_delay = 0;  // seconds after launch
+};
+
+// The tasks, in task order (chief first): the cluster over `ports` (one per
+// task, same order) and each task's start delay.
+std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vector<int>& ports);
+
+// TF_CONFIG text: {"cluster":{"chief":[...],"worker":[...]},"task":{"type":"worker","index":1}}
+// with jobs in `cluster`'s (sorted) order.
+std::string TfConfigJson(const ClusterSpec::JobMap& cluster, const TaskId& task);
+
+// The executable `program` names: itself if it contains '/', else the first
+// match in PATH. NotFound or PermissionDenied naming the program.
+absl::StatusOr<std::string> FindProgram(const std::string& program);
+
+// "exited with status 3", "was killed by signal 9 (Killed)".
+std::string DescribeWaitStatus(int wait_status);
+
+// Starts the tasks, relays their output and waits for them (see the top of
+// this file). Returns the launcher's exit status: 0 when every task exited
+// 0; 1 when a task failed or could not start (the message on stderr names
+// it); 128 + the signal when SIGINT or SIGTERM stopped the run. Expects
+// ValidateLaunchOptions(options) to be OK.
+int RunCluster(const LaunchOptions& options);
+
+}  // namespace strata
+
+#endif  // STRATA_TOOLS_LAUNCH_LIB_H_
