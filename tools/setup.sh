@@ -4,7 +4,19 @@
 #
 #   tools/setup.sh            # build + test dependencies
 #   tools/setup.sh --bench    # also the peers the benchmarks compare against
+#   tools/setup.sh --peers    # --bench, plus the multi-worker peers: Open MPI, Gloo C++,
+#                             # and tensorflow-cpu from PyPI (tools/bench/allreduce_peers.py,
+#                             # tools/bench/multiworker_throughput.py)
 set -euo pipefail
+
+bench=0 peers=0
+for arg in "$@"; do
+  case "$arg" in
+    --bench) bench=1 ;;
+    --peers) bench=1 peers=1 ;;
+    *) echo "setup: unknown flag $arg (use --bench or --peers)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   bazel-bootstrap bazel-platforms bazel-skylib bazel-rules-java
@@ -15,10 +27,28 @@ packages=(
   libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
-if [[ "${1:-}" == "--bench" ]]; then
+if (( bench )); then
   # Peers for side-by-side benchmarks (see docs/performance.md).
   packages+=(libtorch-dev libopenblas0-openmp libopenblas-openmp-dev python3-torch python3-sklearn)
 fi
+if (( peers )); then
+  # Cross-process all-reduce and multi-worker training peers.
+  packages+=(openmpi-bin libopenmpi-dev libgloo-dev python3-numpy)
+fi
+
+# tensorflow-cpu comes from PyPI, into the python3 first on PATH, unless some
+# interpreter here already imports it.
+install_tensorflow() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null && TF_CPP_MIN_LOG_LEVEL=3 "$py" -c "import tensorflow" 2>/dev/null; then
+      echo "setup: tensorflow present for $(command -v "$py")"
+      return
+    fi
+  done
+  echo "setup: pip install tensorflow-cpu"
+  python3 -m pip install -q tensorflow-cpu
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,6 +59,7 @@ done
 
 if (( ${#missing[@]} == 0 )); then
   echo "setup: all ${#packages[@]} packages present"
+  if (( peers )); then install_tensorflow; fi
   exit 0
 fi
 
@@ -38,3 +69,4 @@ if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+if (( peers )); then install_tensorflow; fi

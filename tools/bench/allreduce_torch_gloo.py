@@ -77,7 +77,7 @@ def main():
                  f"--store={store}", f"--impl={a.impl}"] + pc.schedule_flags(schedule)
                 for r in range(a.ranks)]
         try:
-            out = pc.run_ranks(cmds, env=pc.torch_env(1), timeout=a.timeout)
+            out = pc.run_ranks(cmds, env=pc.torch_env(1), timeout=a.timeout)[0]
         except RuntimeError as e:
             sys.exit(f"allreduce_torch_gloo: {e}")
     sys.stdout.write(out)

@@ -117,7 +117,7 @@ def free_ports(n):
 
 
 def run_ranks(commands, env=None, timeout=600, envs=None):
-    """Runs one process per command, concurrently; returns rank 0's stdout.
+    """Runs one process per command, concurrently; returns their stdouts.
 
     When any exits non-zero or the timeout passes, the others are killed and
     RuntimeError names the first to fail with the tail of its stderr: a peer
@@ -150,7 +150,7 @@ def run_ranks(commands, env=None, timeout=600, envs=None):
         i, why = failed
         err = outs[i][1].strip().splitlines()[-15:]
         raise RuntimeError(f"rank {i} ({' '.join(commands[i][:3])} ...): {why}\n  " + "\n  ".join(err))
-    return outs[0][0]
+    return [o[0] for o in outs]
 
 
 def torch_env(threads):
