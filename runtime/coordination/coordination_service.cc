@@ -284,13 +284,16 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
   Barrier& b = it->second;
   if (created) {
     b.participants = wanted;
-    b.deadline = absl::Now() + timeout;
+    b.deadline = absl::InfiniteFuture();
   } else if (b.participants != wanted) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": task ", task, " expects tasks {", Join(participants), "} but it was started with {",
         absl::StrJoin(b.participants, ", "), "}"));
   }
   if (b.done) return b.result;
+  // The earliest deadline of the arrivals: a task that gives up fails the
+  // barrier for all, so that every task sees the same outcome.
+  b.deadline = std::min(b.deadline, absl::Now() + timeout);
   b.arrived.insert(task);
   if (b.arrived.size() == b.participants.size()) b.done = true;
 
@@ -344,13 +347,18 @@ absl::Status CoordinationServiceImpl::ReportError(const std::string& task,
   return absl::OkStatus();
 }
 
-absl::StatusOr<absl::Status> CoordinationServiceImpl::PollForError(const std::string& task,
-                                                                   absl::Duration timeout) {
+absl::Status CoordinationServiceImpl::PollForError(const std::string& task,
+                                                   absl::Duration timeout,
+                                                   absl::Status* cluster_error) {
+  *cluster_error = absl::OkStatus();
   STRATA_RETURN_IF_ERROR(CheckTask(task));
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock l(&mu_);
   AwaitLocked([] { return false; }, deadline);
-  if (!error_.ok()) return error_;
+  if (!error_.ok()) {
+    *cluster_error = error_;
+    return absl::OkStatus();
+  }
   if (stopped_) return AbortedCallLocked("error poll");
   return absl::OkStatus();
 }
@@ -396,9 +404,16 @@ absl::Duration BoundedTimeout(const grpc::ServerContext* ctx, int64_t timeout_ms
 
 }  // namespace
 
+grpc::Status CoordinationGrpcService::NotHosted() const {
+  return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+      "the server at ", address_,
+      " does not host the coordination service (the chief's server does)")));
+}
+
 grpc::Status CoordinationGrpcService::RegisterTask(grpc::ServerContext* ctx,
                                                    const RegisterTaskRequest* req,
                                                    RegisterTaskResponse* resp) {
+  if (impl_ == nullptr) return NotHosted();
   absl::Duration timeout = absl::ZeroDuration();
   if (req->timeout_ms() > 0) {
     timeout = std::max(BoundedTimeout(ctx, req->timeout_ms()), absl::Milliseconds(1));
@@ -416,12 +431,14 @@ grpc::Status CoordinationGrpcService::RegisterTask(grpc::ServerContext* ctx,
 
 grpc::Status CoordinationGrpcService::Heartbeat(grpc::ServerContext*, const HeartbeatRequest* req,
                                                 HeartbeatResponse*) {
+  if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->Heartbeat(req->task(), req->incarnation()));
 }
 
 grpc::Status CoordinationGrpcService::WaitForBarrier(grpc::ServerContext* ctx,
                                                      const WaitForBarrierRequest* req,
                                                      WaitForBarrierResponse*) {
+  if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->WaitForBarrier(req->barrier_id(), req->task(),
                                             BoundedTimeout(ctx, req->timeout_ms()),
                                             {req->tasks().begin(), req->tasks().end()}));
@@ -430,12 +447,14 @@ grpc::Status CoordinationGrpcService::WaitForBarrier(grpc::ServerContext* ctx,
 grpc::Status CoordinationGrpcService::InsertKeyValue(grpc::ServerContext*,
                                                      const InsertKeyValueRequest* req,
                                                      InsertKeyValueResponse*) {
+  if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->InsertKeyValue(req->key(), req->value()));
 }
 
 grpc::Status CoordinationGrpcService::GetKeyValue(grpc::ServerContext* ctx,
                                                   const GetKeyValueRequest* req,
                                                   GetKeyValueResponse* resp) {
+  if (impl_ == nullptr) return NotHosted();
   absl::StatusOr<std::string> v =
       impl_->GetKeyValue(req->key(), BoundedTimeout(ctx, req->timeout_ms()));
   if (!v.ok()) return ToGrpcStatus(v.status());
@@ -446,6 +465,7 @@ grpc::Status CoordinationGrpcService::GetKeyValue(grpc::ServerContext* ctx,
 grpc::Status CoordinationGrpcService::ReportError(grpc::ServerContext*,
                                                   const ReportErrorRequest* req,
                                                   ReportErrorResponse*) {
+  if (impl_ == nullptr) return NotHosted();
   if (req->code() <= 0 || req->code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
     return ToGrpcStatus(absl::InvalidArgumentError(
         absl::StrCat("task ", req->task(), " reported an error with invalid code ", req->code())));
@@ -457,13 +477,14 @@ grpc::Status CoordinationGrpcService::ReportError(grpc::ServerContext*,
 grpc::Status CoordinationGrpcService::PollForError(grpc::ServerContext* ctx,
                                                    const PollForErrorRequest* req,
                                                    PollForErrorResponse* resp) {
-  absl::StatusOr<absl::Status> e =
-      impl_->PollForError(req->task(), BoundedTimeout(ctx, req->timeout_ms()));
-  if (!e.ok()) return ToGrpcStatus(e.status());
-  if (!e->ok()) {
+  if (impl_ == nullptr) return NotHosted();
+  absl::Status e;
+  const absl::Status s = impl_->PollForError(req->task(), BoundedTimeout(ctx, req->timeout_ms()), &e);
+  if (!s.ok()) return ToGrpcStatus(s);
+  if (!e.ok()) {
     resp->set_has_error(true);
-    resp->set_code(static_cast<int>(e->code()));
-    resp->set_message(std::string(e->message()));
+    resp->set_code(static_cast<int>(e.code()));
+    resp->set_message(std::string(e.message()));
   }
   return grpc::Status::OK;
 }
@@ -471,6 +492,7 @@ grpc::Status CoordinationGrpcService::PollForError(grpc::ServerContext* ctx,
 grpc::Status CoordinationGrpcService::ShutdownTask(grpc::ServerContext* ctx,
                                                    const ShutdownTaskRequest* req,
                                                    ShutdownTaskResponse*) {
+  if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->ShutdownTask(req->task(), BoundedTimeout(ctx, req->timeout_ms())));
 }
 

@@ -40,6 +40,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -125,9 +126,12 @@ class CoordinationServiceImpl {
   // Makes `error` (with `task` named) the cluster's error unless it has one.
   absl::Status ReportError(const std::string& task, const absl::Status& error);
 
-  // The cluster's first error once there is one (the return value), or OK
-  // after `timeout` without one. Unavailable after Stop().
-  absl::StatusOr<absl::Status> PollForError(const std::string& task, absl::Duration timeout);
+  // Waits until the cluster has an error and puts it in `*cluster_error`;
+  // after `timeout` without one, leaves it OK. The return value is the
+  // poll's own status: Unavailable after Stop(), InvalidArgument for an
+  // unknown task.
+  absl::Status PollForError(const std::string& task, absl::Duration timeout,
+                            absl::Status* cluster_error);
 
   // The shutdown barrier: returns once every task that has not failed called
   // it; DeadlineExceeded naming the missing tasks after `timeout`. The
@@ -188,11 +192,14 @@ class CoordinationServiceImpl {
 };
 
 // Serves a CoordinationServiceImpl over gRPC (proto/coordination.proto).
-// Handlers block at most for their request's timeout. `impl` must outlive
-// this service.
+// Handlers block at most for their request's timeout (and never past the
+// caller's deadline). `impl` must outlive this service; null on a task that
+// does not host the service: every call then fails with FailedPrecondition
+// naming `address` (a gRPC sync server needs at least one service).
 class CoordinationGrpcService final : public CoordinationService::Service {
  public:
-  explicit CoordinationGrpcService(CoordinationServiceImpl* impl) : impl_(impl) {}
+  CoordinationGrpcService(CoordinationServiceImpl* impl, std::string address)
+      : impl_(impl), address_(std::move(address)) {}
 
   grpc::Status RegisterTask(grpc::ServerContext* ctx, const RegisterTaskRequest* req,
                             RegisterTaskResponse* resp) override;
@@ -212,7 +219,10 @@ class CoordinationGrpcService final : public CoordinationService::Service {
                             ShutdownTaskResponse* resp) override;
 
  private:
+  grpc::Status NotHosted() const;
+
   CoordinationServiceImpl* const impl_;
+  const std::string address_;
 };
 
 // absl::Status <-> grpc::Status (the codes are the same numbers).

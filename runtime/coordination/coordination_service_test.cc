@@ -31,6 +31,13 @@ std::unique_ptr<CoordinationServiceImpl> MakeService(
   return std::move(s).value();
 }
 
+// The cluster error a poll of `task` sees within `timeout`.
+absl::Status Poll(CoordinationServiceImpl* s, const std::string& task, absl::Duration timeout) {
+  absl::Status error;
+  EXPECT_TRUE(s->PollForError(task, timeout, &error).ok());
+  return error;
+}
+
 std::vector<std::string> Devices(const std::string& task) {
   return {absl::StrCat(task, "/device:CPU:0")};
 }
@@ -137,30 +144,32 @@ TEST(CoordinationServiceTest, FingerprintMismatchFailsTheTaskAndTheOthers) {
   EXPECT_THAT(st.message(), HasSubstr(kW1));
   EXPECT_THAT(st.message(), HasSubstr("xyz"));
   EXPECT_THAT(st.message(), HasSubstr("abc"));
-  absl::StatusOr<absl::Status> polled = s->PollForError(kW0, absl::Seconds(1));
-  ASSERT_TRUE(polled.ok());
-  EXPECT_THAT(polled->message(), HasSubstr(kW1));
+  absl::Status polled = Poll(s.get(), kW0, absl::Seconds(1));
+  EXPECT_THAT(polled.message(), HasSubstr(kW1));
 }
 
 TEST(CoordinationServiceTest, NewIncarnationBeforeStartReplacesAfterStartIsARestart) {
   auto s = MakeService();
   std::vector<absl::Status> results;
-  // kW1 registers twice before everyone is there: the second process wins.
-  std::thread first([&] { (void)s->RegisterTask(kW1, 100, {"old"}, "abc", absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(50));
-  std::vector<std::thread> threads = RegisterOthers(s.get(), "", &results);
-  first.join();
-  for (auto& t : threads) t.join();
-  for (const absl::Status& st : results) EXPECT_TRUE(st.ok()) << st;
+  // kW1 registers twice before everyone is there (each attempt giving up
+  // at once): the second process takes the first one's place.
+  EXPECT_EQ(s->RegisterTask(kW1, 100, {"old"}, "abc", absl::Milliseconds(1)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s->RegisterTask(kW1, 3, Devices(kW1), "abc", absl::Milliseconds(1)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::thread w0([&] { EXPECT_TRUE(s->RegisterTask(kW0, 2, Devices(kW0), "abc", absl::Seconds(20)).ok()); });
+  absl::StatusOr<RegisterResult> r = s->RegisterTask(kChief, 1, Devices(kChief), "abc", absl::Seconds(20));
+  w0.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->devices.back(), absl::StrCat(kW1, "/device:CPU:0"));
   EXPECT_TRUE(s->cluster_error().ok());
 
   absl::Status st = s->RegisterTask(kW1, 555, Devices(kW1), "abc", absl::Seconds(1)).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kAborted);
   const std::string expected = absl::StrCat("task ", kW1, " restarted (incarnation 3 -> 555)");
   EXPECT_THAT(st.message(), HasSubstr(expected));
-  absl::StatusOr<absl::Status> polled = s->PollForError(kChief, absl::Seconds(1));
-  ASSERT_TRUE(polled.ok());
-  EXPECT_THAT(polled->message(), HasSubstr(expected));
+  absl::Status polled = Poll(s.get(), kChief, absl::Seconds(1));
+  EXPECT_THAT(polled.message(), HasSubstr(expected));
 }
 
 TEST(CoordinationServiceTest, SilentTaskIsLostAndEveryPollSeesIt) {
@@ -177,12 +186,11 @@ TEST(CoordinationServiceTest, SilentTaskIsLostAndEveryPollSeesIt) {
       absl::SleepFor(absl::Milliseconds(20));
     }
   });
-  absl::StatusOr<absl::Status> polled = s->PollForError(kChief, absl::Seconds(10));
+  absl::Status polled = Poll(s.get(), kChief, absl::Seconds(10));
   stop = true;
   beats.join();
-  ASSERT_TRUE(polled.ok());
-  EXPECT_EQ(polled->code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(polled->message(), absl::StrCat("task ", kW0, " lost: no heartbeat for 300ms"));
+  EXPECT_EQ(polled.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(polled.message(), absl::StrCat("task ", kW0, " lost: no heartbeat for 300ms"));
   EXPECT_EQ(s->Heartbeat(kW0, 2).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s->Heartbeat(kW1, 99).code(), absl::StatusCode::kAborted);
 }
@@ -208,13 +216,14 @@ TEST(CoordinationServiceTest, BarrierPassesAndTimesOutNamingMissing) {
   EXPECT_EQ(s->WaitForBarrier("t", kW1, absl::Seconds(1), {}).code(),
             absl::StatusCode::kDeadlineExceeded);
 
-  // A subset barrier, and a task disagreeing about its members.
-  std::thread d([&] { EXPECT_TRUE(s->WaitForBarrier("sub", kW0, absl::Seconds(20), {kW0, kW1}).ok()); });
-  absl::SleepFor(absl::Milliseconds(20));
+  // Tasks disagreeing about a barrier's members.
+  absl::Status mismatch = s->WaitForBarrier("b", kW1, absl::Seconds(1), {kW1});
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mismatch.message(), HasSubstr("'b'"));
   EXPECT_EQ(s->WaitForBarrier("sub", kChief, absl::Seconds(1), {kW0, kW1}).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s->WaitForBarrier("sub", kW1, absl::Seconds(1), {kW1}).code(),
-            absl::StatusCode::kInvalidArgument);
+  // A barrier of some tasks.
+  std::thread d([&] { EXPECT_TRUE(s->WaitForBarrier("sub", kW0, absl::Seconds(20), {kW0, kW1}).ok()); });
   EXPECT_TRUE(s->WaitForBarrier("sub", kW1, absl::Seconds(20), {kW1, kW0}).ok());
   d.join();
 }
@@ -249,10 +258,9 @@ TEST(CoordinationServiceTest, ReportedErrorAbortsBlockedCallsAndReachesPolls) {
   EXPECT_TRUE(s->ReportError(kW1, absl::InternalError("disk on fire")).ok());
   getter.join();
   for (const char* t : {kChief, kW0}) {
-    absl::StatusOr<absl::Status> polled = s->PollForError(t, absl::Seconds(1));
-    ASSERT_TRUE(polled.ok());
-    EXPECT_EQ(polled->code(), absl::StatusCode::kInternal);
-    EXPECT_EQ(polled->message(), absl::StrCat("task ", kW1, " failed: disk on fire"));
+    absl::Status polled = Poll(s.get(), t, absl::Seconds(1));
+    EXPECT_EQ(polled.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(polled.message(), absl::StrCat("task ", kW1, " failed: disk on fire"));
   }
   // The first error stays the cluster's error.
   EXPECT_TRUE(s->ReportError(kW0, absl::AbortedError("later")).ok());
@@ -262,9 +270,8 @@ TEST(CoordinationServiceTest, ReportedErrorAbortsBlockedCallsAndReachesPolls) {
 
 TEST(CoordinationServiceTest, PollWithoutErrorReturnsOkAfterItsTimeout) {
   auto s = MakeService();
-  absl::StatusOr<absl::Status> polled = s->PollForError(kW0, absl::Milliseconds(50));
-  ASSERT_TRUE(polled.ok());
-  EXPECT_TRUE(polled->ok());
+  absl::Status polled = Poll(s.get(), kW0, absl::Milliseconds(50));
+  EXPECT_TRUE(polled.ok());
 }
 
 TEST(CoordinationServiceTest, ShutdownBarrierPassesAndNamesMissingTasks) {
@@ -288,9 +295,16 @@ TEST(CoordinationServiceTest, StopWakesBlockedCalls) {
     EXPECT_EQ(s->GetKeyValue("k", absl::Seconds(60)).status().code(),
               absl::StatusCode::kUnavailable);
   });
+  std::thread poller([&] {
+    absl::Status error;
+    EXPECT_EQ(s->PollForError(kW0, absl::Seconds(60), &error).code(),
+              absl::StatusCode::kUnavailable);
+    EXPECT_TRUE(error.ok()) << "stopping is not a cluster error: " << error;
+  });
   absl::SleepFor(absl::Milliseconds(50));
   s->Stop();
   getter.join();
+  poller.join();
 }
 
 }  // namespace

@@ -41,10 +41,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions 
   if (options.host_coordination_service) {
     STRATA_ASSIGN_OR_RETURN(server->coordination_,
                             CoordinationServiceImpl::Create(std::move(options.coordination)));
-    server->coordination_grpc_ =
-        std::make_unique<CoordinationGrpcService>(server->coordination_.get());
-    builder.RegisterService(server->coordination_grpc_.get());
   }
+  server->coordination_grpc_ =
+      std::make_unique<CoordinationGrpcService>(server->coordination_.get(), options.address);
+  builder.RegisterService(server->coordination_grpc_.get());
   for (grpc::Service* s : options.services) builder.RegisterService(s);
   // gRPC turns SO_REUSEPORT on by default, which would let a second server
   // share a taken port silently instead of failing here.
