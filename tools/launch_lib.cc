@@ -616,7 +616,10 @@ int RunCluster(const LaunchOptions& options) {
         if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD: reaped above
         if (interrupted) {
           Say(absl::StrCat("received ", strsignal(sig), " again; sending SIGKILL to the tasks"));
-          kill_at = absl::Now();
+          killed = true;
+          for (const Child& c : children) {
+            if (c.running()) SignalChild(c, SIGKILL);
+          }
           continue;
         }
         interrupted = true;

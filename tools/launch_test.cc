@@ -245,6 +245,21 @@ TEST_F(LaunchTest, ForwardsSigtermToTheWorkers) {
   EXPECT_THAT(r.err, HasSubstr("exited with status 0"));
 }
 
+TEST_F(LaunchTest, SecondSignalKillsAtOnce) {
+  const pid_t launcher =
+      Start({"--num_workers=2", "--grace_period=1h"}, Worker({"*=ignore_term"}));
+  ASSERT_GT(WaitReady("worker:0"), 0);
+  ASSERT_GT(WaitReady("worker:1"), 0);
+  kill(launcher, SIGTERM);
+  ASSERT_TRUE(PollUntil([&] { return absl::StrContains(ReadFile(dir_ + "/stderr"), "forwarding"); }));
+  kill(launcher, SIGTERM);
+  Result r = Wait(launcher);
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("received Terminated again; sending SIGKILL to the tasks"));
+  EXPECT_THAT(r.err, HasSubstr("launch: stopped worker:0 (pid "));
+  EXPECT_THAT(r.err, HasSubstr("): was killed by signal 9 (Killed)"));
+}
+
 // Dead or a zombie nobody reaps (an orphan in a container without init).
 bool Gone(pid_t pid) {
   std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
