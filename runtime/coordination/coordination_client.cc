@@ -1,13 +1,13 @@
 #include "runtime/coordination/coordination_client.h"
 
-#include <algorithm>
-#include <random>
-#include <utility>
-
 #include <grpc/grpc.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "graph/status.h"
@@ -21,9 +21,7 @@ namespace {
 // the transport gives up.
 constexpr absl::Duration kRpcSlack = absl::Seconds(2);
 
-int64_t ToMs(absl::Duration d) {
-  return std::max<int64_t>(0, absl::ToInt64Milliseconds(d));
-}
+int64_t ToMs(absl::Duration d) { return std::max<int64_t>(0, absl::ToInt64Milliseconds(d)); }
 
 uint64_t RandomIncarnation() {
   std::random_device rd;
@@ -45,7 +43,8 @@ bool IsTransportFailure(absl::StatusCode code) {
 absl::StatusOr<std::unique_ptr<CoordinationClient>> CoordinationClient::Connect(
     CoordinationClientOptions options) {
   if (options.service_address.empty()) {
-    return absl::InvalidArgumentError("coordination client: no service address (the chief's host:port)");
+    return absl::InvalidArgumentError(
+        "coordination client: no service address (the chief's host:port)");
   }
   if (options.task.empty()) {
     return absl::InvalidArgumentError(
@@ -69,8 +68,8 @@ CoordinationClient::CoordinationClient(CoordinationClientOptions options)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(options_.service_address,
-                                       grpc::InsecureChannelCredentials(), args);
+  channel_ =
+      grpc::CreateCustomChannel(options_.service_address, grpc::InsecureChannelCredentials(), args);
   stub_ = CoordinationService::NewStub(channel_);
   MutexLock l(&mu_);
   service_task_ = options_.service_task;
@@ -80,27 +79,28 @@ CoordinationClient::~CoordinationClient() { StopThreads(); }
 
 std::string CoordinationClient::ServiceTaskName() const {
   MutexLock l(&mu_);
-  return service_task_.empty() ? std::string("the chief") : absl::StrCat("chief task ", service_task_);
+  return service_task_.empty() ? std::string("the chief")
+                               : absl::StrCat("chief task ", service_task_);
 }
 
 absl::Status CoordinationClient::Annotate(const std::string& what, const absl::Status& s) const {
-  return AnnotateStatus(s, absl::StrCat(what, " (coordination service at ",
-                                        options_.service_address, "): "));
+  return AnnotateStatus(
+      s, absl::StrCat(what, " (coordination service at ", options_.service_address, "): "));
 }
 
 template <typename Method, typename Request, typename Response>
 absl::Status CoordinationClient::Call(Method method, const std::string& what,
                                       const Request& request, Response* response,
-                                      absl::Duration rpc_timeout) {
+                                      absl::Duration rpc_timeout, bool blocking) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + std::max(rpc_timeout, absl::Milliseconds(1))));
   {
     MutexLock l(&mu_);
     if (stopping_) {
-      return absl::CancelledError(absl::StrCat(what, ": coordination client of ", options_.task,
-                                               " stopped"));
+      return absl::CancelledError(
+          absl::StrCat(what, ": coordination client of ", options_.task, " stopped"));
     }
-    in_flight_.insert(&ctx);
+    in_flight_.emplace(&ctx, blocking);
   }
   const grpc::Status s = (stub_.get()->*method)(&ctx, request, response);
   MutexLock l(&mu_);
@@ -108,10 +108,10 @@ absl::Status CoordinationClient::Call(Method method, const std::string& what,
   if (s.ok()) return absl::OkStatus();
   if (s.error_code() == grpc::StatusCode::CANCELLED) {
     // We cancelled it: the client stopped or learned of the cluster's error.
-    if (!error_.ok()) return AnnotateStatus(error_, absl::StrCat(what, " aborted: "));
+    if (!error_.ok() && blocking) return AnnotateStatus(error_, absl::StrCat(what, " aborted: "));
     if (stopping_) {
-      return absl::CancelledError(absl::StrCat(what, ": coordination client of ", options_.task,
-                                               " stopped"));
+      return absl::CancelledError(
+          absl::StrCat(what, ": coordination client of ", options_.task, " stopped"));
     }
   }
   return Annotate(what, FromGrpcStatus(s));
@@ -121,7 +121,8 @@ absl::StatusOr<std::vector<std::string>> CoordinationClient::Register() {
   {
     MutexLock l(&mu_);
     if (registered_) {
-      return absl::FailedPreconditionError(absl::StrCat("task ", options_.task, " registered twice"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", options_.task, " registered twice"));
     }
   }
   RegisterTaskRequest req;
@@ -135,15 +136,17 @@ absl::StatusOr<std::vector<std::string>> CoordinationClient::Register() {
   while (true) {
     const absl::Duration remaining = deadline - absl::Now();
     if (remaining <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "registration of ", options_.task, " timed out after ",
-          absl::FormatDuration(options_.register_timeout), ": ", ServiceTaskName(),
-          " was not reachable; last error: ", last.message()));
+      return absl::DeadlineExceededError(
+          absl::StrCat("registration of ", options_.task, " timed out after ",
+                       absl::FormatDuration(options_.register_timeout), ": ", ServiceTaskName(),
+                       " was not reachable; last error: ", last.message()));
     }
     // The server answers (naming the tasks that never registered) a little
     // before the RPC's own deadline.
-    req.set_timeout_ms(std::max<int64_t>(1, ToMs(remaining - std::min(remaining / 10, absl::Seconds(1)))));
-    last = Call(&CoordinationService::Stub::RegisterTask, "RegisterTask", req, &resp, remaining);
+    req.set_timeout_ms(
+        std::max<int64_t>(1, ToMs(remaining - std::min(remaining / 10, absl::Seconds(1)))));
+    last = Call(&CoordinationService::Stub::RegisterTask, "RegisterTask", req, &resp, remaining,
+                /*blocking=*/true);
     if (last.ok()) break;
     // Unavailable: the chief is not up yet (or restarting its server); the
     // service has no other reason to answer so before it registered us.
@@ -158,7 +161,8 @@ absl::StatusOr<std::vector<std::string>> CoordinationClient::Register() {
     MutexLock l(&mu_);
     registered_ = true;
     if (service_task_.empty()) service_task_ = resp.service_task();
-    if (resp.heartbeat_timeout_ms() > 0) heartbeat_timeout_ = absl::Milliseconds(resp.heartbeat_timeout_ms());
+    if (resp.heartbeat_timeout_ms() > 0)
+      heartbeat_timeout_ = absl::Milliseconds(resp.heartbeat_timeout_ms());
   }
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
   poll_thread_ = std::thread([this] { PollLoop(); });
@@ -177,7 +181,7 @@ void CoordinationClient::HeartbeatLoop() {
     timeout = heartbeat_timeout_;
   }
   interval = options_.heartbeat_interval > absl::ZeroDuration() ? options_.heartbeat_interval
-                                                               : timeout / 5;
+                                                                : timeout / 5;
   HeartbeatRequest req;
   req.set_task(options_.task);
   req.set_incarnation(options_.incarnation);
@@ -189,7 +193,7 @@ void CoordinationClient::HeartbeatLoop() {
     }
     HeartbeatResponse resp;
     const absl::Status s = Call(&CoordinationService::Stub::Heartbeat, "Heartbeat", req, &resp,
-                                std::max(interval, timeout / 2));
+                                std::max(interval, timeout / 2), /*blocking=*/false);
     if (s.ok()) {
       last_ok = absl::Now();
       continue;
@@ -200,10 +204,10 @@ void CoordinationClient::HeartbeatLoop() {
       continue;
     }
     if (absl::Now() - last_ok > timeout) {
-      SetError(absl::UnavailableError(absl::StrCat(
-          ServiceTaskName(), " lost: the coordination service at ", options_.service_address,
-          " has not answered heartbeats of ", options_.task, " for ",
-          absl::FormatDuration(timeout), " (", s.message(), ")")));
+      SetError(absl::UnavailableError(
+          absl::StrCat(ServiceTaskName(), " lost: the coordination service at ",
+                       options_.service_address, " has not answered heartbeats of ", options_.task,
+                       " for ", absl::FormatDuration(timeout), " (", s.message(), ")")));
     }
   }
 }
@@ -219,8 +223,8 @@ void CoordinationClient::PollLoop() {
   req.set_timeout_ms(ToMs(window));
   while (true) {
     PollForErrorResponse resp;
-    const absl::Status s =
-        Call(&CoordinationService::Stub::PollForError, "PollForError", req, &resp, window + kRpcSlack);
+    const absl::Status s = Call(&CoordinationService::Stub::PollForError, "PollForError", req,
+                                &resp, window + kRpcSlack, /*blocking=*/false);
     if (s.ok() && resp.has_error()) {
       absl::StatusCode code = static_cast<absl::StatusCode>(resp.code());
       if (resp.code() <= 0 || resp.code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
@@ -244,7 +248,9 @@ void CoordinationClient::SetError(absl::Status error) {
     if (!error_.ok() || stopping_) return;
     error_ = error;
     // Calls blocked on the chief return the error now, not at their timeout.
-    for (grpc::ClientContext* ctx : in_flight_) ctx->TryCancel();
+    for (const auto& [ctx, blocking] : in_flight_) {
+      if (blocking) ctx->TryCancel();
+    }
     if (callback_) {
       callback = callback_;
       error_delivered_ = true;
@@ -286,7 +292,8 @@ absl::Status CoordinationClient::ReportError(const absl::Status& error) {
   req.set_code(static_cast<int>(error.code()));
   req.set_message(std::string(error.message()));
   ReportErrorResponse resp;
-  return Call(&CoordinationService::Stub::ReportError, "ReportError", req, &resp, absl::Seconds(10));
+  return Call(&CoordinationService::Stub::ReportError, "ReportError", req, &resp, absl::Seconds(10),
+              /*blocking=*/false);
 }
 
 absl::Status CoordinationClient::WaitForBarrier(const std::string& id, absl::Duration timeout,
@@ -302,7 +309,7 @@ absl::Status CoordinationClient::WaitForBarrier(const std::string& id, absl::Dur
   for (const std::string& t : tasks) req.add_tasks(t);
   WaitForBarrierResponse resp;
   return Call(&CoordinationService::Stub::WaitForBarrier, absl::StrCat("barrier '", id, "'"), req,
-              &resp, timeout + kRpcSlack);
+              &resp, timeout + kRpcSlack, /*blocking=*/true);
 }
 
 absl::Status CoordinationClient::Shutdown(absl::Duration timeout) {
@@ -322,7 +329,7 @@ absl::Status CoordinationClient::Shutdown(absl::Duration timeout) {
     req.set_timeout_ms(ToMs(timeout));
     ShutdownTaskResponse resp;
     s = Call(&CoordinationService::Stub::ShutdownTask, "ShutdownTask", req, &resp,
-             timeout + kRpcSlack);
+             timeout + kRpcSlack, /*blocking=*/true);
   }
   StopThreads();
   return s;
@@ -334,7 +341,7 @@ absl::Status CoordinationClient::Insert(const std::string& key, const std::strin
   req.set_value(value);
   InsertKeyValueResponse resp;
   return Call(&CoordinationService::Stub::InsertKeyValue, absl::StrCat("insert of key '", key, "'"),
-              req, &resp, absl::Seconds(30));
+              req, &resp, absl::Seconds(30), /*blocking=*/false);
 }
 
 absl::StatusOr<std::string> CoordinationClient::Get(const std::string& key,
@@ -348,8 +355,9 @@ absl::StatusOr<std::string> CoordinationClient::Get(const std::string& key,
   req.set_key(key);
   req.set_timeout_ms(ToMs(timeout));
   GetKeyValueResponse resp;
-  STRATA_RETURN_IF_ERROR(
-      Call(&CoordinationService::Stub::GetKeyValue, what, req, &resp, timeout + kRpcSlack));
+  STRATA_RETURN_IF_ERROR(Call(&CoordinationService::Stub::GetKeyValue, what, req, &resp,
+                              timeout + kRpcSlack,
+                              /*blocking=*/true));
   return std::move(*resp.mutable_value());
 }
 
@@ -357,7 +365,7 @@ void CoordinationClient::StopThreads() {
   {
     MutexLock l(&mu_);
     stopping_ = true;
-    for (grpc::ClientContext* ctx : in_flight_) ctx->TryCancel();
+    for (const auto& call : in_flight_) call.first->TryCancel();
   }
   // The callback may call Shutdown() from the poll thread; that thread is
   // then joined by the destructor instead.

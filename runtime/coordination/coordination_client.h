@@ -36,16 +36,16 @@
 #ifndef STRATA_RUNTIME_COORDINATION_COORDINATION_CLIENT_H_
 #define STRATA_RUNTIME_COORDINATION_COORDINATION_CLIENT_H_
 
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/channel.h>
-#include <grpcpp/client_context.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -122,12 +122,13 @@ class CoordinationClient : public KeyValueStore {
  private:
   explicit CoordinationClient(CoordinationClientOptions options);
 
-  // Runs one RPC with a deadline of `rpc_timeout`; the context is cancelled
-  // when the client stops or learns of an error, and then the call returns
-  // that error. `what` names the call in error messages.
+  // Runs one RPC with a deadline of `rpc_timeout`; the call is cancelled
+  // when the client stops or, if `blocking` (a call that waits on other
+  // tasks), when it learns of the cluster's error, which it then returns.
+  // `what` names the call in error messages.
   template <typename Method, typename Request, typename Response>
   absl::Status Call(Method method, const std::string& what, const Request& request,
-                    Response* response, absl::Duration rpc_timeout);
+                    Response* response, absl::Duration rpc_timeout, bool blocking);
   // Adds context naming the service to an error of `what`.
   absl::Status Annotate(const std::string& what, const absl::Status& s) const;
 
@@ -154,7 +155,8 @@ class CoordinationClient : public KeyValueStore {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool error_delivered_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void(absl::Status)> callback_ ABSL_GUARDED_BY(mu_);
-  std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Calls in flight -> whether they are `blocking` (see Call).
+  std::map<grpc::ClientContext*, bool> in_flight_ ABSL_GUARDED_BY(mu_);
 
   std::thread heartbeat_thread_;
   std::thread poll_thread_;

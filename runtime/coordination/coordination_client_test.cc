@@ -57,8 +57,7 @@ std::unique_ptr<GrpcServer> StartChief(const std::string& address,
   return server.ok() ? std::move(server).value() : nullptr;
 }
 
-std::unique_ptr<CoordinationClient> MakeClient(const std::string& address,
-                                               const std::string& task,
+std::unique_ptr<CoordinationClient> MakeClient(const std::string& address, const std::string& task,
                                                const std::string& fingerprint = "fp") {
   CoordinationClientOptions opts;
   opts.service_address = address;
@@ -235,7 +234,8 @@ TEST_F(CoordinationClientTest, FrozenHeartbeatIsReportedToEveryTask) {
   for (int i = 0; i < 2; ++i) {
     absl::Status st = sinks_[i]->Wait();
     EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
-    EXPECT_THAT(st.message(), HasSubstr(absl::StrCat("task ", kW1, " lost: no heartbeat for 500ms")));
+    EXPECT_THAT(st.message(),
+                HasSubstr(absl::StrCat("task ", kW1, " lost: no heartbeat for 500ms")));
   }
   // Blocked and later calls give the error instead of waiting.
   absl::StatusOr<std::string> v = clients_[0]->Get("never", absl::Seconds(20));

@@ -28,7 +28,8 @@ std::vector<std::string> CoordinatedTasks(const tensorflow::ClusterDef& cluster)
     std::vector<int> indices;
     for (const auto& [index, address] : job.tasks()) indices.push_back(index);
     std::sort(indices.begin(), indices.end());
-    for (int i : indices) (job.name() == "chief" ? chief : workers).push_back(TaskName(job.name(), i));
+    for (int i : indices)
+      (job.name() == "chief" ? chief : workers).push_back(TaskName(job.name(), i));
   }
   chief.insert(chief.end(), workers.begin(), workers.end());
   return chief;
@@ -38,10 +39,9 @@ std::string ClusterFingerprint(const tensorflow::ClusterDef& cluster) {
   // Jobs sorted by name so that two specs listing the same jobs in another
   // order agree; maps serialized deterministically (sorted by key).
   tensorflow::ClusterDef sorted = cluster;
-  std::sort(sorted.mutable_job()->begin(), sorted.mutable_job()->end(),
-            [](const tensorflow::JobDef& a, const tensorflow::JobDef& b) {
-              return a.name() < b.name();
-            });
+  std::sort(
+      sorted.mutable_job()->begin(), sorted.mutable_job()->end(),
+      [](const tensorflow::JobDef& a, const tensorflow::JobDef& b) { return a.name() < b.name(); });
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream out(&bytes);
@@ -77,16 +77,17 @@ absl::StatusOr<std::unique_ptr<CoordinationServiceImpl>> CoordinationServiceImpl
   for (const std::string& t : options.tasks) {
     if (t.empty()) return absl::InvalidArgumentError("coordination service: empty task name");
     if (!seen.insert(t).second) {
-      return absl::InvalidArgumentError(absl::StrCat("coordination service: task ", t, " listed twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("coordination service: task ", t, " listed twice"));
     }
   }
   if (options.service_task.empty()) options.service_task = options.tasks.front();
   if (options.heartbeat_timeout <= absl::ZeroDuration() ||
       options.register_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "coordination service: timeouts must be positive (heartbeat_timeout ",
-        absl::FormatDuration(options.heartbeat_timeout), ", register_timeout ",
-        absl::FormatDuration(options.register_timeout), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("coordination service: timeouts must be positive (heartbeat_timeout ",
+                     absl::FormatDuration(options.heartbeat_timeout), ", register_timeout ",
+                     absl::FormatDuration(options.register_timeout), ")"));
   }
   return std::unique_ptr<CoordinationServiceImpl>(new CoordinationServiceImpl(std::move(options)));
 }
@@ -159,7 +160,8 @@ absl::StatusOr<RegisterResult> CoordinationServiceImpl::RegisterTask(
   if (timeout <= absl::ZeroDuration()) timeout = options_.register_timeout;
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock l(&mu_);
-  if (!options_.cluster_fingerprint.empty() && cluster_fingerprint != options_.cluster_fingerprint) {
+  if (!options_.cluster_fingerprint.empty() &&
+      cluster_fingerprint != options_.cluster_fingerprint) {
     // Put out as the cluster's error too: tasks whose specs disagree must all
     // fail fast, not wait for a registration that cannot complete.
     absl::Status err = absl::InvalidArgumentError(absl::StrCat(
@@ -223,9 +225,8 @@ absl::Status CoordinationServiceImpl::Heartbeat(const std::string& task, uint64_
       return absl::FailedPreconditionError(
           absl::StrCat("heartbeat from task ", task, ", which has not registered"));
     case TaskState::kFailed:
-      return absl::FailedPreconditionError(
-          absl::StrCat("heartbeat from task ", task, ", which has already failed: ",
-                       error_.message()));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "heartbeat from task ", task, ", which has already failed: ", error_.message()));
     case TaskState::kShutdown:
       return absl::FailedPreconditionError(
           absl::StrCat("heartbeat from task ", task, ", which has shut down"));
@@ -255,12 +256,14 @@ void CoordinationServiceImpl::CheckHeartbeats() {
     const absl::Time now = absl::Now();
     for (const std::string& name : options_.tasks) {
       Task& t = tasks_[name];
-      if (t.state != TaskState::kRegistered || now - t.last_heartbeat <= options_.heartbeat_timeout) {
+      if (t.state != TaskState::kRegistered ||
+          now - t.last_heartbeat <= options_.heartbeat_timeout) {
         continue;
       }
       t.state = TaskState::kFailed;
-      SetErrorLocked(absl::UnavailableError(absl::StrCat(
-          "task ", name, " lost: no heartbeat for ", absl::FormatDuration(options_.heartbeat_timeout))));
+      SetErrorLocked(
+          absl::UnavailableError(absl::StrCat("task ", name, " lost: no heartbeat for ",
+                                              absl::FormatDuration(options_.heartbeat_timeout))));
     }
   }
 }
@@ -286,9 +289,9 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
     b.participants = wanted;
     b.deadline = absl::InfiniteFuture();
   } else if (b.participants != wanted) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": task ", task, " expects tasks {", Join(participants), "} but it was started with {",
-        absl::StrJoin(b.participants, ", "), "}"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": task ", task, " expects tasks {", Join(participants),
+                     "} but it was started with {", absl::StrJoin(b.participants, ", "), "}"));
   }
   if (b.done) return b.result;
   // The earliest deadline of the arrivals: a task that gives up fails the
@@ -304,9 +307,9 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
       if (b.arrived.count(p) == 0) missing.push_back(p);
     }
     b.done = true;
-    b.result = absl::DeadlineExceededError(absl::StrCat(
-        what, " timed out: ", missing.size(), " of ", b.participants.size(),
-        " tasks did not arrive: ", Join(missing)));
+    b.result = absl::DeadlineExceededError(absl::StrCat(what, " timed out: ", missing.size(),
+                                                        " of ", b.participants.size(),
+                                                        " tasks did not arrive: ", Join(missing)));
   }
   return b.result;
 }
@@ -315,7 +318,8 @@ absl::Status CoordinationServiceImpl::InsertKeyValue(const std::string& key,
                                                      const std::string& value) {
   MutexLock l(&mu_);
   if (!values_.emplace(key, value).second) {
-    return absl::AlreadyExistsError(absl::StrCat("key-value store: key '", key, "' already exists"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("key-value store: key '", key, "' already exists"));
   }
   return absl::OkStatus();
 }
@@ -329,26 +333,26 @@ absl::StatusOr<std::string> CoordinationServiceImpl::GetKeyValue(const std::stri
     return values_.at(key);
   }
   if (!error_.ok() || stopped_) return AbortedCallLocked(absl::StrCat("get of key '", key, "'"));
-  return absl::DeadlineExceededError(absl::StrCat("key-value store: key '", key,
-                                                  "' not inserted within ",
-                                                  absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "key-value store: key '", key, "' not inserted within ", absl::FormatDuration(timeout)));
 }
 
 absl::Status CoordinationServiceImpl::ReportError(const std::string& task,
                                                   const absl::Status& error) {
   STRATA_RETURN_IF_ERROR(CheckTask(task));
   if (error.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("task ", task, " reported an OK status as an error"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", task, " reported an OK status as an error"));
   }
   MutexLock l(&mu_);
   Task& t = tasks_[task];
   if (t.state == TaskState::kRegistered) t.state = TaskState::kFailed;
-  SetErrorLocked(absl::Status(error.code(), absl::StrCat("task ", task, " failed: ", error.message())));
+  SetErrorLocked(
+      absl::Status(error.code(), absl::StrCat("task ", task, " failed: ", error.message())));
   return absl::OkStatus();
 }
 
-absl::Status CoordinationServiceImpl::PollForError(const std::string& task,
-                                                   absl::Duration timeout,
+absl::Status CoordinationServiceImpl::PollForError(const std::string& task, absl::Duration timeout,
                                                    absl::Status* cluster_error) {
   *cluster_error = absl::OkStatus();
   STRATA_RETURN_IF_ERROR(CheckTask(task));
@@ -363,7 +367,8 @@ absl::Status CoordinationServiceImpl::PollForError(const std::string& task,
   return absl::OkStatus();
 }
 
-absl::Status CoordinationServiceImpl::ShutdownTask(const std::string& task, absl::Duration timeout) {
+absl::Status CoordinationServiceImpl::ShutdownTask(const std::string& task,
+                                                   absl::Duration timeout) {
   STRATA_RETURN_IF_ERROR(CheckTask(task));
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock l(&mu_);
@@ -405,9 +410,9 @@ absl::Duration BoundedTimeout(const grpc::ServerContext* ctx, int64_t timeout_ms
 }  // namespace
 
 grpc::Status CoordinationGrpcService::NotHosted() const {
-  return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
-      "the server at ", address_,
-      " does not host the coordination service (the chief's server does)")));
+  return ToGrpcStatus(absl::FailedPreconditionError(
+      absl::StrCat("the server at ", address_,
+                   " does not host the coordination service (the chief's server does)")));
 }
 
 grpc::Status CoordinationGrpcService::RegisterTask(grpc::ServerContext* ctx,
@@ -479,7 +484,8 @@ grpc::Status CoordinationGrpcService::PollForError(grpc::ServerContext* ctx,
                                                    PollForErrorResponse* resp) {
   if (impl_ == nullptr) return NotHosted();
   absl::Status e;
-  const absl::Status s = impl_->PollForError(req->task(), BoundedTimeout(ctx, req->timeout_ms()), &e);
+  const absl::Status s =
+      impl_->PollForError(req->task(), BoundedTimeout(ctx, req->timeout_ms()), &e);
   if (!s.ok()) return ToGrpcStatus(s);
   if (!e.ok()) {
     resp->set_has_error(true);

@@ -51,8 +51,8 @@ std::vector<std::thread> RegisterOthers(CoordinationServiceImpl* s, const std::s
   for (int i = static_cast<int>(tasks.size()) - 1; i >= 0; --i) {
     if (tasks[i] == skip) continue;
     threads.emplace_back([s, i, tasks, results] {
-      (*results)[i] = s->RegisterTask(tasks[i], 1 + i, Devices(tasks[i]), "abc", absl::Seconds(20))
-                          .status();
+      (*results)[i] =
+          s->RegisterTask(tasks[i], 1 + i, Devices(tasks[i]), "abc", absl::Seconds(20)).status();
     });
   }
   return threads;
@@ -99,9 +99,9 @@ TEST(CoordinationServiceTest, RegistrationWaitsForAllAndGivesDevicesInTaskOrder)
   for (auto& t : threads) t.join();
   ASSERT_TRUE(r.ok()) << r.status();
   for (const absl::Status& st : results) EXPECT_TRUE(st.ok()) << st;
-  EXPECT_THAT(r->devices, ElementsAre(absl::StrCat(kChief, "/device:CPU:0"),
-                                      absl::StrCat(kW0, "/device:CPU:0"),
-                                      absl::StrCat(kW1, "/device:CPU:0")));
+  EXPECT_THAT(r->devices,
+              ElementsAre(absl::StrCat(kChief, "/device:CPU:0"), absl::StrCat(kW0, "/device:CPU:0"),
+                          absl::StrCat(kW1, "/device:CPU:0")));
   EXPECT_EQ(r->service_task, kChief);
   // A retry with the same incarnation is not a restart.
   EXPECT_TRUE(s->RegisterTask(kChief, 7, Devices(kChief), "abc", absl::Seconds(1)).ok());
@@ -124,8 +124,8 @@ TEST(CoordinationServiceTest, RegistrationTimeoutNamesMissingTask) {
 
 TEST(CoordinationServiceTest, UnknownTaskRefused) {
   auto s = MakeService();
-  absl::Status st = s->RegisterTask("/job:worker/replica:0/task:7", 1, {}, "abc", absl::Seconds(1))
-                        .status();
+  absl::Status st =
+      s->RegisterTask("/job:worker/replica:0/task:7", 1, {}, "abc", absl::Seconds(1)).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(st.message(), HasSubstr("/job:worker/replica:0/task:7"));
 }
@@ -157,8 +157,10 @@ TEST(CoordinationServiceTest, NewIncarnationBeforeStartReplacesAfterStartIsARest
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(s->RegisterTask(kW1, 3, Devices(kW1), "abc", absl::Milliseconds(1)).status().code(),
             absl::StatusCode::kDeadlineExceeded);
-  std::thread w0([&] { EXPECT_TRUE(s->RegisterTask(kW0, 2, Devices(kW0), "abc", absl::Seconds(20)).ok()); });
-  absl::StatusOr<RegisterResult> r = s->RegisterTask(kChief, 1, Devices(kChief), "abc", absl::Seconds(20));
+  std::thread w0(
+      [&] { EXPECT_TRUE(s->RegisterTask(kW0, 2, Devices(kW0), "abc", absl::Seconds(20)).ok()); });
+  absl::StatusOr<RegisterResult> r =
+      s->RegisterTask(kChief, 1, Devices(kChief), "abc", absl::Seconds(20));
   w0.join();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->devices.back(), absl::StrCat(kW1, "/device:CPU:0"));
@@ -223,7 +225,9 @@ TEST(CoordinationServiceTest, BarrierPassesAndTimesOutNamingMissing) {
   EXPECT_EQ(s->WaitForBarrier("sub", kChief, absl::Seconds(1), {kW0, kW1}).code(),
             absl::StatusCode::kInvalidArgument);
   // A barrier of some tasks.
-  std::thread d([&] { EXPECT_TRUE(s->WaitForBarrier("sub", kW0, absl::Seconds(20), {kW0, kW1}).ok()); });
+  std::thread d([&] {
+    EXPECT_TRUE(s->WaitForBarrier("sub", kW0, absl::Seconds(20), {kW0, kW1}).ok());
+  });
   EXPECT_TRUE(s->WaitForBarrier("sub", kW1, absl::Seconds(20), {kW1, kW0}).ok());
   d.join();
 }

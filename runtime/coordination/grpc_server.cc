@@ -1,11 +1,11 @@
 #include "runtime/coordination/grpc_server.h"
 
-#include <chrono>
-#include <utility>
-
 #include <grpc/grpc.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+
+#include <chrono>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

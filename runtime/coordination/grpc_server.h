@@ -23,11 +23,11 @@
 #ifndef STRATA_RUNTIME_COORDINATION_GRPC_SERVER_H_
 #define STRATA_RUNTIME_COORDINATION_GRPC_SERVER_H_
 
+#include <grpcpp/server.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "runtime/coordination/coordination_service.h"
