@@ -1,0 +1,555 @@
+#include "runtime/collective/distributed_collective_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/status.h"
+#include "runtime/collective/algorithm.h"
+#include "runtime/collective/reduction.h"
+
+namespace strata {
+
+namespace {
+
+// Tag layout: group (16 bits) | instance (24) | execution mod 2^14 (14) |
+// the algorithm's own tag (10). The last algorithm tag is the descriptor
+// exchange's; ring algorithms use fewer than 2 * num_workers tags.
+constexpr int kGroupBits = 16, kInstanceBits = 24, kSequenceBits = 14, kTagBits = 10;
+constexpr uint64_t kTagsPerRun = uint64_t{1} << kTagBits;
+constexpr uint64_t kDescriptorTag = kTagsPerRun - 1;
+constexpr int kMaxWorkers = 512;
+constexpr uint32_t kDescriptorMagic = 0x53434431;  // "SCD1"
+constexpr int kMaxDims = 8;
+
+bool IsBroadcast(CollectiveType t) {
+  return t == CollectiveType::kBroadcastSend || t == CollectiveType::kBroadcastRecv;
+}
+
+}  // namespace
+
+// Plain old data with no padding holes that could differ between workers'
+// copies: every worker builds it the same way, and a peer's copy is only
+// compared and printed (never trusted as a size).
+struct DistributedCollectiveExecutor::Descriptor {
+  uint32_t magic = kDescriptorMagic;
+  int32_t type = 0;  // broadcast sides both as kBroadcastSend
+  int32_t dtype = 0;
+  int32_t merge_op = 0;
+  int32_t final_op = 0;
+  int32_t group_size = 0;
+  int32_t rank = 0;        // of the shape
+  int32_t has_sender = 0;  // broadcast: this worker holds the sender (not compared)
+  int64_t dims[kMaxDims] = {};
+  char hint[16] = {};
+};
+
+namespace {
+
+using Descriptor = DistributedCollectiveExecutor::Descriptor;
+
+Descriptor MakeDescriptor(const CollectiveParams& p, bool has_sender) {
+  Descriptor d;
+  d.type = static_cast<int32_t>(IsBroadcast(p.type) ? CollectiveType::kBroadcastSend : p.type);
+  d.dtype = static_cast<int32_t>(p.dtype);
+  d.merge_op = static_cast<int32_t>(p.merge_op);
+  d.final_op = static_cast<int32_t>(p.final_op);
+  d.group_size = p.group_size;
+  d.rank = p.shape.dims();
+  // Dimensions past the 8th are folded into the 8th: the element count,
+  // which is what the data movement depends on, is still compared.
+  for (int i = 0; i < p.shape.dims(); ++i) {
+    const int j = std::min(i, kMaxDims - 1);
+    d.dims[j] = i > j ? d.dims[j] * p.shape.dim_size(i) : p.shape.dim_size(i);
+  }
+  std::strncpy(d.hint, p.communication_hint.c_str(), sizeof(d.hint) - 1);
+  d.has_sender = has_sender;
+  return d;
+}
+
+// "float[1024] all-reduce Add/Div" (plus the hint unless auto, and the group
+// size). Safe on a peer's garbage.
+std::string DescriptorText(const Descriptor& d) {
+  if (d.magic != kDescriptorMagic) return absl::StrCat("an unreadable descriptor (magic ", d.magic, ")");
+  std::string s = d.dtype >= 0 && d.dtype < 100 ? DataTypeString(static_cast<DataType>(d.dtype))
+                                                : absl::StrCat("dtype #", d.dtype);
+  std::vector<int64_t> dims(d.dims, d.dims + std::clamp(d.rank, 0, kMaxDims));
+  absl::StrAppend(&s, "[", absl::StrJoin(dims, ","), d.rank > kMaxDims ? ",..." : "", "] ");
+  if (d.type == static_cast<int32_t>(CollectiveType::kBroadcastSend)) {
+    absl::StrAppend(&s, "broadcast");
+  } else if (d.type >= 0 && d.type <= static_cast<int32_t>(CollectiveType::kBroadcastRecv)) {
+    absl::StrAppend(&s, CollectiveTypeName(static_cast<CollectiveType>(d.type)));
+  } else {
+    absl::StrAppend(&s, "collective #", d.type);
+  }
+  if (d.type == static_cast<int32_t>(CollectiveType::kAllReduce)) {
+    absl::StrAppend(&s, " ",
+                    d.merge_op >= 0 && d.merge_op <= 3 ? MergeOpName(static_cast<MergeOp>(d.merge_op))
+                                                       : "?",
+                    "/", d.final_op == static_cast<int32_t>(FinalOp::kDiv) ? "Div" : "Id");
+  }
+  const std::string hint(d.hint, strnlen(d.hint, sizeof(d.hint)));
+  if (hint != "auto") absl::StrAppend(&s, " hint '", hint, "'");
+  absl::StrAppend(&s, " group_size ", d.group_size);
+  return s;
+}
+
+}  // namespace
+
+// A Transport view for one execution: tags are offset into the execution's
+// range, and the operations in flight are counted per peer so that a
+// timeout can name whom it waits for.
+class DistributedCollectiveExecutor::TaggedTransport : public Transport {
+ public:
+  TaggedTransport(Transport* base, std::shared_ptr<Run> run) : base_(base), run_(std::move(run)) {}
+  int rank() const override { return base_->rank(); }
+  int size() const override { return base_->size(); }
+  const char* kind() const override { return base_->kind(); }
+  void SendAsync(int dst, uint64_t tag, const void* data, size_t bytes, Callback done) override {
+    if (tag >= kTagsPerRun) return done(TagError(tag));
+    base_->SendAsync(dst, run_->tag_base | tag, data, bytes, Track(dst, std::move(done)));
+  }
+  void RecvAsync(int src, uint64_t tag, void* data, size_t bytes, Callback done) override {
+    if (tag >= kTagsPerRun) return done(TagError(tag));
+    base_->RecvAsync(src, run_->tag_base | tag, data, bytes, Track(src, std::move(done)));
+  }
+  void Abort(const absl::Status& status) override { base_->Abort(status); }
+
+ private:
+  static absl::Status TagError(uint64_t tag) {
+    return absl::InternalError(absl::StrCat("cross-worker algorithm used tag ", tag, ", past the ",
+                                            kTagsPerRun, " each execution has"));
+  }
+  Callback Track(int peer, Callback done) {
+    {
+      MutexLock l(&run_->mu);
+      ++run_->pending[peer];
+    }
+    return [run = run_, peer, done = std::move(done)](absl::Status s) {
+      {
+        MutexLock l(&run->mu);
+        if (--run->pending[peer] == 0) run->pending.erase(peer);
+        if (!s.ok()) run->failed = true;
+      }
+      done(std::move(s));
+    };
+  }
+
+  Transport* const base_;
+  const std::shared_ptr<Run> run_;
+};
+
+absl::StatusOr<std::unique_ptr<DistributedCollectiveExecutor>> DistributedCollectiveExecutor::Create(
+    DistributedCollectiveExecutorOptions options) {
+  const int w = options.num_workers, r = options.worker_rank;
+  if (w < 1 || w > kMaxWorkers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_workers is ", w, ", must be in [1, ", kMaxWorkers, "]"));
+  }
+  if (r < 0 || r >= w) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_rank ", r, " is not in [0, ", w, ")"));
+  }
+  if (options.worker_names.empty()) {
+    for (int i = 0; i < w; ++i) {
+      options.worker_names.push_back(absl::StrCat("/job:worker/replica:0/task:", i));
+    }
+  } else if (static_cast<int>(options.worker_names.size()) != w) {
+    return absl::InvalidArgumentError(absl::StrCat(options.worker_names.size(),
+                                                   " worker_names for ", w, " workers"));
+  }
+  if (options.transport == nullptr && w > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", options.worker_names[r], ": ", w, " workers need a transport"));
+  }
+  if (options.transport != nullptr &&
+      (options.transport->rank() != r || options.transport->size() != w)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", options.worker_names[r], " (rank ", r, " of ", w, ") got the transport of rank ",
+        options.transport->rank(), " of ", options.transport->size()));
+  }
+  if (options.default_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("default_timeout must be positive");
+  }
+  return std::unique_ptr<DistributedCollectiveExecutor>(
+      new DistributedCollectiveExecutor(std::move(options)));
+}
+
+DistributedCollectiveExecutor::DistributedCollectiveExecutor(DistributedCollectiveExecutorOptions o)
+    : LocalCollectiveExecutor(LocalCollectiveExecutorOptions{o.default_timeout}),
+      worker_rank_(o.worker_rank),
+      num_workers_(o.num_workers),
+      worker_names_(std::move(o.worker_names)),
+      transport_(std::move(o.transport)),
+      on_fatal_error_(std::move(o.on_fatal_error)) {}
+
+DistributedCollectiveExecutor::~DistributedCollectiveExecutor() = default;
+
+absl::Status DistributedCollectiveExecutor::fatal_error() const {
+  MutexLock l(&dmu_);
+  return fatal_;
+}
+
+void DistributedCollectiveExecutor::ExecuteAsync(const CollectiveParams& params, Tensor input,
+                                                 Allocator* allocator,
+                                                 CancellationManager* cancellation,
+                                                 DoneCallback done) {
+  if (num_workers_ > 1) {
+    absl::Status s;
+    if (params.group_key < 0 || params.group_key >= (1 << kGroupBits) || params.instance_key < 0 ||
+        params.instance_key >= (1 << kInstanceBits)) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          "group_key ", params.group_key, " / instance_key ", params.instance_key,
+          ": collectives across workers need group_key in [0, ", 1 << kGroupBits,
+          ") and instance_key in [0, ", 1 << kInstanceBits, ")"));
+    } else {
+      MutexLock l(&dmu_);
+      if (!fatal_.ok()) {
+        s = absl::Status(fatal_.code(), absl::StrCat("collectives across workers broke earlier: ",
+                                                     fatal_.message()));
+      }
+    }
+    if (!s.ok()) {
+      done(AnnotateStatus(s, absl::StrCat(CollectiveTypeName(params.type), " on ", params.device,
+                                          " (worker ", worker_names_[worker_rank_], "): ")),
+           Tensor());
+      return;
+    }
+  }
+  LocalCollectiveExecutor::ExecuteAsync(params, std::move(input), allocator, cancellation,
+                                        std::move(done));
+}
+
+absl::StatusOr<int> DistributedCollectiveExecutor::LocalGroupSize(const CollectiveParams& p) const {
+  if (p.group_size % num_workers_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveTypeName(p.type), " on ", p.device, ": group_size ", p.group_size,
+        " is not a multiple of the ", num_workers_,
+        " workers (every worker must hold the same number of the group's devices)"));
+  }
+  return p.group_size / num_workers_;
+}
+
+void DistributedCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
+  if (num_workers_ == 1) return LocalCollectiveExecutor::Start(std::move(inst));
+  const CollectiveParams* ref = &inst->participants[0].params;
+  for (const Participant& p : inst->participants) {
+    if (p.params.type == CollectiveType::kBroadcastSend) ref = &p.params;
+  }
+  const std::string description = DescriptorText(MakeDescriptor(*ref, false));
+  auto run = std::make_shared<Run>();
+  absl::Status fatal;
+  {
+    MutexLock l(&dmu_);
+    fatal = fatal_;
+    if (fatal.ok()) {
+      // The execution count is what matches executions across workers: the
+      // k-th start of (group, instance) here is the k-th everywhere.
+      Series& s = series_[{ref->group_key, ref->instance_key}];
+      const uint64_t seq = s.next++ & ((uint64_t{1} << kSequenceBits) - 1);
+      run->tag_base = uint64_t(ref->group_key) << (kInstanceBits + kSequenceBits + kTagBits) |
+                      uint64_t(ref->instance_key) << (kSequenceBits + kTagBits) | seq << kTagBits;
+      // Every worker decides alike while their descriptions agree: at the
+      // first execution, and when all change together. A broadcast always
+      // exchanges, to learn which worker holds the sender.
+      run->exchange = IsBroadcast(ref->type) || !s.agreed || s.description != description;
+      s.agreed = true;
+      s.description = description;
+      runs_[inst->id] = run;
+    }
+  }
+  if (!fatal.ok()) {
+    FailInstance(inst, AnnotateStatus(fatal, absl::StrCat(Describe(*inst), ": collectives across "
+                                                                           "workers broke earlier: ")));
+    return;
+  }
+  // Off the last arriver's thread: the cross-worker part may wait long on
+  // peers, and other instances' parts must not queue behind it.
+  workers().Schedule([this, inst = std::move(inst), run = std::move(run)]() mutable {
+    RunInstance(std::move(inst), std::move(run));
+  });
+}
+
+void DistributedCollectiveExecutor::AbortStarted(const std::shared_ptr<Instance>& inst,
+                                                 const absl::Status& status, bool is_timeout) {
+  if (num_workers_ == 1) return LocalCollectiveExecutor::AbortStarted(inst, status, is_timeout);
+  absl::Status s = status;
+  if (is_timeout) {
+    std::shared_ptr<Run> run;
+    {
+      MutexLock l(&dmu_);
+      auto it = runs_.find(inst->id);
+      if (it != runs_.end()) run = it->second;
+    }
+    if (run != nullptr) {
+      MutexLock l(&run->mu);
+      // Its transport already failed (a peer's abort, say): the run ends
+      // with that error, which is the one to report.
+      if (run->failed) return;
+    }
+    s = absl::DeadlineExceededError(absl::StrCat(
+        Describe(*inst), ": ", status.message(), " in its cross-worker part on ",
+        worker_names_[worker_rank_], run != nullptr ? PendingPeers(*run) : ""));
+  }
+  // Data may be in flight between workers: the communicator cannot be
+  // resynchronized, so it breaks for good (and the peers learn it).
+  Fail(s);
+}
+
+std::string DistributedCollectiveExecutor::PendingPeers(const Run& run) const {
+  std::vector<std::string> peers;
+  {
+    MutexLock l(&run.mu);
+    for (const auto& kv : run.pending) {
+      if (kv.first >= 0 && kv.first < num_workers_) peers.push_back(worker_names_[kv.first]);
+    }
+  }
+  if (peers.empty()) return " (no message to or from another worker was pending)";
+  return absl::StrCat(", still waiting for ", absl::StrJoin(peers, ", "));
+}
+
+void DistributedCollectiveExecutor::Fail(const absl::Status& status) {
+  {
+    MutexLock l(&dmu_);
+    if (!fatal_.ok()) return;
+    fatal_ = status;
+  }
+  transport_->Abort(status);
+  if (on_fatal_error_) on_fatal_error_(status);
+}
+
+absl::Status DistributedCollectiveExecutor::ExchangeDescriptors(Transport& t, const Descriptor& mine,
+                                                                std::vector<Descriptor>* all) {
+  all->assign(num_workers_, Descriptor());
+  (*all)[worker_rank_] = mine;
+  PendingOps ops;
+  for (int q = 0; q < num_workers_; ++q) {
+    if (q != worker_rank_) t.RecvAsync(q, kDescriptorTag, &(*all)[q], sizeof(Descriptor), ops.Add());
+  }
+  for (int q = 0; q < num_workers_; ++q) {
+    if (q != worker_rank_) t.SendAsync(q, kDescriptorTag, &mine, sizeof(Descriptor), ops.Add());
+  }
+  return ops.Wait();
+}
+
+absl::Status DistributedCollectiveExecutor::CompareDescriptors(
+    const Instance& inst, const std::vector<Descriptor>& all) const {
+  // Grouped by description, in worker order, so that every worker reports
+  // the same text.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (int q = 0; q < num_workers_; ++q) {
+    const std::string text = DescriptorText(all[q]);
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == text; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {text, {}});
+    it->second.push_back(worker_names_[q]);
+  }
+  if (groups.size() == 1) return absl::OkStatus();
+  std::vector<std::string> parts;
+  for (const auto& g : groups) {
+    parts.push_back(absl::StrCat("worker", g.second.size() > 1 ? "s " : " ",
+                                 absl::StrJoin(g.second, ", "), " ",
+                                 g.second.size() > 1 ? "have " : "has ", g.first));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      Describe(inst), ": the workers disagree on this collective: ", absl::StrJoin(parts, "; ")));
+}
+
+void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
+                                                std::shared_ptr<Run> run) {
+  TaggedTransport t(transport_.get(), run);
+  const Participant* ref = &inst->participants[0];
+  bool has_sender = false;
+  for (const Participant& p : inst->participants) {
+    if (p.params.type == CollectiveType::kBroadcastSend) {
+      ref = &p;
+      has_sender = true;
+    }
+  }
+  // Errors every worker sees alike (a disagreement) leave the communicator
+  // in step; any other error leaves peers waiting, so it breaks it.
+  bool symmetric = false;
+  Tensor output;
+  absl::Status status = [&]() -> absl::Status {
+    {
+      MutexLock l(&dmu_);
+      STRATA_RETURN_IF_ERROR(fatal_);
+    }
+    std::vector<Descriptor> all;
+    if (run->exchange) {
+      STRATA_RETURN_IF_ERROR(ExchangeDescriptors(t, MakeDescriptor(ref->params, has_sender), &all));
+      if (absl::Status s = CompareDescriptors(*inst, all); !s.ok()) {
+        symmetric = true;
+        MutexLock l(&dmu_);
+        series_[{ref->params.group_key, ref->params.instance_key}].agreed = false;
+        return s;
+      }
+    }
+    switch (ref->params.type) {
+      case CollectiveType::kAllReduce:
+        return RunAllReduce(*inst, t, &output);
+      case CollectiveType::kAllGather:
+        return RunAllGather(*inst, t, &output);
+      case CollectiveType::kBroadcastSend:
+      case CollectiveType::kBroadcastRecv: {
+        absl::Status s = RunBroadcast(*inst, t, all, &output);
+        symmetric = s.code() == absl::StatusCode::kInvalidArgument;
+        return s;
+      }
+    }
+    return absl::InternalError("unknown collective type");
+  }();
+  if (!status.ok()) {
+    if (!symmetric) Fail(status);
+    status = AnnotateStatus(status, absl::StrCat(Describe(*inst), " on worker ",
+                                                 worker_names_[worker_rank_], ": "));
+    output = Tensor();
+  }
+  {
+    MutexLock l(&dmu_);
+    runs_.erase(inst->id);
+  }
+  // The last FinishParticipant may let the caller destroy this executor:
+  // nothing after the loop touches it.
+  const int n = static_cast<int>(inst->participants.size());
+  for (int i = 0; i < n; ++i) FinishParticipant(inst, i, status, output);
+}
+
+namespace {
+
+std::vector<const void*> InputsByRank(const std::vector<const Tensor*>& inputs) {
+  std::vector<const void*> v;
+  for (const Tensor* t : inputs) v.push_back(t->raw_data());
+  return v;
+}
+
+}  // namespace
+
+absl::Status DistributedCollectiveExecutor::RunAllReduce(Instance& inst, Transport& t, Tensor* out) {
+  const int local = static_cast<int>(inst.participants.size());
+  std::vector<const Tensor*> inputs(local);
+  for (const Participant& p : inst.participants) inputs[p.rank] = &p.input;
+  const Participant& first = *std::find_if(inst.participants.begin(), inst.participants.end(),
+                                           [](const Participant& p) { return p.rank == 0; });
+  const CollectiveParams& p = first.params;
+  const int64_t n = p.shape.num_elements();
+  AlgorithmParams ap;
+  ap.type = CollectiveType::kAllReduce;
+  ap.rank = worker_rank_;
+  ap.size = num_workers_;
+  ap.dtype = p.dtype;
+  ap.num_elements = n;
+  ap.merge_op = p.merge_op;
+  // With one device per worker the algorithm's Div (by num_workers) is the
+  // global one; otherwise Div comes last, by the global group_size.
+  ap.final_op = local == 1 ? p.final_op : FinalOp::kId;
+  ap.scratch_allocator = first.allocator;
+  STRATA_ASSIGN_OR_RETURN(std::string name,
+                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          n * DataTypeSize(p.dtype), false, t.kind()));
+  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
+  STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
+  const void* in = inputs[0]->raw_data();
+  Tensor local_sum;
+  if (local > 1) {
+    // 1. The local inputs merged in one pass, each read once (the
+    // algorithm's input may not alias its output, hence a scratch buffer).
+    STRATA_ASSIGN_OR_RETURN(local_sum, Tensor::Allocate(first.allocator, p.dtype, p.shape));
+    std::vector<const void*> ins = InputsByRank(inputs);
+    ReduceInputs(p.merge_op, FinalOp::kId, p.dtype, ins.data(), local, 0, n, local_sum.raw_data(),
+                 1);
+    in = local_sum.raw_data();
+  }
+  // 2. Across workers.
+  STRATA_RETURN_IF_ERROR(alg->Run(t, in, out->raw_data()));
+  // 3. Every local participant shares `out` (a kernel writes into an input
+  // in place only when its refcount is one, so sharing is safe).
+  if (local > 1 && p.final_op == FinalOp::kDiv) DivideBy(p.dtype, out->raw_data(), n, p.group_size);
+  return absl::OkStatus();
+}
+
+absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transport& t, Tensor* out) {
+  const int local = static_cast<int>(inst.participants.size());
+  std::vector<const Tensor*> inputs(local);
+  for (const Participant& p : inst.participants) inputs[p.rank] = &p.input;
+  const Participant& first = *std::find_if(inst.participants.begin(), inst.participants.end(),
+                                           [](const Participant& p) { return p.rank == 0; });
+  const CollectiveParams& p = first.params;
+  const int64_t block = p.shape.num_elements();
+  const size_t block_bytes = block * DataTypeSize(p.dtype);
+  std::vector<int64_t> dims(p.shape.dim_sizes().begin(), p.shape.dim_sizes().end());
+  dims[0] *= p.group_size;
+  STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(dims));
+  AlgorithmParams ap;
+  ap.type = CollectiveType::kAllGather;
+  ap.rank = worker_rank_;
+  ap.size = num_workers_;
+  ap.dtype = p.dtype;
+  ap.num_elements = block * local;  // one worker's blocks, in local rank order
+  ap.scratch_allocator = first.allocator;
+  STRATA_ASSIGN_OR_RETURN(std::string name,
+                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          block_bytes * local, false, t.kind()));
+  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
+  STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, out_shape));
+  const void* in = inputs[0]->raw_data();
+  Tensor staged;
+  if (local > 1) {
+    STRATA_ASSIGN_OR_RETURN(staged, AllocateScratch(ap, block_bytes * local));
+    for (int r = 0; r < local; ++r) {
+      CopyBytes(static_cast<char*>(staged.raw_data()) + r * block_bytes, inputs[r]->raw_data(),
+                block_bytes);
+    }
+    in = staged.raw_data();
+  }
+  return alg->Run(t, in, out->raw_data());
+}
+
+absl::Status DistributedCollectiveExecutor::RunBroadcast(Instance& inst, Transport& t,
+                                                         const std::vector<Descriptor>& all,
+                                                         Tensor* out) {
+  std::vector<std::string> senders;
+  int root = -1;
+  for (int q = 0; q < static_cast<int>(all.size()); ++q) {
+    if (all[q].has_sender) {
+      senders.push_back(worker_names_[q]);
+      root = q;
+    }
+  }
+  if (senders.size() != 1) {
+    // Every worker has every flag, so every worker fails alike.
+    return absl::InvalidArgumentError(absl::StrCat(
+        Describe(inst), ": a broadcast needs exactly one sender among the workers, got ",
+        senders.size(), senders.empty() ? "" : " (on ", absl::StrJoin(senders, ", "),
+        senders.empty() ? "" : ")"));
+  }
+  const Participant* sender = nullptr;
+  for (const Participant& p : inst.participants) {
+    if (p.params.type == CollectiveType::kBroadcastSend) sender = &p;
+  }
+  const Participant& first = sender != nullptr ? *sender : inst.participants[0];
+  const CollectiveParams& p = first.params;
+  AlgorithmParams ap;
+  ap.type = CollectiveType::kBroadcastSend;
+  ap.rank = worker_rank_;
+  ap.size = num_workers_;
+  ap.root = root;
+  ap.dtype = p.dtype;
+  ap.num_elements = p.shape.num_elements();
+  ap.scratch_allocator = first.allocator;
+  STRATA_ASSIGN_OR_RETURN(std::string name,
+                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          ap.num_elements * DataTypeSize(p.dtype), false, t.kind()));
+  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
+  STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
+  if (absl::Status s = alg->Run(t, sender != nullptr ? sender->input.raw_data() : nullptr,
+                                out->raw_data());
+      !s.ok()) {
+    // Not a disagreement: RunInstance must break the communicator.
+    return s.code() == absl::StatusCode::kInvalidArgument ? absl::InternalError(s.message()) : s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata

@@ -1,0 +1,388 @@
+#include "runtime/collective/distributed_collective_executor.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "graph/allocator.h"
+#include "graph/mutex.h"
+#include "graph/ops/collective_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/scope.h"
+#include "kernels/cancellation.h"
+#include "runtime/collective/in_process_transport.h"
+#include "runtime/session.h"
+
+namespace strata {
+namespace {
+
+std::string Task(int w) { return absl::StrCat("/job:worker/replica:0/task:", w); }
+std::string Dev(int w, int d) { return absl::StrCat(Task(w), "/device:CPU:", d); }
+
+bool Contains(const absl::Status& s, const std::string& what) {
+  return s.message().find(what) != absl::string_view::npos;
+}
+
+// W workers, each with its own executor, connected by one in-process
+// communicator, as W processes would be by TCP.
+struct Cluster {
+  explicit Cluster(int w, absl::Duration timeout = absl::Seconds(60)) : fatal_calls(w) {
+    auto mailbox = std::make_shared<InProcessMailbox>(w);
+    for (int r = 0; r < w; ++r) {
+      DistributedCollectiveExecutorOptions o;
+      o.worker_rank = r;
+      o.num_workers = w;
+      o.transport = mailbox->Connect(r);
+      o.default_timeout = timeout;
+      o.on_fatal_error = [this, r](const absl::Status&) { ++fatal_calls[r]; };
+      auto ce = DistributedCollectiveExecutor::Create(std::move(o));
+      EXPECT_TRUE(ce.ok()) << ce.status();
+      workers.push_back(std::move(*ce));
+    }
+  }
+  std::vector<std::unique_ptr<DistributedCollectiveExecutor>> workers;
+  std::vector<std::atomic<int>> fatal_calls;
+};
+
+CollectiveParams Params(CollectiveType type, int group_size, int instance, int worker, int device,
+                        const TensorShape& shape, DataType dtype = DT_FLOAT) {
+  CollectiveParams p;
+  p.type = type;
+  p.group_size = group_size;
+  p.group_key = 1;
+  p.instance_key = instance;
+  p.device = Dev(worker, device);
+  p.dtype = dtype;
+  p.shape = shape;
+  return p;
+}
+
+// Runs fn(worker, device) on w * l threads and joins them.
+template <typename F>
+void OnDevices(int w, int l, F fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < w; ++r) {
+    for (int d = 0; d < l; ++d) threads.emplace_back([&fn, r, d] { fn(r, d); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+class ShapesTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(ShapesTest, AllReduceSumAndMeanMatchTheReference) {
+  const auto [w, l] = GetParam();
+  const int n = w * l;
+  Cluster c(w);
+  constexpr int kElems = 1001;  // not a multiple of any ring's chunk count
+  int instance = 0;
+  for (FinalOp final_op : {FinalOp::kId, FinalOp::kDiv}) {
+    ++instance;
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnDevices(w, l, [&](int r, int d) {
+      const int g = r * l + d;
+      CollectiveParams p = Params(CollectiveType::kAllReduce, n, instance, r, d, TensorShape{kElems});
+      p.final_op = final_op;
+      Tensor x(DT_FLOAT, TensorShape{kElems});
+      for (int i = 0; i < kElems; ++i) x.data<float>()[i] = float(g * 3 + i % 7);
+      out[g] = c.workers[r]->Execute(p, x, CpuAllocator(), nullptr);
+    });
+    for (int g = 0; g < n; ++g) {
+      ASSERT_TRUE(out[g].ok()) << "w=" << w << " l=" << l << ": " << out[g].status();
+      ASSERT_EQ(out[g]->shape(), TensorShape({kElems}));
+      for (int i = 0; i < kElems; ++i) {
+        float sum = 0;
+        for (int h = 0; h < n; ++h) sum += float(h * 3 + i % 7);
+        ASSERT_FLOAT_EQ(out[g]->data<float>()[i], final_op == FinalOp::kDiv ? sum / n : sum)
+            << "element " << i << " of global rank " << g;
+      }
+    }
+  }
+  // Integer mean truncates the global sum, as TensorFlow's does.
+  ++instance;
+  std::vector<absl::StatusOr<Tensor>> out(n);
+  OnDevices(w, l, [&](int r, int d) {
+    CollectiveParams p = Params(CollectiveType::kAllReduce, n, instance, r, d, TensorShape{1}, DT_INT64);
+    p.final_op = FinalOp::kDiv;
+    out[r * l + d] = c.workers[r]->Execute(p, Tensor::FromVector<int64_t>({1}, TensorShape{1}),
+                                            CpuAllocator(), nullptr);
+  });
+  for (int g = 0; g < n; ++g) {
+    ASSERT_TRUE(out[g].ok()) << out[g].status();
+    EXPECT_EQ(out[g]->data<int64_t>()[0], 1);
+  }
+  for (int r = 0; r < w; ++r) EXPECT_EQ(c.fatal_calls[r], 0);
+}
+
+TEST_P(ShapesTest, AllGatherIsWorkerMajorThenDeviceOrder) {
+  const auto [w, l] = GetParam();
+  const int n = w * l;
+  Cluster c(w);
+  std::vector<absl::StatusOr<Tensor>> out(n);
+  OnDevices(w, l, [&](int r, int d) {
+    const int g = r * l + d;
+    out[g] = c.workers[r]->Execute(
+        Params(CollectiveType::kAllGather, n, 1, r, d, TensorShape{1, 2}, DT_INT32),
+        Tensor::FromVector<int32_t>({g, 100 + g}, TensorShape{1, 2}), CpuAllocator(), nullptr);
+  });
+  std::vector<int32_t> want;
+  for (int g = 0; g < n; ++g) want.insert(want.end(), {g, 100 + g});
+  for (int g = 0; g < n; ++g) {
+    ASSERT_TRUE(out[g].ok()) << out[g].status();
+    ASSERT_EQ(out[g]->shape(), TensorShape({n, 2}));
+    EXPECT_EQ(std::vector<int32_t>(out[g]->data<int32_t>(), out[g]->data<int32_t>() + 2 * n), want);
+  }
+}
+
+TEST_P(ShapesTest, BroadcastFromADeviceOfWorkerOneReachesEveryDevice) {
+  const auto [w, l] = GetParam();
+  const int n = w * l;
+  Cluster c(w);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnDevices(w, l, [&](int r, int d) {
+      const bool sender = r == 1 && d == l - 1;
+      CollectiveParams p = Params(sender ? CollectiveType::kBroadcastSend : CollectiveType::kBroadcastRecv,
+                                  n, 1, r, d, TensorShape{3});
+      p.step_id = step;
+      Tensor x = sender ? Tensor::FromVector<float>({3, 1, float(step)}, TensorShape{3}) : Tensor();
+      out[r * l + d] = c.workers[r]->Execute(p, x, CpuAllocator(), nullptr);
+    });
+    for (int g = 0; g < n; ++g) {
+      ASSERT_TRUE(out[g].ok()) << out[g].status();
+      EXPECT_EQ(std::vector<float>(out[g]->data<float>(), out[g]->data<float>() + 3),
+                std::vector<float>({3, 1, float(step)}));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkersTimesDevices, ShapesTest,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values(1, 2)));
+
+TEST(DistributedCollectiveExecutorTest, InstanceReuseMatchesByExecutionNotByStepId) {
+  constexpr int w = 2, l = 2, n = 4;
+  Cluster c(w);
+  for (int step = 0; step < 50; ++step) {
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnDevices(w, l, [&](int r, int d) {
+      CollectiveParams p = Params(CollectiveType::kAllReduce, n, 7, r, d, TensorShape{2});
+      // The chief ran other Session::Run calls: its step ids differ.
+      p.step_id = r == 0 ? 1000 + step : step;
+      out[r * l + d] = c.workers[r]->Execute(
+          p, Tensor::FromVector<float>({float(step), float(r * l + d)}, TensorShape{2}),
+          CpuAllocator(), nullptr);
+    });
+    for (int g = 0; g < n; ++g) {
+      ASSERT_TRUE(out[g].ok()) << "step " << step << ": " << out[g].status();
+      EXPECT_EQ(out[g]->data<float>()[0], 4.0f * step);
+      EXPECT_EQ(out[g]->data<float>()[1], 6.0f);
+    }
+  }
+}
+
+TEST(DistributedCollectiveExecutorTest, ConcurrentInstancesIssuedInOppositeOrders) {
+  constexpr int w = 2;
+  Cluster c(w);
+  for (int round = 0; round < 10; ++round) {
+    Mutex mu;
+    std::vector<absl::Status> statuses;
+    std::vector<float> results;
+    Notification all_done;
+    int remaining = 4;
+    for (int r = 0; r < w; ++r) {
+      // Worker 0 issues instance 1 then 2; worker 1 issues 2 then 1.
+      for (int k = 0; k < 2; ++k) {
+        const int instance = r == 0 ? 1 + k : 2 - k;
+        CollectiveParams p = Params(CollectiveType::kAllReduce, w, instance, r, 0, TensorShape{1});
+        p.step_id = round;
+        c.workers[r]->ExecuteAsync(
+            p, Tensor::FromVector<float>({float(instance * 10 + r)}, TensorShape{1}), CpuAllocator(),
+            nullptr, [&, instance](absl::Status s, Tensor t) {
+              MutexLock lock(&mu);
+              statuses.push_back(s);
+              if (s.ok()) results.push_back(t.data<float>()[0] - instance * 20);
+              if (--remaining == 0) all_done.Notify();
+            });
+      }
+    }
+    all_done.WaitForNotification();
+    for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
+    for (float v : results) EXPECT_EQ(v, 1.0f);  // 10i + 0 + 10i + 1 - 20i
+  }
+}
+
+TEST(DistributedCollectiveExecutorTest, ShapeMismatchIsInvalidArgumentOnEveryWorkerNamingIt) {
+  constexpr int w = 3;
+  Cluster c(w);
+  std::vector<absl::Status> out(w);
+  OnDevices(w, 1, [&](int r, int) {
+    const int64_t len = r == 1 ? 512 : 1024;
+    CollectiveParams p = Params(CollectiveType::kAllReduce, w, 4, r, 0, TensorShape{len});
+    p.final_op = FinalOp::kDiv;
+    out[r] = c.workers[r]->Execute(p, Tensor(DT_FLOAT, TensorShape{len}), CpuAllocator(), nullptr)
+                 .status();
+  });
+  for (int r = 0; r < w; ++r) {
+    EXPECT_EQ(out[r].code(), absl::StatusCode::kInvalidArgument) << out[r];
+    EXPECT_TRUE(Contains(out[r], "worker " + Task(1) + " has float[512] all-reduce Add/Div")) << out[r];
+    EXPECT_TRUE(Contains(out[r], Task(0) + ", " + Task(2) + " have float[1024] all-reduce Add/Div"))
+        << out[r];
+  }
+  // A disagreement is seen alike everywhere: the communicator still works.
+  std::vector<absl::StatusOr<Tensor>> again(w);
+  OnDevices(w, 1, [&](int r, int) {
+    again[r] = c.workers[r]->Execute(Params(CollectiveType::kAllReduce, w, 4, r, 0, TensorShape{1}),
+                                     Tensor::FromVector<float>({1}, TensorShape{1}), CpuAllocator(),
+                                     nullptr);
+  });
+  for (int r = 0; r < w; ++r) {
+    ASSERT_TRUE(again[r].ok()) << again[r].status();
+    EXPECT_EQ(again[r]->data<float>()[0], 3.0f);
+    EXPECT_EQ(c.fatal_calls[r], 0);
+  }
+}
+
+TEST(DistributedCollectiveExecutorTest, MissingWorkerTimesOutNamingItAndBreaksTheCommunicator) {
+  constexpr int w = 3;
+  Cluster c(w, absl::Milliseconds(500));
+  std::vector<absl::Status> out(2);
+  OnDevices(2, 1, [&](int r, int) {  // worker 2 never calls
+    out[r] = c.workers[r]->Execute(Params(CollectiveType::kAllReduce, w, 1, r, 0, TensorShape{4}),
+                                   Tensor(DT_FLOAT, TensorShape{4}), CpuAllocator(), nullptr)
+                 .status();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].code(), absl::StatusCode::kDeadlineExceeded) << out[r];
+    EXPECT_TRUE(Contains(out[r], "still waiting for " + Task(2))) << out[r];
+    EXPECT_EQ(c.fatal_calls[r], 1);
+    EXPECT_EQ(c.workers[r]->fatal_error().code(), absl::StatusCode::kDeadlineExceeded);
+  }
+  // Every later collective fails at once with the original error, on the
+  // survivors and on the late worker (its transport was aborted too).
+  for (int r = 0; r < w; ++r) {
+    CollectiveParams p = Params(CollectiveType::kAllReduce, w, 2, r, 0, TensorShape{4});
+    p.timeout_seconds = 600;  // would hang the test if it waited
+    absl::Status s =
+        c.workers[r]->Execute(p, Tensor(DT_FLOAT, TensorShape{4}), CpuAllocator(), nullptr).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << "worker " << r << ": " << s;
+    EXPECT_TRUE(Contains(s, Task(2))) << s;
+    EXPECT_EQ(c.fatal_calls[r], 1);
+  }
+}
+
+TEST(DistributedCollectiveExecutorTest, CancelledStepWhileWaitingForAPeerBreaksTheCommunicator) {
+  Cluster c(2);
+  CancellationManager cm;
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cm.StartCancel(absl::CancelledError("step 3 cancelled"));
+  });
+  absl::Status s = c.workers[0]
+                       ->Execute(Params(CollectiveType::kAllReduce, 2, 1, 0, 0, TensorShape{1}),
+                                 Tensor(DT_FLOAT, TensorShape{1}), CpuAllocator(), &cm)
+                       .status();
+  canceller.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_TRUE(Contains(s, "step 3 cancelled")) << s;
+  EXPECT_EQ(c.fatal_calls[0], 1);
+}
+
+TEST(DistributedCollectiveExecutorTest, GroupSizeMustBeAMultipleOfTheWorkers) {
+  Cluster c(2);
+  absl::Status s = c.workers[0]
+                       ->Execute(Params(CollectiveType::kAllReduce, 3, 1, 0, 0, TensorShape{1}),
+                                 Tensor(DT_FLOAT, TensorShape{1}), CpuAllocator(), nullptr)
+                       .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(Contains(s, "group_size 3 is not a multiple of the 2 workers")) << s;
+  EXPECT_EQ(c.fatal_calls[0], 0);
+}
+
+TEST(DistributedCollectiveExecutorTest, OneWorkerIsTheLocalExecutor) {
+  DistributedCollectiveExecutorOptions o;  // one worker, no transport
+  auto ce = DistributedCollectiveExecutor::Create(std::move(o));
+  ASSERT_TRUE(ce.ok()) << ce.status();
+  std::vector<absl::StatusOr<Tensor>> out(3);
+  OnDevices(1, 3, [&](int, int d) {
+    out[d] = (*ce)->Execute(Params(CollectiveType::kAllReduce, 3, 1, 0, d, TensorShape{1}),
+                            Tensor::FromVector<float>({float(d)}, TensorShape{1}), CpuAllocator(),
+                            nullptr);
+  });
+  for (int d = 0; d < 3; ++d) {
+    ASSERT_TRUE(out[d].ok()) << out[d].status();
+    EXPECT_EQ(out[d]->data<float>()[0], 3.0f);
+    EXPECT_EQ(out[d]->raw_data(), out[0]->raw_data());  // direct: one shared buffer
+  }
+  // A broadcast without a sender is still an error with one worker.
+  absl::Status s = (*ce)->Execute(Params(CollectiveType::kBroadcastRecv, 1, 2, 0, 0, TensorShape{1}),
+                                  Tensor(), CpuAllocator(), nullptr)
+                       .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+TEST(DistributedCollectiveExecutorTest, BadOptionsAreInvalidArgument) {
+  auto mailbox = std::make_shared<InProcessMailbox>(2);
+  DistributedCollectiveExecutorOptions o;
+  o.num_workers = 2;
+  o.worker_rank = 0;
+  o.transport = mailbox->Connect(1);
+  EXPECT_EQ(DistributedCollectiveExecutor::Create(std::move(o)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  DistributedCollectiveExecutorOptions no_transport;
+  no_transport.num_workers = 2;
+  EXPECT_EQ(DistributedCollectiveExecutor::Create(std::move(no_transport)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  DistributedCollectiveExecutorOptions bad_rank;
+  bad_rank.worker_rank = 1;
+  EXPECT_EQ(DistributedCollectiveExecutor::Create(std::move(bad_rank)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Two Sessions, one per "worker", each over two virtual CPU devices: the
+// CollectiveReduceV2 ops of both meet in their executors and sum globally.
+TEST(DistributedCollectiveExecutorTest, TwoSessionsAllReduceAcrossWorkers) {
+  constexpr int w = 2, l = 2, n = 4;
+  Cluster c(w);
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::vector<std::string>> fetches(w);
+  for (int r = 0; r < w; ++r) {
+    Scope root = Scope::NewRootScope();
+    for (int d = 0; d < l; ++d) {
+      Scope s = root.WithDevice(absl::StrCat("/device:CPU:", d));
+      Output x = ops::Const<float>(s, {float(r * l + d), 1});
+      fetches[r].push_back(ops::CollectiveReduce(s, ops::Identity(s, x), n, 1, 1).name());
+      fetches[r].push_back(ops::CollectiveReduce(s, ops::Identity(s, x), n, 1, 2,
+                                                 ops::CollectiveAttrs().FinalOp("Div"))
+                               .name());
+    }
+    ASSERT_TRUE(root.ok()) << root.status();
+    SessionOptions opts;
+    opts.devices.num_cpu_devices = l;
+    opts.collective_executor = c.workers[r].get();
+    auto session = Session::Create(root, opts);
+    ASSERT_TRUE(session.ok()) << session.status();
+    sessions.push_back(std::move(*session));
+  }
+  for (int step = 0; step < 5; ++step) {
+    std::vector<absl::Status> statuses(w);
+    std::vector<std::vector<Tensor>> outs(w);
+    OnDevices(w, 1, [&](int r, int) { statuses[r] = sessions[r]->Run({}, fetches[r], {}, &outs[r]); });
+    for (int r = 0; r < w; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+      for (int d = 0; d < l; ++d) {
+        const Tensor& sum = outs[r][2 * d];
+        const Tensor& mean = outs[r][2 * d + 1];
+        EXPECT_EQ(std::vector<float>(sum.data<float>(), sum.data<float>() + 2),
+                  std::vector<float>({6, 4}));
+        EXPECT_EQ(std::vector<float>(mean.data<float>(), mean.data<float>() + 2),
+                  std::vector<float>({1.5f, 1}));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
