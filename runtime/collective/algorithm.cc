@@ -65,7 +65,10 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
                                             int group_size, int64_t bytes_per_rank,
                                             bool same_address_space,
                                             const std::string& transport_kind) {
-  (void)transport_kind;  // every kind runs the generic algorithms so far
+  // A shared-memory communicator brings its own all-reduce (AllReduceShm,
+  // in //runtime/collective:shm_algorithms; only when that is linked in).
+  const bool shm_all_reduce = type == CollectiveType::kAllReduce && transport_kind == "shm" &&
+                              GetRegistry().count({type, "shm"}) > 0;
   std::string wanted;
   if (hint == "ring") {
     wanted = "ring";
@@ -73,6 +76,7 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
     wanted = "reduce_to_one";
   } else if (hint == "direct" || hint == "shared_memory") {
     if (same_address_space) wanted = "direct";
+    if (shm_all_reduce) wanted = "shm";
   } else if (hint != "auto" && hint != "nccl" && !hint.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "communication_hint '", hint,
@@ -90,8 +94,12 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
       // address spaces the ring was as fast or faster than reduce_to_one.
       // bytes_per_rank is kept in the signature for transports where
       // latency favours fewer hops.
+      // Over shared memory, AllReduceShm reduces in the segment itself
+      // (cross_process_bench: faster than ring over the same transport at
+      // every size).
       (void)group_size;
       (void)bytes_per_rank;
+      if (shm_all_reduce) return std::string("shm");
       return std::string(same_address_space ? "direct" : "ring");
     case CollectiveType::kAllGather:
       return std::string("ring");

@@ -1,0 +1,83 @@
+#include "runtime/collective/all_reduce_shm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status.h"
+#include "runtime/collective/reduction.h"
+#include "runtime/collective/shm_transport.h"
+
+namespace strata {
+
+STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllReduce, "shm", AllReduceShm);
+
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllReduceShm::Create(const AlgorithmParams& p) {
+  STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
+  if (p.num_elements < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("all-reduce 'shm': negative element count ", p.num_elements));
+  }
+  return std::unique_ptr<CollectiveAlgorithm>(new AllReduceShm(p));
+}
+
+absl::Status AllReduceShm::Run(Transport& t, const void* input, void* output) {
+  const int n = p_.size, r = p_.rank;
+  const size_t elem = DataTypeSize(p_.dtype);
+  const int64_t total = p_.num_elements;
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  if (total == 0) return absl::OkStatus();  // the same on every rank
+  if (n == 1) {
+    CopyBytes(out, in, total * elem);
+    return absl::OkStatus();  // Div by 1 changes nothing
+  }
+  auto* shm = dynamic_cast<ShmTransport*>(&t);
+  if (shm == nullptr || t.size() != n || t.rank() != r) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "all-reduce 'shm' runs over a ShmTransport of ", n, " ranks; this communicator's transport "
+        "is '", t.kind(), "' with ", t.size(), " ranks"));
+  }
+  const ShmCollectiveDesc desc{total, p_.dtype, p_.merge_op, p_.final_op,
+                               static_cast<int32_t>(CollectiveType::kAllReduce)};
+  shm->PublishDesc(desc);
+  std::vector<const void*> slots(n);
+  for (int q = 0; q < n; ++q) slots[q] = shm->slot(q);
+  char* mine = shm->slot(r);
+  char* result = shm->result();
+  const int64_t chunk = static_cast<int64_t>(shm->chunk_bytes() / elem);
+  // Slices start on 64-byte boundaries, so no two ranks write one cache line
+  // of the result.
+  const int64_t align = std::max<int64_t>(1, 64 / static_cast<int64_t>(elem));
+  bool first = true;
+  for (int64_t off = 0; off < total; off += chunk) {
+    const int64_t c = std::min(chunk, total - off);
+    // 1. This rank's chunk into its slot.
+    CopyBytes(mine, in + off * elem, c * elem);
+    // 2. Every slot is full.
+    STRATA_RETURN_IF_ERROR(shm->Barrier());
+    if (first) {
+      first = false;
+      if (absl::Status s = shm->CheckDescs(desc); !s.ok()) {
+        t.Abort(s);
+        return s;
+      }
+    }
+    // 3. This rank's slice, reduced from all slots into the result.
+    const int64_t per = (c + n - 1) / n;
+    const int64_t slice = (per + align - 1) / align * align;
+    const int64_t b = std::min(c, r * slice), e = std::min(c, (r + 1) * slice);
+    if (b < e) {
+      ReduceInputs(p_.merge_op, p_.final_op, p_.dtype, slots.data(), n, b, e, result, n);
+      CopyBytes(out + (off + b) * elem, result + b * elem, (e - b) * elem);
+    }
+    // 4. Every slice is reduced.
+    STRATA_RETURN_IF_ERROR(shm->Barrier());
+    // 5. The other slices to this rank's output.
+    CopyBytes(out + off * elem, result, b * elem);
+    CopyBytes(out + (off + e) * elem, result + e * elem, (c - e) * elem);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata

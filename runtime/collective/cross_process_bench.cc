@@ -1,0 +1,248 @@
+// Cross-process all-reduce: forks --ranks processes on this host, connects
+// them with a cross-process Transport (--transport=shm: ShmTransport; the
+// ranks meet through a FileKeyValueStore in a temporary directory), and
+// times float32 SUM all-reduce from --min_bytes to --max_bytes (x4 each
+// step) with the algorithm SelectAlgorithm picks for that transport under
+// hint auto (or --algorithm). The schedule is tools/bench/peers_common.py's,
+// the one Open MPI's and Gloo's peers follow: per size, iterations =
+// budget_bytes / bytes clamped to [min_iters, max_iters], warm-up a tenth of
+// that (at least 2), a check of the sum, a barrier, the timed loop; the time
+// reported is the slowest rank's mean. busbw = algbw * 2(n-1)/n, algbw =
+// bytes / time. In the same run, before the ranks start, the parent measures
+// memcpy bandwidth for each size (one thread, two pre-touched buffers,
+// median of 5 samples) and reports busbw / memcpy.
+//
+//   bazel run -c opt //runtime/collective:cross_process_bench -- --ranks=2,4
+//
+// Prints a table per rank count and a line per measurement for scripts:
+//   RESULT impl=strata-shm ranks=2 bytes=4096 time_us=1.85 busbw_gbps=2.214
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "graph/status.h"
+#include "kernels/collective.h"
+#include "runtime/collective/algorithm.h"
+#include "runtime/collective/file_key_value_store.h"
+#include "runtime/collective/shm_transport.h"
+#include "runtime/collective/transport.h"
+
+ABSL_FLAG(std::string, ranks, "2,4", "process counts to run, comma-separated");
+ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm");
+ABSL_FLAG(std::string, algorithm, "auto",
+          "all-reduce algorithm: auto (SelectAlgorithm's pick for the transport), shm, ring, ...");
+ABSL_FLAG(int64_t, spin_us, 50, "shm: microseconds a waiting rank polls before yielding");
+ABSL_FLAG(int64_t, yield_us, 500, "shm: microseconds a waiting rank yields before sleeping");
+ABSL_FLAG(int64_t, chunk_kib, 256, "shm: all-reduce pipeline chunk, KiB");
+ABSL_FLAG(int64_t, min_bytes, 4096, "smallest all-reduce, bytes");
+ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20, "largest all-reduce, bytes (x4 steps)");
+ABSL_FLAG(int64_t, budget_bytes, int64_t{1} << 30, "bytes all-reduced per size (sets iterations)");
+ABSL_FLAG(int64_t, min_iters, 10, "fewest timed iterations per size");
+ABSL_FLAG(int64_t, max_iters, 2000, "most timed iterations per size");
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Schedule {
+  std::vector<int64_t> sizes;
+  int64_t budget, min_iters, max_iters;
+  int64_t Iters(int64_t bytes) const {
+    return std::min(std::max(budget / bytes, min_iters), max_iters);
+  }
+  int64_t Warmup(int64_t bytes) const { return std::max<int64_t>(2, Iters(bytes) / 10); }
+};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// memcpy GB/s for `bytes`: median of 5 samples, each >= 64 MiB copied.
+double MemcpyGBps(int64_t bytes) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  const int64_t copies = std::max<int64_t>(1, (int64_t{64} << 20) / bytes);
+  std::vector<double> samples;
+  for (int s = 0; s < 5; ++s) {
+    const Clock::time_point start = Clock::now();
+    for (int64_t c = 0; c < copies; ++c) {
+      src[c % bytes] = static_cast<char>(c);
+      std::memcpy(dst.data(), src.data(), bytes);
+      asm volatile("" : : "r"(dst.data()) : "memory");
+    }
+    samples.push_back(static_cast<double>(bytes) * copies / Seconds(Clock::now() - start) / 1e9);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::string& dir) {
+  FileKeyValueStore kv(dir);
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport == "shm") {
+    ShmTransportOptions options;
+    options.key_prefix = absl::StrCat("bench", n);
+    options.spin_duration = absl::Microseconds(absl::GetFlag(FLAGS_spin_us));
+    options.yield_duration = absl::Microseconds(absl::GetFlag(FLAGS_yield_us));
+    options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_kib)) << 10;
+    return ConnectShmTransport(rank, n, kv, options);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--transport=", transport, ": this bench connects only shm"));
+}
+
+// One all-reduce of `count` elements with a fresh algorithm object.
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t, DataType dtype,
+                                                                   int64_t count, MergeOp op,
+                                                                   const std::string& hint) {
+  AlgorithmParams p;
+  p.type = CollectiveType::kAllReduce;
+  p.rank = t.rank();
+  p.size = t.size();
+  p.dtype = dtype;
+  p.num_elements = count;
+  p.merge_op = op;
+  std::string name = hint;
+  if (hint == "auto") {
+    STRATA_ASSIGN_OR_RETURN(name, SelectAlgorithm(p.type, "auto", p.size,
+                                                  count * DataTypeSize(dtype), false, t.kind()));
+  }
+  return CreateCollectiveAlgorithm(p.type, name, p);
+}
+
+absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& schedule,
+                     const std::map<int64_t, double>& memcpy_gbps) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, Connect(rank, n, dir));
+  const std::string hint = absl::GetFlag(FLAGS_algorithm);
+  const int64_t max_count = schedule.sizes.back() / 4;
+  std::vector<float> input(max_count, static_cast<float>(rank + 1)), output(max_count, 0.0f);
+  const float expected = static_cast<float>(n) * (n + 1) / 2;
+  auto status = [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(auto sync, MakeAllReduce(*t, DT_FLOAT, 1, MergeOp::kAdd, "auto"));
+    STRATA_ASSIGN_OR_RETURN(auto slowest, MakeAllReduce(*t, DT_DOUBLE, 1, MergeOp::kMax, "auto"));
+    float one = 1, sum = 0;
+    for (int64_t bytes : schedule.sizes) {
+      const int64_t count = bytes / 4;
+      STRATA_ASSIGN_OR_RETURN(auto alg, MakeAllReduce(*t, DT_FLOAT, count, MergeOp::kAdd, hint));
+      for (int64_t i = 0; i < schedule.Warmup(bytes); ++i) {
+        STRATA_RETURN_IF_ERROR(alg->Run(*t, input.data(), output.data()));
+      }
+      if (output[0] != expected || output[count - 1] != expected) {
+        return absl::InternalError(absl::StrCat("rank ", rank, " got ", output[0], " and ",
+                                                output[count - 1], ", want ", expected, " at ",
+                                                bytes, " bytes"));
+      }
+      STRATA_RETURN_IF_ERROR(sync->Run(*t, &one, &sum));
+      const int64_t iters = schedule.Iters(bytes);
+      const Clock::time_point start = Clock::now();
+      for (int64_t i = 0; i < iters; ++i) {
+        STRATA_RETURN_IF_ERROR(alg->Run(*t, input.data(), output.data()));
+      }
+      const double mean = Seconds(Clock::now() - start) / iters;
+      double worst = 0;
+      STRATA_RETURN_IF_ERROR(slowest->Run(*t, &mean, &worst));
+      if (rank != 0) continue;
+      const double algbw = bytes / worst / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
+      const double mc = memcpy_gbps.at(bytes);
+      std::printf("%6d %10lld %12.2f %10.3f %10.3f %10.3f %10.3f\n", n,
+                  static_cast<long long>(bytes), worst * 1e6, algbw, busbw, mc, busbw / mc);
+      std::printf("RESULT impl=strata-%s ranks=%d bytes=%lld time_us=%.2f busbw_gbps=%.3f\n",
+                  t->kind(), n, static_cast<long long>(bytes), worst * 1e6, busbw);
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) t->Abort(status);
+  return status;
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::vector<int> rank_counts;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_ranks), ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(s, &n) || n < 1 || n > 64) {
+      std::fprintf(stderr, "cross_process_bench: --ranks: '%s' is not a count in 1..64\n",
+                   std::string(s).c_str());
+      return 2;
+    }
+    rank_counts.push_back(n);
+  }
+  Schedule schedule;
+  schedule.budget = absl::GetFlag(FLAGS_budget_bytes);
+  schedule.min_iters = absl::GetFlag(FLAGS_min_iters);
+  schedule.max_iters = absl::GetFlag(FLAGS_max_iters);
+  const int64_t min_bytes = absl::GetFlag(FLAGS_min_bytes), max_bytes = absl::GetFlag(FLAGS_max_bytes);
+  if (min_bytes < 4 || max_bytes < min_bytes || schedule.min_iters < 1 ||
+      schedule.max_iters < schedule.min_iters || schedule.budget < 1) {
+    std::fprintf(stderr, "cross_process_bench: need 4 <= min_bytes <= max_bytes, "
+                         "1 <= min_iters <= max_iters, budget_bytes >= 1\n");
+    return 2;
+  }
+  for (int64_t b = min_bytes; b <= max_bytes; b *= 4) schedule.sizes.push_back(b / 4 * 4);
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport != "shm") {
+    std::fprintf(stderr, "cross_process_bench: --transport=%s: only shm is wired in\n",
+                 transport.c_str());
+    return 2;
+  }
+  std::map<int64_t, double> memcpy_gbps;
+  for (int64_t b : schedule.sizes) memcpy_gbps[b] = MemcpyGBps(b);
+  std::printf("all-reduce float32 SUM across processes, transport %s, algorithm %s\n",
+              transport.c_str(), absl::GetFlag(FLAGS_algorithm).c_str());
+  std::printf("%6s %10s %12s %10s %10s %10s %10s\n", "ranks", "bytes", "time_us", "algbw_GBps",
+              "busbw_GBps", "memcpy_GBps", "vs_memcpy");
+  std::fflush(stdout);
+  int exit_code = 0;
+  for (int n : rank_counts) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cross_process_bench.XXXXXX");
+    if (mkdtemp(dir.data()) == nullptr) {
+      std::perror("cross_process_bench: mkdtemp");
+      return 1;
+    }
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        const absl::Status s = RunRank(r, n, dir, schedule, memcpy_gbps);
+        if (!s.ok()) std::fprintf(stderr, "cross_process_bench: rank %d: %s\n", r, s.ToString().c_str());
+        std::fflush(stdout);
+        _exit(s.ok() ? 0 : 1);
+      }
+      pids.push_back(pid);
+    }
+    for (int r = 0; r < n; ++r) {
+      int wstatus = 0;
+      waitpid(pids[r], &wstatus, 0);
+      if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) exit_code = 1;
+    }
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] != '.') unlink(absl::StrCat(dir, "/", e->d_name).c_str());
+      }
+      closedir(d);
+    }
+    rmdir(dir.c_str());
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) { return strata::Main(argc, argv); }

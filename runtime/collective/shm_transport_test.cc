@@ -1,0 +1,228 @@
+#include "runtime/collective/shm_transport.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/collective/file_key_value_store.h"
+#include "runtime/collective/shm_test_util.h"
+
+namespace strata {
+namespace {
+
+using shm_test::Mode;
+using shm_test::RunRanks;
+using shm_test::UniquePrefix;
+
+char Pattern(int src, int dst, uint64_t tag, size_t i) {
+  return static_cast<char>((src * 31 + dst * 7 + tag * 13 + i) & 0xff);
+}
+
+// One operation's status.
+absl::Status Await(const std::function<void(Transport::Callback)>& start) {
+  PendingOps ops;
+  start(ops.Add());
+  return ops.Wait();
+}
+
+void ExpectAllOk(const std::vector<absl::Status>& statuses) {
+  for (size_t r = 0; r < statuses.size(); ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+}
+
+class ShmTransportTest : public ::testing::TestWithParam<Mode> {};
+
+INSTANTIATE_TEST_SUITE_P(ThreadsAndProcesses, ShmTransportTest,
+                         ::testing::Values(Mode::kThreads, Mode::kProcesses),
+                         [](const auto& info) {
+                           return info.param == Mode::kThreads ? "Threads" : "Processes";
+                         });
+
+// Every rank sends every peer messages of many sizes (0 bytes, smaller than
+// a cache line, larger than the ring), tags in increasing order, and posts
+// its receives in decreasing tag order.
+TEST_P(ShmTransportTest, ManySizesAndTagsOutOfOrder) {
+  const std::vector<size_t> sizes = {0, 1, 7, 4096, 65537, size_t{1} << 18, (size_t{3} << 20) + 5};
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("many");
+  options.ring_bytes = 256 << 10;
+  for (int n : {2, 3}) {
+    auto statuses = RunRanks(GetParam(), n, options, [&](int rank, Transport& t) -> absl::Status {
+      EXPECT_EQ(std::string(t.kind()), "shm");
+      std::vector<std::vector<char>> out(n * sizes.size()), in(n * sizes.size());
+      PendingOps ops;
+      for (int q = 0; q < n; ++q) {
+        if (q == rank) continue;
+        for (int k = static_cast<int>(sizes.size()) - 1; k >= 0; --k) {
+          std::vector<char>& buf = in[q * sizes.size() + k];
+          buf.assign(sizes[k], 0);
+          t.RecvAsync(q, k, buf.data(), buf.size(), ops.Add());
+        }
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          std::vector<char>& buf = out[q * sizes.size() + k];
+          for (size_t i = 0; i < sizes[k]; ++i) buf.push_back(Pattern(rank, q, k, i));
+          t.SendAsync(q, k, buf.data(), buf.size(), ops.Add());
+        }
+      }
+      if (absl::Status s = ops.Wait(); !s.ok()) return s;
+      for (int q = 0; q < n; ++q) {
+        if (q == rank) continue;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          const std::vector<char>& buf = in[q * sizes.size() + k];
+          for (size_t i = 0; i < buf.size(); ++i) {
+            if (buf[i] != Pattern(q, rank, k, i)) {
+              return absl::DataLossError(absl::StrCat("rank ", rank, ": byte ", i, " of tag ", k,
+                                                      " from rank ", q, " is wrong"));
+            }
+          }
+        }
+      }
+      return absl::OkStatus();
+    });
+    ExpectAllOk(statuses);
+    options.key_prefix = UniquePrefix("many");
+  }
+}
+
+// The receiver rejects a message whose size disagrees, naming the sender;
+// the sender's error names the receiver; later messages still flow.
+TEST_P(ShmTransportTest, SizeMismatchIsRejectedNamingThePeer) {
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("size");
+  auto statuses = RunRanks(GetParam(), 2, options, [](int rank, Transport& t) -> absl::Status {
+    std::vector<char> buf(100, 'x');
+    if (rank == 1) {
+      absl::Status bad = Await([&](auto cb) { t.SendAsync(0, 5, buf.data(), 100, cb); });
+      if (bad.ok() || bad.message().find("rank 0 expects 64 bytes with tag 5") == std::string::npos) {
+        return absl::InternalError(absl::StrCat("sender got: ", bad.ToString()));
+      }
+      return Await([&](auto cb) { t.SendAsync(0, 6, buf.data(), 8, cb); });
+    }
+    absl::Status bad = Await([&](auto cb) { t.RecvAsync(1, 5, buf.data(), 64, cb); });
+    if (bad.code() != absl::StatusCode::kInternal ||
+        bad.message().find("rank 1 sends 100 bytes with tag 5") == std::string::npos) {
+      return absl::InternalError(absl::StrCat("receiver got: ", bad.ToString()));
+    }
+    if (buf[0] != 'x') return absl::InternalError("rejected message was copied");
+    return Await([&](auto cb) { t.RecvAsync(1, 6, buf.data(), 8, cb); });
+  });
+  ExpectAllOk(statuses);
+}
+
+// Rank 0 aborts; every other rank's pending and later operations, and its
+// barriers, fail with rank 0's status.
+TEST_P(ShmTransportTest, AbortIsSeenByEveryPeer) {
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("abort");
+  auto statuses = RunRanks(GetParam(), 3, options, [](int rank, Transport& t) -> absl::Status {
+    char byte = 0;
+    if (rank == 0) {
+      t.Abort(absl::CancelledError("step 7 cancelled by rank 0"));
+    }
+    absl::Status recv = Await([&](auto cb) { t.RecvAsync((rank + 1) % 3, 1, &byte, 1, cb); });
+    absl::Status barrier = dynamic_cast<ShmTransport&>(t).Barrier();
+    absl::Status send = Await([&](auto cb) { t.SendAsync((rank + 2) % 3, 2, &byte, 1, cb); });
+    for (const absl::Status& s : {recv, barrier, send}) {
+      if (s.code() != absl::StatusCode::kCancelled || s.message() != "step 7 cancelled by rank 0") {
+        return absl::InternalError(absl::StrCat("rank ", rank, " got: ", s.ToString()));
+      }
+    }
+    return absl::OkStatus();
+  });
+  ExpectAllOk(statuses);
+}
+
+// Once every rank is connected the segment's name is gone from /dev/shm.
+TEST_P(ShmTransportTest, SegmentIsUnlinkedOnceEveryRankMappedIt) {
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("unlink");
+  const std::string prefix = options.key_prefix;
+  auto statuses = RunRanks(GetParam(), 3, options, [&](int rank, Transport& t) -> absl::Status {
+    auto left = shm_test::ShmEntries(prefix);
+    if (!left.empty()) return absl::InternalError(absl::StrCat("left in /dev/shm: ", left[0]));
+    return dynamic_cast<ShmTransport&>(t).Barrier();
+  });
+  ExpectAllOk(statuses);
+  EXPECT_TRUE(shm_test::ShmEntries(prefix).empty());
+}
+
+TEST(ShmTransportConnectTest, MissingRankTimesOutNamingItAndLeavesNothing) {
+  InMemoryKeyValueStore kv;
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("late");
+  options.connect_timeout = absl::Milliseconds(300);
+  std::thread rank1([&] { ASSERT_TRUE(ConnectShmTransport(1, 3, kv, options).status().code() ==
+                                      absl::StatusCode::kDeadlineExceeded); });
+  auto t = ConnectShmTransport(0, 3, kv, options);
+  rank1.join();
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(t.status().message().find("rank 2 did not attach"), std::string::npos) << t.status();
+  EXPECT_TRUE(shm_test::ShmEntries(options.key_prefix).empty());
+}
+
+TEST(ShmTransportConnectTest, BadRanksAreRefused) {
+  InMemoryKeyValueStore kv;
+  EXPECT_EQ(ConnectShmTransport(2, 2, kv, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("self");
+  auto t = ConnectShmTransport(0, 1, kv, options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  char byte = 0;
+  absl::Status s = Await([&](auto cb) { (*t)->SendAsync(0, 0, &byte, 1, cb); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  s = Await([&](auto cb) { (*t)->RecvAsync(5, 0, &byte, 1, cb); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+}
+
+// This process is rank 0; a forked child is rank 1 and then stops (frozen)
+// or is killed, while rank 0 waits to receive from it.
+class PeerFailureTest : public ::testing::Test {
+ protected:
+  absl::Status ReceiveWhileChildFails(int signal, absl::Duration operation_timeout) {
+    const std::string dir = shm_test::MakeKvDir();
+    ShmTransportOptions options;
+    options.key_prefix = UniquePrefix("peer");
+    options.operation_timeout = operation_timeout;
+    const pid_t child = fork();
+    if (child == 0) {
+      FileKeyValueStore kv(dir);
+      auto t = ConnectShmTransport(1, 2, kv, options);
+      if (!t.ok()) _exit(1);
+      while (true) pause();
+    }
+    FileKeyValueStore kv(dir);
+    auto t = ConnectShmTransport(0, 2, kv, options);
+    EXPECT_TRUE(t.ok()) << t.status();
+    absl::Status s = absl::InternalError("not connected");
+    if (t.ok()) {
+      char byte;
+      PendingOps ops;
+      (*t)->RecvAsync(1, 3, &byte, 1, ops.Add());
+      kill(child, signal);  // not reaped yet: a killed child is a zombie
+      s = ops.Wait();
+    }
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    EXPECT_TRUE(shm_test::ShmEntries(options.key_prefix).empty());
+    return s;
+  }
+};
+
+TEST_F(PeerFailureTest, KilledPeerFailsThePendingReceive) {
+  absl::Status s = ReceiveWhileChildFails(SIGKILL, absl::InfiniteDuration());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s;
+}
+
+TEST_F(PeerFailureTest, FrozenPeerFailsThePendingReceiveAtItsDeadline) {
+  absl::Status s = ReceiveWhileChildFails(SIGSTOP, absl::Milliseconds(300));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("receive from rank 1"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace strata
