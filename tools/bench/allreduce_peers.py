@@ -179,8 +179,10 @@ def main():
     rank_counts = [int(r) for r in a.ranks.split(",") if r]
     impls = [i for i in a.impls.split(",") if i]
     unknown = set(impls) - set(PEERS + STRATA)
-    if unknown or any(r < 2 for r in rank_counts):
-        sys.exit(f"allreduce_peers: unknown --impls {sorted(unknown)} or a --ranks below 2")
+    if unknown:
+        sys.exit(f"allreduce_peers: unknown --impls {sorted(unknown)} (known: {PEERS + STRATA})")
+    if not rank_counts or any(r < 2 for r in rank_counts):
+        sys.exit(f"allreduce_peers: --ranks={a.ranks}: every process count must be at least 2")
     strata = None
     if a.strata == "auto":
         strata = STRATA_DEFAULT if os.access(STRATA_DEFAULT, os.X_OK) else None
@@ -241,6 +243,7 @@ def main():
               ["size", "1 thread", "2 threads (aggregate)"], rows)
     for ranks in rank_counts:
         report(ranks, impls, results, schedule)
+    print("\n" + pc.load_note())
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"mode": mode, "rounds": rounds, "schedule": schedule, "memcpy": memcpy, "allreduce": results,

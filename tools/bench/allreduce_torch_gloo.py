@@ -66,6 +66,9 @@ def main():
     pc.add_schedule_flags(p)
     a = p.parse_args()
     schedule = {k: getattr(a, k) for k in pc.FULL_SCHEDULE}
+    why = pc.check_schedule(schedule)
+    if why:
+        sys.exit(f"allreduce_torch_gloo: {why}")
     if a.rank >= 0:
         if not a.store or a.rank >= a.ranks:
             sys.exit("allreduce_torch_gloo: --rank needs --store and 0 <= rank < --ranks")

@@ -204,6 +204,7 @@ def main():
                                f"{two / (2 * one):.2f}", ""])
     if ratio_rows:
         table("ratios (examples/s)", ["ratio", "value", "target"], ratio_rows)
+    print("\n" + pc.load_note())
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"rounds": a.rounds, "steps": s, "warmup": w,

@@ -44,6 +44,16 @@ def add_schedule_flags(parser):
         parser.add_argument(f"--{name}", type=int, default=value)
 
 
+def check_schedule(s):
+    """None when the schedule is usable, else what is wrong with it."""
+    if s["min_bytes"] < 4 or s["max_bytes"] < s["min_bytes"]:
+        return f"need 4 <= --min_bytes <= --max_bytes (got {s['min_bytes']}, {s['max_bytes']})"
+    if s["min_iters"] < 1 or s["max_iters"] < s["min_iters"] or s["budget_bytes"] < 1:
+        return (f"need 1 <= --min_iters <= --max_iters and --budget_bytes >= 1 (got "
+                f"{s['min_iters']}, {s['max_iters']}, {s['budget_bytes']})")
+    return None
+
+
 def schedule_flags(schedule):
     return [f"--{k}={v}" for k, v in schedule.items()]
 
@@ -183,3 +193,17 @@ def find_tf_python():
             return py
     return None
 
+
+def load_note():
+    """A line on the machine's other load, for the foot of a report.
+
+    With more runnable processes than cores, a thread that waits at a
+    barrier (OpenMP's, Eigen's) loses its core for a whole time slice, so
+    configurations with 2 threads per process lose far more than those with
+    one: their ratios are then not to be trusted."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > cores:
+        return (f"WARNING: load average {load:.1f} on {cores} cores during this run: other "
+                "processes competed for the cores, and runs with more threads than cores (2 threads "
+                "per process, 4 ranks) suffer most. Rerun when the machine is quiet.")
+    return f"load average {load:.1f} on {cores} cores"
