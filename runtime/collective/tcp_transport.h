@@ -64,8 +64,11 @@ struct TcpTransportOptions {
   std::string key_prefix = "strata/tcp";
   // How long set-up waits for every peer to publish, listen and connect.
   absl::Duration connect_timeout = absl::Seconds(60);
-  // SO_SNDBUF / SO_RCVBUF in bytes; 0 leaves the kernel's autotuning.
-  int socket_buffer_bytes = 0;
+  // SO_SNDBUF / SO_RCVBUF in bytes (the kernel caps them at
+  // net.core.wmem_max / rmem_max); 0 leaves the kernel's autotuning. Large
+  // buffers let a ring step's chunk go in one system call: measured on
+  // loopback, 4 MiB beat autotuning at 1-64 MiB all-reduces.
+  int socket_buffer_bytes = 4 << 20;
   // Messages up to this size are sent eagerly; larger ones wait for the
   // receiver's kReady.
   size_t eager_limit = 64 << 10;
