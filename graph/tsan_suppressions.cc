@@ -6,9 +6,42 @@
 // libabsl_cord*.so) are invisible to TSan, so the release of a status payload
 // shared between threads looks like an unsynchronized delete. Strata's own
 // locks are pthread-based (graph/mutex.h) and stay fully checked.
+//
+// Debian's gRPC C core (libgrpc, libgpr) is uninstrumented too: TSan cannot
+// see how its threads hand file descriptors and memory to each other and
+// reports races inside it (epoll_create1 in one thread, epoll_wait in its
+// poller, or a gRPC thread copying a request the caller's thread built).
+// Calls made from inside those libraries (and from the libraries gRPC's
+// threads work in: abseil's, upb, re2, c-ares), and races with a gRPC frame
+// (namespaces grpc::, grpc_core::, grpc_event_engine::) on either side, are
+// ignored; Strata's own code (strata::, including its gRPC handlers and
+// client) stays checked. gRPC locks with absl::Mutex, whose
+// deadlock-detection graph (GraphCycles) is uninstrumented the same way;
+// Strata itself never uses absl::Mutex.
 extern "C" const char* __tsan_default_suppressions() {
   return "race:absl::debian3::Status::\n"
          "race:absl::debian3::status_internal::\n"
          "race:absl::debian3::Cord\n"
-         "race:absl::debian3::cord_internal::\n";
+         "race:absl::debian3::cord_internal::\n"
+         "called_from_lib:libgrpc.so.29\n"
+         "called_from_lib:libgpr.so.29\n"
+         "called_from_lib:libabsl_status.so\n"
+         "called_from_lib:libabsl_strings.so\n"
+         "called_from_lib:libabsl_str_format_internal.so\n"
+         "called_from_lib:libabsl_time.so\n"
+         "called_from_lib:libabsl_time_zone.so\n"
+         "called_from_lib:libabsl_cord.so\n"
+         "called_from_lib:libabsl_cord_internal.so\n"
+         "called_from_lib:libabsl_synchronization.so\n"
+         "called_from_lib:libabsl_graphcycles_internal.so\n"
+         "called_from_lib:libabsl_raw_hash_set.so\n"
+         "called_from_lib:libupb.so\n"
+         "called_from_lib:libre2.so\n"
+         "called_from_lib:libcares.so\n"
+         "called_from_lib:libaddress_sorting.so\n"
+         "race:absl::debian3::synchronization_internal::\n"
+         "race:absl::debian3::Mutex::\n"
+         "race:grpc::\n"
+         "race:grpc_core::\n"
+         "race:grpc_event_engine::\n";
 }
