@@ -27,14 +27,19 @@
 // whenever this worker's description changes, the workers exchange a
 // fixed-size descriptor (type, dtype, shape, merge/final op, hint, group
 // size) and compare it before any data moves: a mismatch is InvalidArgument
-// on every worker, naming every worker and what it has.
+// on every worker, naming every worker and what it has. (Were only some
+// workers' descriptions to change, the others would not expect an exchange
+// and that collective would time out instead.) Concurrent executions of one
+// (group, instance) must start in the same order on every worker.
 //
 // Failures: a cross-worker part that has not finished within the
 // collective's timeout fails with DeadlineExceeded naming the worker tasks
 // it still waits for; a transport error, a timeout or a cancelled step
 // while data moves breaks the communicator: it is aborted, on_fatal_error
 // runs once with that error, and every later collective fails at once with
-// it. (A description mismatch does not break it.)
+// it. (A description mismatch does not break it: every worker sees it
+// alike. A local device that never arrives fails this worker's local
+// participants as in LocalCollectiveExecutor; the peers then time out.)
 //
 //   DistributedCollectiveExecutorOptions o;
 //   o.worker_rank = 1; o.num_workers = 2;

@@ -187,11 +187,16 @@ TEST(DistributedCollectiveExecutorTest, ConcurrentInstancesIssuedInOppositeOrder
   constexpr int w = 2;
   Cluster c(w);
   for (int round = 0; round < 10; ++round) {
-    Mutex mu;
-    std::vector<absl::Status> statuses;
-    std::vector<float> results;
-    Notification all_done;
-    int remaining = 4;
+    // Shared with the callbacks, which may still be unlocking when the
+    // last of them has let this thread go on.
+    struct State {
+      Mutex mu;
+      std::vector<absl::Status> statuses;
+      std::vector<float> results;
+      Notification all_done;
+      int remaining = 4;
+    };
+    auto st = std::make_shared<State>();
     for (int r = 0; r < w; ++r) {
       // Worker 0 issues instance 1 then 2; worker 1 issues 2 then 1.
       for (int k = 0; k < 2; ++k) {
@@ -200,17 +205,23 @@ TEST(DistributedCollectiveExecutorTest, ConcurrentInstancesIssuedInOppositeOrder
         p.step_id = round;
         c.workers[r]->ExecuteAsync(
             p, Tensor::FromVector<float>({float(instance * 10 + r)}, TensorShape{1}), CpuAllocator(),
-            nullptr, [&, instance](absl::Status s, Tensor t) {
-              MutexLock lock(&mu);
-              statuses.push_back(s);
-              if (s.ok()) results.push_back(t.data<float>()[0] - instance * 20);
-              if (--remaining == 0) all_done.Notify();
+            nullptr, [st, instance](absl::Status s, Tensor t) {
+              bool last;
+              {
+                MutexLock lock(&st->mu);
+                st->statuses.push_back(s);
+                if (s.ok()) st->results.push_back(t.data<float>()[0] - instance * 20);
+                last = --st->remaining == 0;
+              }
+              if (last) st->all_done.Notify();
             });
       }
     }
-    all_done.WaitForNotification();
-    for (const absl::Status& s : statuses) ASSERT_TRUE(s.ok()) << s;
-    for (float v : results) EXPECT_EQ(v, 1.0f);  // 10i + 0 + 10i + 1 - 20i
+    st->all_done.WaitForNotification();
+    MutexLock lock(&st->mu);
+    ASSERT_EQ(st->statuses.size(), 4u);
+    for (const absl::Status& s : st->statuses) ASSERT_TRUE(s.ok()) << s;
+    for (float v : st->results) EXPECT_EQ(v, 1.0f);  // 10i + 0 + 10i + 1 - 20i
   }
 }
 

@@ -359,7 +359,9 @@ void LocalCollectiveExecutor::FailInstance(const std::shared_ptr<Instance>& inst
     auto it = instances_.find(inst->key);
     if (it != instances_.end() && it->second == inst) instances_.erase(it);
   }
-  FailAll(std::move(inst->participants), status);
+  // Copied, not moved: an AbortStarted that looked the instance up just
+  // before it was erased may still read them.
+  FailAll(inst->participants, status);
 }
 
 void LocalCollectiveExecutor::AbortStarted(const std::shared_ptr<Instance>& inst,
