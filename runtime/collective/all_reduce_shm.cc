@@ -12,6 +12,11 @@ namespace strata {
 
 STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllReduce, "shm", AllReduceShm);
 
+namespace {
+// Up to this many bytes per chunk, every rank reduces the whole chunk.
+constexpr int64_t kWholeChunkBytes = 64 << 10;
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllReduceShm::Create(const AlgorithmParams& p) {
   STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
   if (p.num_elements < 0) {
@@ -42,8 +47,6 @@ absl::Status AllReduceShm::Run(Transport& t, const void* input, void* output) {
                                static_cast<int32_t>(CollectiveType::kAllReduce)};
   shm->PublishDesc(desc);
   std::vector<const void*> slots(n);
-  for (int q = 0; q < n; ++q) slots[q] = shm->slot(q);
-  char* mine = shm->slot(r);
   char* result = shm->result();
   const int64_t chunk = static_cast<int64_t>(shm->chunk_bytes() / elem);
   // Slices start on 64-byte boundaries, so no two ranks write one cache line
@@ -52,8 +55,10 @@ absl::Status AllReduceShm::Run(Transport& t, const void* input, void* output) {
   bool first = true;
   for (int64_t off = 0; off < total; off += chunk) {
     const int64_t c = std::min(chunk, total - off);
+    const int set = shm->NextSet();
+    for (int q = 0; q < n; ++q) slots[q] = shm->slot(q, set);
     // 1. This rank's chunk into its slot.
-    CopyBytes(mine, in + off * elem, c * elem);
+    CopyBytes(shm->slot(r, set), in + off * elem, c * elem);
     // 2. Every slot is full.
     STRATA_RETURN_IF_ERROR(shm->Barrier());
     if (first) {
@@ -62,6 +67,14 @@ absl::Status AllReduceShm::Run(Transport& t, const void* input, void* output) {
         t.Abort(s);
         return s;
       }
+    }
+    // With 2 ranks, or a chunk small enough that reading all of it costs
+    // less than a second barrier, every rank reduces the whole chunk
+    // straight into its output: one barrier per chunk (the other slot set
+    // is the next chunk's, so nobody overwrites a slot a peer still reads).
+    if (n == 2 || c * static_cast<int64_t>(elem) <= kWholeChunkBytes) {
+      ReduceInputs(p_.merge_op, p_.final_op, p_.dtype, slots.data(), n, 0, c, out + off * elem, n);
+      continue;
     }
     // 3. This rank's slice, reduced from all slots into the result.
     const int64_t per = (c + n - 1) / n;

@@ -1,31 +1,32 @@
 // AllReduceShm: all-reduce for ranks that share a ShmTransport (processes on
 // one host). Instead of moving chunks through the transport's rings, every
 // rank uses the segment's workspace as the reduction buffer, one chunk at a
-// time (ShmTransport::chunk_bytes(), small enough to stay in cache):
+// time (ShmTransport::chunk_bytes(), small enough to stay in cache), the
+// chunks alternating between the workspace's two slot sets:
 //
-//   1. each rank copies its chunk of the input into its own slot;
+//   1. each rank copies its chunk of the input into its slot of the set;
 //   2. barrier;
-//   3. rank r reduces its 1/n slice of the chunk from all n slots in one
-//      pass (ReduceInputs: every slot read once, Div fused) into the shared
-//      result, and copies that slice to its output;
-//   4. barrier;
-//   5. each rank copies the other ranks' slices of the result to its output.
+//   3a. with 2 ranks, or a chunk of at most 64 KiB: each rank reduces the
+//       whole chunk from all slots (ReduceInputs: one pass, Div fused)
+//       straight into its output. One barrier per chunk: the next chunk
+//       fills the other set, and every rank finished reading this set
+//       before it reached the barrier after that.
+//   3b. otherwise: rank r reduces its 1/n slice from all slots into the
+//       shared result and copies it to its output; barrier; each rank copies
+//       the other slices of the result to its output (each rank reads its
+//       chunk n times less than in 3a, for a second barrier).
 //
-// Each rank touches its input once and its output once, and memory sees no
-// staging copy through a ring; the slots are reused chunk after chunk, so
-// they stay in cache. Two barriers per chunk (spin, then yield, then futex).
-// Step 1 of the next chunk may follow step 5 without a third barrier: every
-// rank finished reading the slots before the barrier of step 4, and no rank
-// writes the result again before every rank has passed the next step 2.
-// Every rank's first barrier also checks that all ranks run the same
-// all-reduce (elements, dtype, ops); a mismatch is InvalidArgument naming the
-// rank, and aborts the communicator.
+// Each rank touches its input once and its output once; no staging copy
+// goes through a ring, and the slots, reused chunk after chunk, stay in
+// cache. The first barrier also checks that every rank runs the same
+// all-reduce (elements, dtype, ops): a mismatch is InvalidArgument naming
+// the rank, and aborts the communicator.
 //
 //   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(kAllReduce, "shm", params));
 //   STRATA_RETURN_IF_ERROR(alg->Run(shm_transport, input, output));
 //
-// Every rank ends with bitwise the same result (one rank reduces each
-// element, in rank order). Run fails (FailedPrecondition) on a transport that
+// Every rank ends with bitwise the same result (each element is reduced in
+// rank order by the same code, whether by one rank or by all). Run fails (FailedPrecondition) on a transport that
 // is not a ShmTransport. SelectAlgorithm picks it under hint auto when the
 // transport's kind() is "shm".
 //

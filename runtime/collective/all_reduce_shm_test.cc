@@ -108,6 +108,13 @@ TEST_P(AllReduceShmTest, ManyChunks) {
   CheckAllReduce<float>(GetParam(), 3, 40 * 256 - 77, MergeOp::kAdd, FinalOp::kDiv, 1024);
 }
 
+TEST_P(AllReduceShmTest, SlicedChunksThenAWholeOne) {
+  // 4 ranks, 128 KiB chunks: three chunks reduced slice by slice, then a
+  // 20-byte one every rank reduces whole.
+  CheckAllReduce<float>(GetParam(), 4, 3 * 32768 + 5, MergeOp::kAdd, FinalOp::kDiv, 128 << 10);
+  CheckAllReduce<int64_t>(GetParam(), 3, 2 * 16384 + 1, MergeOp::kMax, FinalOp::kId, 128 << 10);
+}
+
 TEST_P(AllReduceShmTest, EveryDtypeAndOp) {
   for (MergeOp op : {MergeOp::kAdd, MergeOp::kMul, MergeOp::kMin, MergeOp::kMax}) {
     CheckAllReduce<double>(GetParam(), 3, 301, op, FinalOp::kId);

@@ -47,8 +47,10 @@ ABSL_FLAG(std::string, ranks, "2,4", "process counts to run, comma-separated");
 ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm");
 ABSL_FLAG(std::string, algorithm, "auto",
           "all-reduce algorithm: auto (SelectAlgorithm's pick for the transport), shm, ring, ...");
-ABSL_FLAG(int64_t, spin_us, 50, "shm: microseconds a waiting rank polls before yielding");
-ABSL_FLAG(int64_t, yield_us, 500, "shm: microseconds a waiting rank yields before sleeping");
+ABSL_FLAG(int64_t, spin_us, -1,
+          "shm: microseconds a waiting rank polls before yielding (-1: the transport's adaptive "
+          "choice)");
+ABSL_FLAG(int64_t, yield_us, 500, "shm: with --spin_us, microseconds a waiting rank yields");
 ABSL_FLAG(int64_t, chunk_kib, 256, "shm: all-reduce pipeline chunk, KiB");
 ABSL_FLAG(int64_t, min_bytes, 4096, "smallest all-reduce, bytes");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20, "largest all-reduce, bytes (x4 steps)");
@@ -96,6 +98,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
   if (transport == "shm") {
     ShmTransportOptions options;
     options.key_prefix = absl::StrCat("bench", n);
+    options.adaptive_wait = absl::GetFlag(FLAGS_spin_us) < 0;
     options.spin_duration = absl::Microseconds(absl::GetFlag(FLAGS_spin_us));
     options.yield_duration = absl::Microseconds(absl::GetFlag(FLAGS_yield_us));
     options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_kib)) << 10;

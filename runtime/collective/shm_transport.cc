@@ -59,8 +59,12 @@ struct alignas(kLine) RankLine {
   std::atomic<uint32_t> attached;  // 0 not yet, 1 attached, 2 closed
   int32_t pid;
   uint64_t start_time;  // /proc/<pid>/stat field 22: tells a reused pid apart
-  int64_t desc_elements;
-  int32_t desc_dtype, desc_merge, desc_final, desc_collective;
+  // Two, used by alternate workspace collectives: a rank may publish the
+  // next one's while a peer still checks the current one.
+  struct Desc {
+    int64_t elements;
+    int32_t dtype, merge, final_op, collective;
+  } desc[2];
 };
 
 // A futex word plus a count of the processes sleeping on it, so that the
@@ -191,7 +195,7 @@ struct Layout {
     controls = epochs + n * sizeof(WaitWord);
     data = RoundUp(controls + pairs * sizeof(ControlRing), kPage);
     workspace = data + pairs * (kPage + ring_bytes);
-    total = workspace + (n + 1) * chunk_bytes;
+    total = workspace + (2 * n + 1) * chunk_bytes;
   }
   // Index of the ordered pair (from, to), from != to.
   size_t Pair(int from, int to) const { return from * (n - 1) + (to < from ? to : to - 1); }
@@ -268,28 +272,31 @@ class ShmTransportImpl : public ShmTransport {
   }
 
   size_t chunk_bytes() const override { return layout_.chunk_bytes; }
-  char* slot(int rank) override { return base_ + layout_.workspace + rank * layout_.chunk_bytes; }
-  char* result() override { return slot(layout_.n); }
+  char* slot(int rank, int set) override {
+    return base_ + layout_.workspace + (set * layout_.n + rank) * layout_.chunk_bytes;
+  }
+  char* result() override { return base_ + layout_.workspace + 2 * layout_.n * layout_.chunk_bytes; }
+  int NextSet() override { return static_cast<int>(sets_used_++ & 1); }
 
   void PublishDesc(const ShmCollectiveDesc& d) override {
-    RankLine& l = rank_line(rank_);
-    l.desc_elements = d.num_elements;
-    l.desc_dtype = static_cast<int32_t>(d.dtype);
-    l.desc_merge = static_cast<int32_t>(d.merge_op);
-    l.desc_final = static_cast<int32_t>(d.final_op);
-    l.desc_collective = d.collective;
+    RankLine::Desc& l = rank_line(rank_).desc[++descs_used_ & 1];
+    l.elements = d.num_elements;
+    l.dtype = static_cast<int32_t>(d.dtype);
+    l.merge = static_cast<int32_t>(d.merge_op);
+    l.final_op = static_cast<int32_t>(d.final_op);
+    l.collective = d.collective;
   }
 
   absl::Status CheckDescs(const ShmCollectiveDesc& d) override {
     for (int q = 0; q < layout_.n; ++q) {
-      const RankLine& l = rank_line(q);
-      if (l.desc_elements != d.num_elements || l.desc_dtype != static_cast<int32_t>(d.dtype) ||
-          l.desc_merge != static_cast<int32_t>(d.merge_op) ||
-          l.desc_final != static_cast<int32_t>(d.final_op) || l.desc_collective != d.collective) {
+      const RankLine::Desc& l = rank_line(q).desc[descs_used_ & 1];
+      if (l.elements != d.num_elements || l.dtype != static_cast<int32_t>(d.dtype) ||
+          l.merge != static_cast<int32_t>(d.merge_op) ||
+          l.final_op != static_cast<int32_t>(d.final_op) || l.collective != d.collective) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "shm collective: rank ", q, " runs collective ", l.desc_collective, " over ",
-            l.desc_elements, " elements of dtype ", l.desc_dtype, " (merge ", l.desc_merge,
-            ", final ", l.desc_final, ") but rank ", rank_, " runs collective ", d.collective,
+            "shm collective: rank ", q, " runs collective ", l.collective, " over ",
+            l.elements, " elements of dtype ", l.dtype, " (merge ", l.merge,
+            ", final ", l.final_op, ") but rank ", rank_, " runs collective ", d.collective,
             " over ", d.num_elements, " elements of dtype ", static_cast<int>(d.dtype), " (merge ",
             static_cast<int>(d.merge_op), ", final ", static_cast<int>(d.final_op), ")"));
       }
@@ -675,7 +682,10 @@ class ShmTransportImpl : public ShmTransport {
   const Layout layout_;
   char* const base_;
   const ShmTransportOptions options_;
-  uint32_t my_epoch_;  // barriers this rank has entered (the Barrier caller's)
+  // The workspace caller's: barriers entered, slot sets and descriptors used.
+  uint32_t my_epoch_;
+  uint64_t sets_used_ = 0;
+  uint64_t descs_used_ = 0;
 
   Mutex mu_;
   std::deque<Op> inbox_ ABSL_GUARDED_BY(mu_);
@@ -826,7 +836,15 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(int rank, int siz
     munmap(base, layout.total);
     return Errno(absl::StrCat("shm_unlink(", name, ")"));
   }
-  return std::unique_ptr<Transport>(new ShmTransportImpl(rank, layout, base, options));
+  ShmTransportOptions resolved = options;
+  if (options.adaptive_wait) {
+    cpu_set_t cpus;
+    const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    const bool fits = size <= usable;
+    resolved.spin_duration = fits ? absl::Milliseconds(2) : absl::Microseconds(20);
+    resolved.yield_duration = fits ? absl::Microseconds(100) : absl::Milliseconds(2);
+  }
+  return std::unique_ptr<Transport>(new ShmTransportImpl(rank, layout, base, resolved));
 }
 
 }  // namespace strata

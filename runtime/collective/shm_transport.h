@@ -26,9 +26,11 @@
 // briefly, then yields, then sleeps on a futex in the segment that peers ring
 // when they write to it (a sleeping rank costs 35-60 µs to wake on a VM).
 //
-// Collective workspace (for AllReduceShm): `size` slots of chunk_bytes()
-// each plus one result buffer of chunk_bytes(), all in the segment, and a
-// spin-then-sleep Barrier() over all ranks. Collectives that use it must be
+// Collective workspace (for AllReduceShm): two sets of `size` slots of
+// chunk_bytes() each (used alternately, so a rank may fill the next set
+// while its peers still read the last one) plus one result buffer of
+// chunk_bytes(), all in the segment, and a spin-then-sleep Barrier() over
+// all ranks. Collectives that use it must be
 // run in the same order on every rank and one at a time per communicator.
 //
 // Failure: Abort(status) writes the status into the segment and wakes every
@@ -75,8 +77,15 @@ struct ShmTransportOptions {
   // Bytes of each workspace slot: the all-reduce's pipeline chunk. Small
   // enough that size + 1 slots stay in cache.
   size_t chunk_bytes = size_t{256} << 10;
-  // A waiting rank polls this long, then calls sched_yield until
-  // yield_duration has passed, then sleeps on a futex.
+  // A waiting rank polls for spin_duration, then calls sched_yield until
+  // yield_duration more has passed, then sleeps on a futex. With
+  // adaptive_wait the durations are chosen at connect instead: when the
+  // ranks fit on this process's CPUs (size <= CPUs it may run on), a rank
+  // polls 2 ms and yields 100 µs, since its peers run at the same time and
+  // yielding would hand the core to another process for a whole time slice;
+  // when they do not, it polls 20 µs and then yields for 2 ms, so a rank
+  // sharing a core with the peer it waits for lets that peer run.
+  bool adaptive_wait = true;
   absl::Duration spin_duration = absl::Microseconds(50);
   absl::Duration yield_duration = absl::Microseconds(500);
 };
@@ -95,8 +104,11 @@ class ShmTransport : public Transport {
  public:
   // The workspace; valid for this object's lifetime.
   virtual size_t chunk_bytes() const = 0;
-  virtual char* slot(int rank) = 0;
+  virtual char* slot(int rank, int set) = 0;  // set 0 or 1
   virtual char* result() = 0;
+  // The set the next chunk uses: 0, 1, 0, ... (the same on every rank while
+  // every rank runs the same chunks).
+  virtual int NextSet() = 0;
   // Publishes this rank's descriptor for the next workspace collective; the
   // peers' become readable after the next Barrier().
   virtual void PublishDesc(const ShmCollectiveDesc& desc) = 0;
