@@ -1,6 +1,7 @@
 // Cross-process all-reduce: forks --ranks processes on this host, connects
-// them with a cross-process Transport (--transport=shm: ShmTransport; the
-// ranks meet through a FileKeyValueStore in a temporary directory), and
+// them with a cross-process Transport (--transport=shm: ShmTransport;
+// --transport=tcp: TcpTransport over loopback; the ranks meet through a
+// FileKeyValueStore in a temporary directory), and
 // times float32 SUM all-reduce from --min_bytes to --max_bytes (x4 each
 // step) with the algorithm SelectAlgorithm picks for that transport under
 // hint auto (or --algorithm). The schedule is tools/bench/peers_common.py's,
@@ -41,10 +42,11 @@
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/file_key_value_store.h"
 #include "runtime/collective/shm_transport.h"
+#include "runtime/collective/tcp_transport.h"
 #include "runtime/collective/transport.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "process counts to run, comma-separated");
-ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm");
+ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm or tcp (loopback)");
 ABSL_FLAG(std::string, algorithm, "auto",
           "all-reduce algorithm: auto (SelectAlgorithm's pick for the transport), shm, ring, ...");
 ABSL_FLAG(int64_t, spin_us, -1,
@@ -104,8 +106,10 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
     options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_kib)) << 10;
     return ConnectShmTransport(rank, n, kv, options);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--transport=", transport, ": this bench connects only shm"));
+  TcpTransportOptions options;
+  options.key_prefix = absl::StrCat("bench", n, "/tcp");
+  options.host = "127.0.0.1";
+  return ConnectTcpTransport(rank, n, kv, options);
 }
 
 // One all-reduce of `count` elements with a fresh algorithm object.
@@ -198,8 +202,8 @@ int Main(int argc, char** argv) {
   }
   for (int64_t b = min_bytes; b <= max_bytes; b *= 4) schedule.sizes.push_back(b / 4 * 4);
   const std::string transport = absl::GetFlag(FLAGS_transport);
-  if (transport != "shm") {
-    std::fprintf(stderr, "cross_process_bench: --transport=%s: only shm is wired in\n",
+  if (transport != "shm" && transport != "tcp") {
+    std::fprintf(stderr, "cross_process_bench: --transport=%s is not shm or tcp\n",
                  transport.c_str());
     return 2;
   }
