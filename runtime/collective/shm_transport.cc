@@ -1,5 +1,6 @@
 #include "runtime/collective/shm_transport.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -25,7 +26,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "graph/status.h"
 
 namespace strata {
@@ -712,6 +715,30 @@ std::string SegmentName(const std::string& prefix) {
                       absl::Hex(rd()));
 }
 
+// A segment's name lives in /dev/shm only while its ranks attach; if rank 0
+// was killed in that window the name stays. Rank 0 removes such leftovers
+// before it creates a segment: names of our format whose creator (the pid
+// in the name) has exited and that are older than a minute (so a creator in
+// another pid namespace, whose pid we cannot see, keeps a young segment).
+void RemoveLeftoverSegments() {
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return;
+  const time_t now = time(nullptr);
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("strata-", 0) != 0) continue;
+    // strata-<prefix>-<pid>-<counter>-<hex>: the pid is the third field from the end.
+    std::vector<std::string> parts = absl::StrSplit(name, '-');
+    int pid = 0;
+    if (parts.size() < 5 || !absl::SimpleAtoi(parts[parts.size() - 3], &pid) || pid <= 0) continue;
+    struct stat st;
+    const std::string path = "/dev/shm/" + name;
+    if (stat(path.c_str(), &st) != 0 || now - st.st_mtime < 60) continue;
+    if (ProcessStartTime(pid) == 0) shm_unlink(("/" + name).c_str());
+  }
+  closedir(d);
+}
+
 absl::Status Errno(const std::string& what) {
   const int e = errno;
   std::string msg = absl::StrCat("shm transport: ", what, ": ", std::strerror(e));
@@ -796,6 +823,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(int rank, int siz
   char* base = nullptr;
   Layout layout(size, RoundUp(options.ring_bytes, kPage), RoundUp(options.chunk_bytes, kLine));
   if (rank == 0) {
+    RemoveLeftoverSegments();
     name = SegmentName(options.key_prefix);
     STRATA_ASSIGN_OR_RETURN(base, CreateSegment(name, layout));
     reinterpret_cast<Header*>(base)->magic = kMagic;

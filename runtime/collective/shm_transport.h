@@ -3,7 +3,9 @@
 // creates the segment (shm_open + mmap), publishes its name through the
 // KeyValueStore under `<key_prefix>/segment`, every rank maps it and marks
 // itself attached, and rank 0 unlinks the name as soon as all have: from then
-// on nothing is left in /dev/shm, even if every process is SIGKILLed.
+// on nothing is left in /dev/shm, even if every process is SIGKILLed. (A
+// rank 0 killed before its peers attached leaves the name; the next rank 0
+// on the host removes names whose creator has exited, once a minute old.)
 //
 //   ShmTransportOptions options;
 //   options.key_prefix = "collective/group7";

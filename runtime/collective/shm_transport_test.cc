@@ -1,6 +1,9 @@
 #include "runtime/collective/shm_transport.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,6 +165,30 @@ TEST(ShmTransportConnectTest, MissingRankTimesOutNamingItAndLeavesNothing) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(t.status().message().find("rank 2 did not attach"), std::string::npos) << t.status();
   EXPECT_TRUE(shm_test::ShmEntries(options.key_prefix).empty());
+}
+
+// A name left by a rank 0 that was killed before its peers attached is
+// removed by the next rank 0 once its creator is gone and it is old enough.
+TEST(ShmTransportConnectTest, LeftoverOfADeadCreatorIsRemoved) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // a pid that no longer runs
+  const std::string name = absl::StrCat("strata-gc_test-", child, "-0-abc");
+  const std::string young = absl::StrCat("strata-gc_test-", child, "-1-abc");
+  for (const std::string& n : {name, young}) {
+    const int fd = shm_open(("/" + n).c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  }
+  const struct timeval old[2] = {{time(nullptr) - 120, 0}, {time(nullptr) - 120, 0}};
+  ASSERT_EQ(utimes(("/dev/shm/" + name).c_str(), old), 0);
+  InMemoryKeyValueStore kv;
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("gc");
+  ASSERT_TRUE(ConnectShmTransport(0, 1, kv, options).ok());
+  EXPECT_TRUE(shm_test::ShmEntries(name).empty());
+  EXPECT_EQ(shm_test::ShmEntries(young).size(), 1u);  // a minute has not passed
+  shm_unlink(("/" + young).c_str());
 }
 
 TEST(ShmTransportConnectTest, BadRanksAreRefused) {
