@@ -209,6 +209,8 @@ def main():
                                      capture_output=True, text=True, check=True).stdout
                 print(out, end="", flush=True)
                 memcpy += pc.parse_results(out)
+        else:
+            print(f"SKIP memcpy: {exes['memcpy']}", flush=True)
         best = {}  # (impl, ranks, bytes) -> the fastest round's result
         for _ in range(rounds):
             for ranks in rank_counts:
@@ -246,8 +248,8 @@ def main():
     print("\n" + pc.load_note())
     if a.json_out:
         with open(a.json_out, "w") as f:
-            json.dump({"mode": mode, "rounds": rounds, "schedule": schedule, "memcpy": memcpy, "allreduce": results,
-                       "skipped": skipped}, f, indent=1)
+            json.dump({"mode": mode, "rounds": rounds, "schedule": schedule, "memcpy": memcpy,
+                       "allreduce": results, "skipped": skipped}, f, indent=1)
 
 
 if __name__ == "__main__":

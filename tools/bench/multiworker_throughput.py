@@ -28,7 +28,8 @@ Strata 2 workers >= 1.5x DDP, >= 0.9x Strata's single process on 2 threads,
 
   tools/setup.sh --peers
   python3 tools/bench/multiworker_throughput.py [--quick] [--rounds=3] [--scaling]
-      [--trainer=bazel-bin/tools/trainer] [--launch=bazel-bin/tools/launch] [--json_out=FILE]
+      [--impls=strata-mwms,ddp-gloo,...] [--trainer=bazel-bin/tools/trainer]
+      [--launch=bazel-bin/tools/launch] [--json_out=FILE]
 
 To add a configuration, append a Config to configs() in main(): a function
 returning examples/s (raising RuntimeError with the reason when it cannot run).
@@ -132,6 +133,7 @@ def main():
     p.add_argument("--scaling", action="store_true", help="also 1 worker x 1 thread per framework")
     p.add_argument("--trainer", default=os.path.join(pc.ROOT, "bazel-bin/tools/trainer"))
     p.add_argument("--launch", default=os.path.join(pc.ROOT, "bazel-bin/tools/launch"))
+    p.add_argument("--impls", default="", help="only these, comma-separated (default: all)")
     p.add_argument("--json_out", default="", help="also write every result to this JSON file")
     a = p.parse_args()
     if a.quick:
@@ -159,6 +161,12 @@ def main():
                    lambda: tf_run(tf_python, 1, 1, s, w)),
         ]
 
+    if a.impls:
+        wanted = set(a.impls.split(","))
+        unknown = wanted - {c.impl for c in configs}
+        if unknown:
+            sys.exit(f"multiworker_throughput: unknown --impls {sorted(unknown)}")
+        configs = [c for c in configs if c.impl in wanted]
     best, skipped = {}, {}
     for rnd in range(a.rounds):
         for c in configs:
