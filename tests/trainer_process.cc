@@ -4,6 +4,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -39,7 +41,8 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path) {
+Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path,
+              const std::vector<std::string>& env) {
   std::vector<std::string> argv_s = {Runfile("tools/trainer")};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   argv_s.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
@@ -52,7 +55,20 @@ Process Spawn(const std::vector<std::string>& args, const std::string& stderr_pa
   posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   Process p;
   p.stderr_path = stderr_path;
-  const int rc = posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), environ);
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const std::string& x : env) {
+      if (entry.substr(0, entry.find('=') + 1) == x.substr(0, x.find('=') + 1)) replaced = true;
+    }
+    if (!replaced) env_s.push_back(entry);
+  }
+  env_s.insert(env_s.end(), env.begin(), env.end());
+  std::vector<char*> envp;
+  for (std::string& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int rc = posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
   if (rc != 0) p.pid = -1;
@@ -117,6 +133,42 @@ void ExpectSameTensors(const std::string& a, const std::string& b, int* compared
   }
   EXPECT_EQ((*ra)->GetMetadata("input_iterator").value_or("a"),
             (*rb)->GetMetadata("input_iterator").value_or("b"));
+}
+
+double ExpectCloseTensors(const std::string& a, const std::string& b, double rel_tol) {
+  double worst = 0;
+  auto ra = CheckpointReader::Open(a);
+  auto rb = CheckpointReader::Open(b);
+  EXPECT_TRUE(ra.ok()) << ra.status();
+  EXPECT_TRUE(rb.ok()) << rb.status();
+  if (!ra.ok() || !rb.ok()) return -1;
+  EXPECT_EQ((*ra)->tensors().size(), (*rb)->tensors().size());
+  for (const auto& [name, info] : (*ra)->tensors()) {
+    Tensor ta, tb;
+    EXPECT_TRUE((*ra)->Read(name, &ta).ok()) << name;
+    if (!(*rb)->Read(name, &tb).ok()) {
+      ADD_FAILURE() << name << " missing in " << b;
+      continue;
+    }
+    EXPECT_EQ(ta.dtype(), tb.dtype()) << name;
+    EXPECT_EQ(ta.shape(), tb.shape()) << name;
+    if (ta.dtype() != tb.dtype() || ta.shape() != tb.shape()) continue;
+    if (ta.dtype() != DT_FLOAT) {
+      EXPECT_EQ(0, std::memcmp(ta.raw_data(), tb.raw_data(), ta.TotalBytes())) << name;
+      continue;
+    }
+    const float* x = ta.data<float>();
+    const float* y = tb.data<float>();
+    for (int64_t i = 0; i < ta.NumElements(); ++i) {
+      const double d = std::abs(double(x[i]) - y[i]) / std::max(std::abs(double(x[i])), 1e-3);
+      worst = std::max(worst, d);
+      if (d > rel_tol) {
+        ADD_FAILURE() << "tensor '" << name << "' element " << i << ": " << x[i] << " vs " << y[i];
+        break;
+      }
+    }
+  }
+  return worst;
 }
 
 }  // namespace testing

@@ -39,8 +39,10 @@ struct Exit {
 };
 
 // Starts the trainer with `args` (plus --digits_path to the bundled data);
-// stdout goes to /dev/null, stderr to `stderr_path`.
-Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path);
+// stdout goes to /dev/null, stderr to `stderr_path`. `env` ("NAME=value")
+// is added to (or replaces entries of) this process's environment.
+Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path,
+              const std::vector<std::string>& env = {});
 Exit Wait(const Process& p);
 // Spawn + Wait, stderr kept under a directory named after `name`.
 Exit RunTrainer(const std::vector<std::string>& args, const std::string& name);
@@ -53,6 +55,10 @@ int64_t LastStep(const std::string& metrics_path);
 // Every tensor of checkpoints `a` and `b` has the same dtype, shape and bytes,
 // and their input positions match. `compared`, if given, gets the count.
 void ExpectSameTensors(const std::string& a, const std::string& b, int* compared = nullptr);
+// Every float tensor of `a` is in `b` with the same shape and every element
+// within `rel_tol` relative (to max(|x|, 1e-3)); other dtypes bitwise equal.
+// Returns the largest relative difference seen.
+double ExpectCloseTensors(const std::string& a, const std::string& b, double rel_tol);
 
 }  // namespace testing
 }  // namespace strata

@@ -45,8 +45,21 @@ ABSL_FLAG(int32_t, max_to_keep, 3, "checkpoints kept (0: all)");
 ABSL_FLAG(std::string, metrics_out, "", "append JSON lines: one per step and a final one with test metrics");
 ABSL_FLAG(bool, standardize, true, "standardize features with the training split's mean and stddev");
 ABSL_FLAG(std::string, strategy, "one_device",
-          "one_device (OneDeviceStrategy) or mirrored (MirroredStrategy: one replica per device, "
-          "gradients all-reduced)");
+          "one_device (OneDeviceStrategy), mirrored (MirroredStrategy: one replica per device, "
+          "gradients all-reduced) or multi_worker_mirrored (one process per task of a cluster; "
+          "see --cluster_spec and tools/launch)");
+ABSL_FLAG(std::string, cluster_spec, "",
+          "multi_worker_mirrored: the cluster as JSON, e.g. {\"worker\":[\"127.0.0.1:2222\","
+          "\"127.0.0.1:2223\"]} (default: the TF_CONFIG environment variable)");
+ABSL_FLAG(std::string, task_type, "", "multi_worker_mirrored with --cluster_spec: chief or worker");
+ABSL_FLAG(std::string, task_index, "", "multi_worker_mirrored with --cluster_spec: this task's index");
+ABSL_FLAG(double, heartbeat_timeout, 10,
+          "multi_worker_mirrored: seconds without a heartbeat before a task is declared lost");
+ABSL_FLAG(double, startup_timeout, 120,
+          "multi_worker_mirrored: seconds start-up waits for every task to register");
+ABSL_FLAG(std::string, collective_transport, "auto",
+          "multi_worker_mirrored: auto (shared memory when every task is on one host, else TCP), "
+          "shm or tcp");
 ABSL_FLAG(std::string, devices, "",
           "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 (default: one_device /cpu:0, "
           "mirrored every CPU device)");
@@ -117,6 +130,12 @@ int main(int argc, char** argv) {
   }
   c.devices = *devices;
   c.num_cpu_devices = absl::GetFlag(FLAGS_num_cpu_devices);
+  c.cluster_spec = absl::GetFlag(FLAGS_cluster_spec);
+  c.task_type = absl::GetFlag(FLAGS_task_type);
+  c.task_index = absl::GetFlag(FLAGS_task_index);
+  c.heartbeat_timeout_seconds = absl::GetFlag(FLAGS_heartbeat_timeout);
+  c.startup_timeout_seconds = absl::GetFlag(FLAGS_startup_timeout);
+  c.collective_transport = absl::GetFlag(FLAGS_collective_transport);
   c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
   c.trace_out = absl::GetFlag(FLAGS_trace_out);
   c.trace_steps = absl::GetFlag(FLAGS_trace_steps);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -12,6 +13,7 @@
 #include <tuple>
 #include <map>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -27,7 +29,9 @@
 #include "runtime/trace.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
+#include "strategy/cluster_resolver.h"
 #include "strategy/mirrored_strategy.h"
+#include "strategy/multi_worker_mirrored_strategy.h"
 #include "strategy/one_device_strategy.h"
 #include "strategy/replica_context.h"
 #include "strategy/strategy.h"
@@ -197,6 +201,25 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Trainer
   if (c.strategy == "one_device") {
     s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,
                                               options);
+  } else if (c.strategy == "multi_worker_mirrored") {
+    // The cluster first: a bad TF_CONFIG or --cluster_spec fails before any
+    // network traffic, naming the field.
+    const bool from_flags = !c.cluster_spec.empty() || !c.task_type.empty() || !c.task_index.empty();
+    STRATA_ASSIGN_OR_RETURN(ClusterSpec cluster,
+                            from_flags ? ClusterSpecFromFlags(c.cluster_spec, c.task_type, c.task_index)
+                                       : ClusterSpecFromEnvironment());
+    std::vector<std::string> specs = c.devices;
+    if (specs.empty()) {
+      for (int i = 0; i < machine.num_cpu_devices; ++i) specs.push_back(absl::StrCat("/cpu:", i));
+    }
+    distribute::MultiWorkerOptions mw;
+    mw.heartbeat_timeout = absl::Seconds(c.heartbeat_timeout_seconds);
+    mw.startup_timeout = absl::Seconds(c.startup_timeout_seconds);
+    mw.transport = c.collective_transport;
+    absl::StatusOr<std::unique_ptr<distribute::MultiWorkerMirroredStrategy>> m =
+        distribute::MultiWorkerMirroredStrategy::Create(cluster, specs, machine, options, mw);
+    if (!m.ok()) return AnnotateStatus(m.status(), absl::StrCat(cluster.TaskPrefix(), ": "));
+    return std::unique_ptr<distribute::Strategy>(*std::move(m));
   } else {
     std::vector<std::string> specs = c.devices;
     if (specs.empty()) {
@@ -216,7 +239,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Trainer
 // the evaluation of the test set, and the ops to save and restore every
 // variable.
 struct TrainGraph {
-  std::unique_ptr<distribute::Strategy> strategy;  // declared first: outlives the graph
+  distribute::Strategy* strategy = nullptr;  // not owned; outlives the graph
   Scope root = Scope::NewRootScope();
   std::unique_ptr<distribute::DistributedDataset> input;
   Output loss;                    // the step's loss, mean over the replicas
@@ -233,10 +256,10 @@ struct TrainGraph {
 
 absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
                                                        int64_t total_steps,
-                                                       std::unique_ptr<distribute::Strategy> strategy,
+                                                       distribute::Strategy* strategy,
                                                        data::DatasetPtr batches) {
   auto g = std::make_unique<TrainGraph>();
-  g->strategy = std::move(strategy);
+  g->strategy = strategy;
   distribute::Strategy& s = *g->strategy;
   const Scope& root = g->root;
   distribute::StrategyScope in_scope = s.Scope();
@@ -432,9 +455,21 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.save_every_steps > 0 && c.checkpoint_dir.empty()) {
     return bad("save_every_steps", "needs --checkpoint_dir");
   }
-  if (c.strategy != "one_device" && c.strategy != "mirrored") {
+  if (c.strategy != "one_device" && c.strategy != "mirrored" &&
+      c.strategy != "multi_worker_mirrored") {
     return bad("strategy", absl::StrCat("unknown strategy '", c.strategy,
-                                        "'; expected one_device or mirrored"));
+                                        "'; expected one_device, mirrored or multi_worker_mirrored"));
+  }
+  if (!(c.heartbeat_timeout_seconds > 0 && c.heartbeat_timeout_seconds <= 3600)) {
+    return bad("heartbeat_timeout", "must be in (0, 3600] seconds");
+  }
+  if (!(c.startup_timeout_seconds > 0 && c.startup_timeout_seconds <= 86400)) {
+    return bad("startup_timeout", "must be in (0, 86400] seconds");
+  }
+  if (c.collective_transport != "auto" && c.collective_transport != "shm" &&
+      c.collective_transport != "tcp") {
+    return bad("collective_transport", absl::StrCat("unknown transport '", c.collective_transport,
+                                                    "'; expected auto, shm or tcp"));
   }
   if (c.num_cpu_devices < 0 || c.num_cpu_devices > kMaxCpuDevices) {
     return bad("num_cpu_devices", absl::StrCat(c.num_cpu_devices, " is not in [0, ", kMaxCpuDevices, "]"));
@@ -452,11 +487,14 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   return ParseDataSpec(c.data).status();
 }
 
-absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
-  STRATA_RETURN_IF_ERROR(ValidateConfig(c));
+// The run, once the strategy exists (RunTrainer below adds the cluster's
+// part for multi-worker runs).
+absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy* strategy,
+                                    FILE* log) {
   TrainerResult result;
-  // The devices first: a bad --devices fails before the data is loaded.
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(c));
+  auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy);
+  // Only the chief writes checkpoints (every worker reads them).
+  const bool writes_checkpoints = multi_worker == nullptr || multi_worker->is_chief();
   const int replicas = strategy->num_replicas_in_sync();
   if (c.global_batch_size % replicas != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -557,7 +595,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
   STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches,
                           MakeTrainBatches(data, c.global_batch_size, static_cast<uint64_t>(c.seed), c.prefetch));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
-                          BuildGraph(c, data, result.total_steps, std::move(strategy), std::move(batches)));
+                          BuildGraph(c, data, result.total_steps, strategy, std::move(batches)));
   result.devices = g->strategy->devices();
   if (reader != nullptr) {
     absl::Status s = g->input->RestoreState(iterator_state);
@@ -685,7 +723,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the loss became ", loss, " at step ", step, "; try a smaller --learning_rate"));
     }
-    if (manager != nullptr && c.save_every_steps > 0 && step % c.save_every_steps == 0) {
+    if (manager != nullptr && writes_checkpoints && c.save_every_steps > 0 &&
+        step % c.save_every_steps == 0) {
       STRATA_RETURN_IF_ERROR(save(step));
     }
     if (c.crash_at_step > 0 && step == c.crash_at_step) {
@@ -699,7 +738,9 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
     result.examples_per_sec = static_cast<double>(step - result.start_step) * c.global_batch_size /
                               result.train_seconds;
   }
-  if (manager != nullptr && saved_step != step) STRATA_RETURN_IF_ERROR(save(step));
+  if (manager != nullptr && writes_checkpoints && saved_step != step) {
+    STRATA_RETURN_IF_ERROR(save(step));
+  }
   if (tracer != nullptr && !trace_written) STRATA_RETURN_IF_ERROR(write_trace());
 
   // 6. Test-set evaluation and the final metrics line.
@@ -717,6 +758,55 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& c, FILE* log) {
                                    " examples); ", Num(result.examples_per_sec), " examples/s"));
   }
   return result;
+}
+
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log) {
+  STRATA_RETURN_IF_ERROR(ValidateConfig(config));
+  // The devices (and the cluster) first: a bad --devices or TF_CONFIG fails
+  // before the data is loaded.
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(config));
+  auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy.get());
+  if (multi_worker == nullptr) return Train(config, strategy.get(), log);
+
+  TrainerConfig c = config;
+  if (!multi_worker->is_chief()) {
+    // Every worker gets the same flags from the launcher: one writer each.
+    c.metrics_out.clear();
+    c.trace_out.clear();
+    c.quiet = true;  // the chief reports progress; errors still reach stderr
+  }
+  // The cluster's error fails this worker's collectives, so the step in
+  // flight returns it; should anything else keep the run from returning,
+  // the process still ends a few seconds later, naming the error.
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  const std::string task = multi_worker->task_name();
+  multi_worker->OnClusterError([finished, task](absl::Status error) {
+    std::thread([finished, task, error] {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      if (finished->load()) return;
+      std::fprintf(stderr, "trainer %s: error: %s (the run did not stop within 3 s; exiting)\n",
+                   task.c_str(), error.ToString().c_str());
+      std::fflush(stderr);
+      _exit(1);
+    }).detach();
+  });
+  absl::StatusOr<TrainerResult> r = Train(c, strategy.get(), log);
+  if (!r.ok()) {
+    const absl::Status cluster = multi_worker->cluster_error();
+    finished->store(true);
+    if (!cluster.ok()) {
+      // The cause is elsewhere in the cluster; this worker's step only
+      // stopped because of it.
+      return absl::Status(cluster.code(), absl::StrCat("cluster error: ", cluster.message()));
+    }
+    const absl::Status mine = AnnotateStatus(r.status(), absl::StrCat(task, ": "));
+    multi_worker->ReportError(mine);
+    return mine;
+  }
+  absl::Status shutdown = multi_worker->Shutdown();
+  finished->store(true);
+  if (!shutdown.ok()) return AnnotateStatus(shutdown, absl::StrCat(task, ": shutdown: "));
+  return r;
 }
 
 }  // namespace trainer

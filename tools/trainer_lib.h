@@ -16,6 +16,15 @@
 //   absl::StatusOr<TrainerResult> r = RunTrainer(c);
 //   r->test_accuracy;
 //
+// Multi-worker (strategy multi_worker_mirrored, one process per task, as
+// tools/launch starts them): every worker loads the same data and builds
+// the same graph; each takes its share of every global batch; the chief's
+// initial weights are broadcast. Only the chief writes checkpoints, metrics
+// and the trace; every worker resumes from the newest intact checkpoint in
+// checkpoint_dir (a directory every worker can read). A lost or failed task
+// ends every worker's run with an error naming it, within the heartbeat
+// timeout and a few seconds; a worker that fails tells the others.
+//
 // What a run does: loads the data, splits off a test set (the split is fixed
 // by the seed), standardizes features with the training split's statistics,
 // makes the strategy (OneDeviceStrategy or MirroredStrategy over the
@@ -91,8 +100,22 @@ struct TrainerConfig {
   int max_to_keep = 3;
   std::string metrics_out;
   bool standardize = true;
-  // "one_device" (OneDeviceStrategy) or "mirrored" (MirroredStrategy).
+  // "one_device" (OneDeviceStrategy), "mirrored" (MirroredStrategy) or
+  // "multi_worker_mirrored" (MultiWorkerMirroredStrategy: this process is
+  // one task of the cluster below).
   std::string strategy = "one_device";
+  // multi_worker_mirrored: the cluster as --cluster_spec (the "cluster"
+  // JSON of TF_CONFIG) with task_type and task_index; all empty: the
+  // TF_CONFIG environment variable.
+  std::string cluster_spec;
+  std::string task_type;
+  std::string task_index;
+  // multi_worker_mirrored: a task silent this long is declared lost; how
+  // long start-up waits for every task; "auto", "shm" or "tcp" between
+  // workers.
+  double heartbeat_timeout_seconds = 10;
+  double startup_timeout_seconds = 120;
+  std::string collective_transport = "auto";
   // Device specs ("/cpu:0", "/device:CPU:1", ...), in replica order. Empty:
   // one_device uses /cpu:0, mirrored every CPU device of the machine.
   std::vector<std::string> devices;

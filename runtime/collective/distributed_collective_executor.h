@@ -104,6 +104,11 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
 
   // The error that broke the cross-worker communicator; OK while it works.
   absl::Status fatal_error() const ABSL_LOCKS_EXCLUDED(dmu_);
+  // Breaks the communicator from outside (the cluster reported a lost
+  // task): cross-worker parts in flight and every later collective fail
+  // with `status`; on_fatal_error runs with it unless the communicator was
+  // already broken. Idempotent: the first error is kept.
+  void Abort(const absl::Status& status) ABSL_LOCKS_EXCLUDED(dmu_) { Fail(status); }
 
   // What the workers compare before moving data (fixed size; defined in the
   // .cc).

@@ -1,0 +1,264 @@
+#include "strategy/multi_worker_mirrored_strategy.h"
+
+#include <cctype>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/mutex.h"
+#include "graph/ops/collective_ops.h"
+#include "graph/status.h"
+#include "runtime/collective/distributed_collective_executor.h"
+#include "runtime/collective/shm_transport.h"
+#include "runtime/collective/tcp_transport.h"
+#include "runtime/coordination/coordination_client.h"
+#include "runtime/coordination/coordination_service.h"
+#include "runtime/coordination/grpc_server.h"
+
+namespace strata {
+namespace distribute {
+
+// Everything a worker process holds for its cluster. Destroyed in reverse:
+// the executor (uses the transport and reports to the client) first, the
+// server (the chief's coordination service) last.
+struct MultiWorkerMirroredStrategy::Runtime {
+  MultiWorkerOptions options;
+  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<CoordinationClient> client;
+  std::string transport_kind;
+  std::unique_ptr<DistributedCollectiveExecutor> executor;
+  bool shut_down = false;
+};
+
+namespace {
+
+// The training tasks (chief, then workers) in worker order, as task names.
+std::vector<TaskId> TrainingTasks(const ClusterSpec& cluster) {
+  std::vector<TaskId> out;
+  for (int i = 0; i < cluster.num_tasks(kChiefJob); ++i) out.push_back({kChiefJob, i});
+  for (int i = 0; i < cluster.num_tasks(kWorkerJob); ++i) out.push_back({kWorkerJob, i});
+  return out;
+}
+
+// The host part of "host:port" ("[v6]:port" too).
+std::string HostOf(const std::string& address) {
+  std::string host;
+  int port = 0;
+  if (!ParseHostPort(address, &host, &port).ok()) return address;
+  return host;
+}
+
+// Transports name peers by rank; a user knows tasks. "rank 1" becomes
+// "rank 1 (/job:worker/replica:0/task:1)".
+std::string NameRanks(const std::string& message, const std::vector<std::string>& tasks) {
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    const size_t at = message.find("rank ", i);
+    if (at == std::string::npos) break;
+    size_t end = at + 5;
+    while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+    out.append(message, i, end - i);
+    if (end > at + 5 && end - at - 5 < 7) {
+      const int rank = std::stoi(message.substr(at + 5, end - at - 5));
+      if (rank >= 0 && rank < static_cast<int>(tasks.size())) {
+        absl::StrAppend(&out, " (", tasks[rank], ")");
+      }
+    }
+    i = end;
+  }
+  out.append(message, i, std::string::npos);
+  return out;
+}
+
+uint64_t RandomIncarnation() {
+  std::random_device rd;
+  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return v == 0 ? 1 : v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirroredStrategy::Create(
+    const ClusterSpec& cluster, const std::vector<std::string>& devices,
+    const DeviceOptions& machine_in, const StrategyOptions& options,
+    const MultiWorkerOptions& multi_worker) {
+  const int worker = cluster.worker_id();
+  if (worker < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MultiWorkerMirroredStrategy: task ", cluster.TaskPrefix(),
+        " does not train (only chief and worker tasks do)"));
+  }
+  if (multi_worker.transport != "auto" && multi_worker.transport != "shm" &&
+      multi_worker.transport != "tcp") {
+    return absl::InvalidArgumentError(absl::StrCat("MultiWorkerMirroredStrategy: transport '",
+                                                   multi_worker.transport,
+                                                   "' is not one of auto, shm, tcp"));
+  }
+  // This worker's devices carry its task's name, as in TensorFlow.
+  DeviceOptions machine = machine_in;
+  machine.job = cluster.task_type();
+  machine.task = cluster.task_index();
+  const std::vector<std::string> specs =
+      devices.empty() ? std::vector<std::string>{"/cpu:0"} : devices;
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> resolved, ResolveDevices(specs, machine));
+
+  const std::vector<TaskId> tasks = TrainingTasks(cluster);
+  std::vector<std::string> task_names;
+  std::vector<std::string> hosts;
+  for (const TaskId& t : tasks) {
+    task_names.push_back(ClusterSpec::TaskPrefix(t));
+    STRATA_ASSIGN_OR_RETURN(std::string address, cluster.address(t.type, t.index));
+    hosts.push_back(HostOf(address));
+  }
+  const std::string fingerprint = ClusterFingerprint(cluster.ToClusterDef());
+  STRATA_ASSIGN_OR_RETURN(std::string chief_address,
+                          cluster.address(cluster.chief().type, cluster.chief().index));
+
+  auto rt = std::make_unique<Runtime>();
+  rt->options = multi_worker;
+
+  // 1. This task's server, on exactly its address; the chief's hosts the
+  // coordination service.
+  GrpcServerOptions server_options;
+  server_options.address = cluster.task_address();
+  server_options.host_coordination_service = cluster.is_chief();
+  server_options.coordination.tasks = task_names;
+  server_options.coordination.service_task = ClusterSpec::TaskPrefix(cluster.chief());
+  server_options.coordination.cluster_fingerprint = fingerprint;
+  server_options.coordination.heartbeat_timeout = multi_worker.heartbeat_timeout;
+  server_options.coordination.register_timeout = multi_worker.startup_timeout;
+  STRATA_ASSIGN_OR_RETURN(rt->server, GrpcServer::Start(server_options));
+
+  // 2. Registration: waits for every task; returns their devices.
+  CoordinationClientOptions client_options;
+  client_options.service_address = chief_address;
+  client_options.service_task = ClusterSpec::TaskPrefix(cluster.chief());
+  client_options.task = cluster.TaskPrefix();
+  client_options.devices = resolved;
+  client_options.cluster_fingerprint = fingerprint;
+  client_options.incarnation = RandomIncarnation();
+  client_options.register_timeout = multi_worker.startup_timeout;
+  STRATA_ASSIGN_OR_RETURN(rt->client, CoordinationClient::Connect(client_options));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_devices, rt->client->Register());
+  const int num_workers = static_cast<int>(tasks.size());
+  if (all_devices.size() != resolved.size() * tasks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MultiWorkerMirroredStrategy: every worker needs the same number of devices; ",
+        cluster.TaskPrefix(), " has ", resolved.size(), " and the cluster ", all_devices.size(),
+        " over ", num_workers, " workers: ", absl::StrJoin(all_devices, ", ")));
+  }
+
+  // 3. The cross-worker data plane. Its keys are namespaced by the chief's
+  // address and the cluster, so two clusters on one host never share a
+  // shared-memory segment.
+  std::string kind = multi_worker.transport;
+  if (kind == "auto") {
+    kind = "shm";
+    for (const std::string& h : hosts) {
+      if (h != hosts[0]) kind = "tcp";
+    }
+  }
+  // (The fingerprint is stable across processes; absl::Hash is not.)
+  std::string chief_host;
+  int chief_port = 0;
+  STRATA_RETURN_IF_ERROR(ParseHostPort(chief_address, &chief_host, &chief_port));
+  const std::string prefix = absl::StrCat("mwms-", chief_port, "-", fingerprint);
+  std::unique_ptr<Transport> transport;
+  if (num_workers > 1) {
+    if (kind == "shm") {
+      ShmTransportOptions o;
+      o.key_prefix = absl::StrCat(prefix, "-shm");
+      o.connect_timeout = multi_worker.startup_timeout;
+      STRATA_ASSIGN_OR_RETURN(transport, ConnectShmTransport(worker, num_workers, *rt->client, o));
+    } else {
+      TcpTransportOptions o;
+      o.host = hosts[worker];
+      o.key_prefix = absl::StrCat(prefix, "/tcp");
+      o.connect_timeout = multi_worker.startup_timeout;
+      STRATA_ASSIGN_OR_RETURN(transport, ConnectTcpTransport(worker, num_workers, *rt->client, o));
+    }
+  }
+  rt->transport_kind = kind;
+
+  // 4. The executor: local, then across workers. A failed cross-worker
+  // collective is the cluster's error; the cluster's error fails the
+  // collectives.
+  DistributedCollectiveExecutorOptions eo;
+  eo.worker_rank = worker;
+  eo.num_workers = num_workers;
+  eo.worker_names = task_names;
+  eo.transport = std::move(transport);
+  CoordinationClient* client = rt->client.get();
+  eo.on_fatal_error = [client, task_names](const absl::Status& s) {
+    (void)client->ReportError(absl::Status(s.code(), NameRanks(std::string(s.message()), task_names)));
+  };
+  STRATA_ASSIGN_OR_RETURN(rt->executor, DistributedCollectiveExecutor::Create(std::move(eo)));
+  DistributedCollectiveExecutor* executor = rt->executor.get();
+  rt->client->SetErrorCallback([executor](absl::Status s) { executor->Abort(s); });
+
+  std::unique_ptr<MultiWorkerMirroredStrategy> s(new MultiWorkerMirroredStrategy(
+      std::move(resolved), machine, options, cluster, std::move(rt)));
+  return s;
+}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<std::string> devices,
+                                                         DeviceOptions machine,
+                                                         StrategyOptions options,
+                                                         ClusterSpec cluster,
+                                                         std::unique_ptr<Runtime> runtime)
+    : MirroredStrategy(std::move(devices), std::move(machine), std::move(options),
+                       cluster.num_workers(), cluster.worker_id()),
+      cluster_(std::move(cluster)),
+      runtime_(std::move(runtime)) {
+  set_collective_executor(runtime_->executor.get());
+}
+
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
+
+std::string MultiWorkerMirroredStrategy::transport_kind() const {
+  return runtime_->transport_kind;
+}
+
+absl::Status MultiWorkerMirroredStrategy::cluster_error() const {
+  return runtime_->client->error();
+}
+
+void MultiWorkerMirroredStrategy::OnClusterError(std::function<void(absl::Status)> callback) {
+  DistributedCollectiveExecutor* executor = runtime_->executor.get();
+  runtime_->client->SetErrorCallback(
+      [executor, callback = std::move(callback)](absl::Status s) {
+        executor->Abort(s);
+        callback(s);
+      });
+}
+
+void MultiWorkerMirroredStrategy::ReportError(const absl::Status& error) {
+  if (!runtime_->client->error().ok()) return;
+  (void)runtime_->client->ReportError(error);
+}
+
+absl::Status MultiWorkerMirroredStrategy::Shutdown() {
+  if (runtime_->shut_down) return absl::OkStatus();
+  runtime_->shut_down = true;
+  return runtime_->client->Shutdown(runtime_->options.shutdown_timeout);
+}
+
+Output MultiWorkerMirroredStrategy::SyncInitialValue(const strata::Scope& scope, Output initial,
+                                                     const train::VariableArgs& args) {
+  if (num_workers() == 1) return initial;
+  const int key = NextWorkerInstanceKey();
+  const ops::CollectiveAttrs attrs =
+      ops::CollectiveAttrs().TimeoutSeconds(options().collective_timeout_seconds);
+  const strata::Scope s = scope.WithDevice(devices()[0]);
+  if (is_chief()) {
+    return ops::CollectiveBcastSend(s.WithOpName("broadcast_initial_value"), initial,
+                                    num_workers(), worker_group_key(), key, attrs);
+  }
+  return ops::CollectiveBcastRecv(s.WithOpName("broadcast_initial_value"), args.dtype, args.shape,
+                                  num_workers(), worker_group_key(), key, attrs);
+}
+
+}  // namespace distribute
+}  // namespace strata

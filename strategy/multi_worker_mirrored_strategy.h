@@ -1,0 +1,128 @@
+// MultiWorkerMirroredStrategy: synchronous data-parallel training across the
+// processes (workers) of a cluster, as
+// tf.distribute.MultiWorkerMirroredStrategy. Model code written for
+// MirroredStrategy works unchanged: every worker runs the same program; its
+// replicas are its local devices, and collectives span every replica of
+// every worker.
+//
+//   absl::StatusOr<ClusterSpec> spec = ClusterSpecFromEnvironment();  // TF_CONFIG
+//   DeviceOptions machine;                                            // this worker's devices
+//   auto s = *MultiWorkerMirroredStrategy::Create(*spec, {"/cpu:0"}, machine);
+//   s->num_replicas_in_sync();   // workers x local devices
+//   s->is_chief();               // worker 0 (chief:0, else worker:0) writes checkpoints
+//   ... the same graph building and training loop as with MirroredStrategy ...
+//   STRATA_RETURN_IF_ERROR(s->Shutdown());   // every worker, at the end
+//
+// What Create does, in order: starts this task's gRPC server on exactly its
+// address from the cluster spec (the chief's also hosts the coordination
+// service: coordination_service.h), registers with the coordination service
+// (tasks may start in any order; registration waits up to startup_timeout
+// for the others; a task whose cluster spec differs is refused, and the
+// others fail too), connects the cross-worker data plane (shared memory
+// when every task's address has the same host, else TCP; `transport`
+// overrides) with addresses exchanged through the service's key-value
+// store, and makes the collective executor the sessions use: collectives
+// reduce locally, then across workers (distributed_collective_executor.h).
+//
+// Variables are initialised on the chief and broadcast: every worker's
+// first copy starts from the chief's initial value (SyncInitialValue), the
+// other local copies from that. The input: each worker takes its share of
+// every global batch (DistributedDataset), so the cluster trains on the
+// examples one process with all the replicas would, and no two workers on
+// the same example. Only the chief should write checkpoints; every worker
+// can restore one (the trainer does both).
+//
+// Failures: heartbeats run in the background; a lost task (killed, frozen,
+// partitioned), an error any task reports (ReportError) and a failed
+// collective become the cluster's error, delivered to every task
+// (cluster_error()); collectives in flight and later ones fail with it, so
+// a step never waits on a dead peer past the heartbeat timeout.
+//
+// Thread-safety: as for Strategy; cluster_error() and ReportError() may be
+// called from any thread. Ownership: the strategy owns the server, the
+// coordination client, the transport and the collective executor; sessions
+// that run its graphs must be destroyed before it.
+#ifndef STRATA_STRATEGY_MULTI_WORKER_MIRRORED_STRATEGY_H_
+#define STRATA_STRATEGY_MULTI_WORKER_MIRRORED_STRATEGY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "strategy/cluster_resolver.h"
+#include "strategy/mirrored_strategy.h"
+
+namespace strata {
+namespace distribute {
+
+struct MultiWorkerOptions {
+  // A task silent this long is declared lost (the coordination service's
+  // heartbeat timeout; the chief's value is the cluster's).
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // How long start-up waits for every task to register and connect.
+  absl::Duration startup_timeout = absl::Seconds(120);
+  // How long Shutdown waits for the other tasks to finish.
+  absl::Duration shutdown_timeout = absl::Seconds(60);
+  // "auto" (shared memory when every task's address has the same host,
+  // else TCP), "shm" or "tcp".
+  std::string transport = "auto";
+};
+
+class MultiWorkerMirroredStrategy : public MirroredStrategy {
+ public:
+  // `devices`: this worker's devices, as for MirroredStrategy (every worker
+  // must have as many). InvalidArgument for a cluster without workers or a
+  // task that does not train (ps, evaluator), a bad device or transport;
+  // the start-up errors above otherwise (naming the task or address).
+  static absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> Create(
+      const ClusterSpec& cluster, const std::vector<std::string>& devices,
+      const DeviceOptions& machine = DeviceOptions(),
+      const StrategyOptions& options = StrategyOptions(),
+      const MultiWorkerOptions& multi_worker = MultiWorkerOptions());
+  ~MultiWorkerMirroredStrategy() override;
+
+  const ClusterSpec& cluster() const { return cluster_; }
+  bool is_chief() const { return worker_index() == 0; }
+  // This task, "/job:worker/replica:0/task:1".
+  std::string task_name() const { return cluster_.TaskPrefix(); }
+  // "shm" or "tcp": what carries the cross-worker collectives.
+  std::string transport_kind() const;
+
+  // The cluster's first error (a lost or restarted task, an error a task
+  // reported, a failed cross-worker collective); OK while all is well.
+  absl::Status cluster_error() const;
+  // Runs `callback` once with the cluster's first error, on a background
+  // thread (at once if it is already known).
+  void OnClusterError(std::function<void(absl::Status)> callback);
+  // Tells every task that this one failed with `error` (their collectives
+  // fail with it); a no-op once the cluster has an error.
+  void ReportError(const absl::Status& error);
+  // The shutdown barrier: returns once every task has called it (or with
+  // the error that stopped one). Call it once at the end on every worker, so
+  // that the chief, which hosts the coordination service, leaves last.
+  absl::Status Shutdown();
+
+ protected:
+  // Chief: broadcasts `initial` to the other workers' first copies;
+  // others: receive it.
+  Output SyncInitialValue(const strata::Scope& scope, Output initial,
+                          const train::VariableArgs& args) override;
+
+ private:
+  struct Runtime;
+  MultiWorkerMirroredStrategy(std::vector<std::string> devices, DeviceOptions machine,
+                              StrategyOptions options, ClusterSpec cluster,
+                              std::unique_ptr<Runtime> runtime);
+
+  const ClusterSpec cluster_;
+  std::unique_ptr<Runtime> runtime_;
+};
+
+}  // namespace distribute
+}  // namespace strata
+
+#endif  // STRATA_STRATEGY_MULTI_WORKER_MIRRORED_STRATEGY_H_
