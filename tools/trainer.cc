@@ -66,9 +66,10 @@ ABSL_FLAG(std::string, devices, "",
 ABSL_FLAG(int32_t, num_cpu_devices, 0,
           "virtual CPU devices simulating a multi-device machine (0: as many as --devices names, "
           "at least 1)");
-ABSL_FLAG(int64_t, gradient_bucket_bytes, int64_t{1} << 20,
-          "mirrored: gradients are all-reduced in buckets of at most this many bytes, the last "
-          "layers' first, overlapping the backward pass (0: one per gradient)");
+ABSL_FLAG(int64_t, gradient_bucket_bytes, -1,
+          "gradients are all-reduced in buckets of at most this many bytes, the last layers' "
+          "first, overlapping the backward pass (0: one per gradient; -1: 1 MiB for mirrored, 0 "
+          "for multi_worker_mirrored)");
 ABSL_FLAG(int32_t, intra_op_threads, 0,
           "threads inside each op, per device (0: all cores divided by the CPU devices, at least 1)");
 ABSL_FLAG(int32_t, inter_op_threads, 0,

@@ -196,7 +196,9 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Trainer
   machine.num_cpu_devices = NumCpuDevices(c);
   machine.intra_op_threads_per_device = c.intra_op_threads;
   distribute::StrategyOptions options;
-  options.gradient_bucket_bytes = c.gradient_bucket_bytes;
+  options.gradient_bucket_bytes = c.gradient_bucket_bytes >= 0 ? c.gradient_bucket_bytes
+                                  : c.strategy == "multi_worker_mirrored" ? 0
+                                                                          : int64_t{1} << 20;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> s;
   if (c.strategy == "one_device") {
     s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,
@@ -482,7 +484,9 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
                                        c.devices.size(), " (", absl::StrJoin(c.devices, ","),
                                        "); use --strategy=mirrored"));
   }
-  if (c.gradient_bucket_bytes < 0) return bad("gradient_bucket_bytes", "must be >= 0");
+  if (c.gradient_bucket_bytes < -1) {
+    return bad("gradient_bucket_bytes", "must be >= 0, or -1 for the strategy's default");
+  }
   if (c.trace_steps < 1) return bad("trace_steps", "must be >= 1");
   return ParseDataSpec(c.data).status();
 }

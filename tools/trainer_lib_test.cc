@@ -57,7 +57,7 @@ TEST(TrainerLibTest, ValidateConfigNamesTheFlag) {
       {[](TrainerConfig* c) { c->strategy = "parameter_server"; }, "--strategy"},
       {[](TrainerConfig* c) { c->num_cpu_devices = -1; }, "--num_cpu_devices"},
       {[](TrainerConfig* c) { c->devices = {"/cpu:0", "/cpu:1"}; }, "--devices"},
-      {[](TrainerConfig* c) { c->gradient_bucket_bytes = -1; }, "--gradient_bucket_bytes"},
+      {[](TrainerConfig* c) { c->gradient_bucket_bytes = -2; }, "--gradient_bucket_bytes"},
       {[](TrainerConfig* c) { c->trace_steps = 0; }, "--trace_steps"},
   };
   for (const Case& k : cases) {
