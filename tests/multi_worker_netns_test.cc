@@ -1,0 +1,382 @@
+// End to end over TCP: clusters of real trainer processes whose collectives
+// go over the TCP data plane instead of shared memory. What a user relies on:
+//   - 2 workers on loopback with --collective_transport=tcp end with the
+//     weights one process trains with the same global batch;
+//   - 2 workers that are each their own host (a network namespace each,
+//     joined by a veth pair, addresses 10.x.y.1 and 10.x.y.2) pick TCP by
+//     themselves and end with the same weights;
+//   - a worker killed (SIGKILL) on the other host ends the chief with an
+//     error naming it, never a hang;
+//   - when a host drops off the network (its link goes down: no reset, only
+//     silence), both sides exit with an error naming the other.
+// The namespace tests need root and `ip netns` (iproute2); where namespaces
+// cannot be made they are skipped, with the command and its error.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "gtest/gtest.h"
+#include "tests/trainer_process.h"
+
+extern char** environ;
+
+namespace strata {
+namespace testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSteps = 30;
+
+// The flags of every run below: the digits MLP, SGD, a global batch of 48.
+std::vector<std::string> TrainFlags(int steps, const std::string& ckpt) {
+  return {"--optimizer=sgd",
+          "--hidden=32",
+          absl::StrCat("--steps=", steps),
+          "--global_batch_size=48",
+          "--prefetch=0",
+          "--quiet",
+          "--intra_op_threads=1",
+          absl::StrCat("--checkpoint_dir=", ckpt)};
+}
+
+// Worker flags on top of TrainFlags.
+std::vector<std::string> WorkerFlags(std::vector<std::string> flags, double heartbeat) {
+  flags.push_back("--strategy=multi_worker_mirrored");
+  flags.push_back(absl::StrCat("--heartbeat_timeout=", heartbeat));
+  flags.push_back("--startup_timeout=60");
+  return flags;
+}
+
+std::string TfConfig(const std::vector<std::string>& addresses, int index) {
+  return absl::StrCat("TF_CONFIG={\"cluster\":{\"worker\":[\"", absl::StrJoin(addresses, "\",\""),
+                      "\"]},\"task\":{\"type\":\"worker\",\"index\":", index, "}}");
+}
+
+std::string Checkpoint(const std::string& dir, int step) {
+  return absl::StrCat(dir, "/ckpt-", step);
+}
+
+// The chief's checkpoint of one process training kSteps steps, made once
+// for every test of this file.
+const std::string& OneProcessCheckpoint() {
+  static const std::string* const prefix = [] {
+    const std::string dir = TempDir("one_process");
+    Exit e = RunTrainer(TrainFlags(kSteps, dir), "one_process");
+    EXPECT_EQ(e.code, 0) << e.err;
+    return new std::string(Checkpoint(dir, kSteps));
+  }();
+  return *prefix;
+}
+
+// A port on 127.0.0.1 that was free a moment ago.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Waits until the chief's checkpoint of `step` exists, up to a minute.
+bool WaitForCheckpoint(const std::string& dir, int step) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    if (access(absl::StrCat(Checkpoint(dir, step), ".index").c_str(), F_OK) == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess) {
+  const std::string one = OneProcessCheckpoint();
+  const std::string dir = TempDir("tcp_loopback");
+  const std::string ckpt = TempDir("tcp_loopback_ckpt");
+  const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", FreePort()),
+                                          absl::StrCat("127.0.0.1:", FreePort())};
+  std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, ckpt), 2);
+  flags.push_back("--collective_transport=tcp");
+  std::vector<Process> tasks;
+  for (int i = 0; i < 2; ++i) {
+    tasks.push_back(Spawn(flags, absl::StrCat(dir, "/stderr_", i, ".txt"), {TfConfig(addrs, i)}));
+  }
+  for (int i = 0; i < 2; ++i) {
+    Exit e = Wait(tasks[i]);
+    EXPECT_EQ(e.code, 0) << "worker " << i << ":\n" << e.err;
+  }
+  if (HasFailure()) return;
+  EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
+}
+
+// Runs `command` through the shell; returns its exit status, its stderr in
+// `*err`.
+int Shell(const std::string& command, std::string* err) {
+  const std::string err_path = TempDir("netns_shell") + "/stderr.txt";
+  const int rc = std::system(absl::StrCat(command, " 2>'", err_path, "' >/dev/null").c_str());
+  *err = ReadFile(err_path);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Two network namespaces ("hosts") joined by a veth pair, 10.a.b.1/24 in the
+// first and 10.a.b.2/24 in the second, loopback up in both. Names carry this
+// process's id and a random tag, the /24 is drawn at random in 10.200-250.x,
+// so concurrent runs do not collide. Destroyed (namespaces and veths) by the
+// destructor, also when a test fails half-way.
+class NetnsPair {
+ public:
+  NetnsPair() {
+    // The process id alone is not unique: Bazel's sandbox gives each test
+    // its own pid namespace, where every test is pid 12 or so.
+    std::mt19937 rng(std::random_device{}());
+    const std::string id = absl::StrCat(absl::Hex(rng() & 0xffffff, absl::kZeroPad6));
+    for (int i = 0; i < 2; ++i) names_[i] = absl::StrCat("strata-", getpid(), "-", id, "-", i);
+    const std::string net = absl::StrCat("10.", 200 + rng() % 51, ".", rng() % 256, ".");
+    for (int i = 0; i < 2; ++i) hosts_[i] = absl::StrCat(net, i + 1);
+    // veth names are limited to 15 characters.
+    for (int i = 0; i < 2; ++i) veth_[i] = absl::StrCat("stv", id, i == 0 ? "a" : "b");
+    if (geteuid() != 0) {
+      unavailable_ =
+          "network namespaces need root (this test runs as uid " + std::to_string(geteuid()) + ")";
+      return;
+    }
+    std::vector<std::string> commands;
+    for (int i = 0; i < 2; ++i) commands.push_back("ip netns add " + names_[i]);
+    commands.push_back(absl::StrCat("ip link add ", veth_[0], " netns ", names_[0],
+                                    " type veth peer name ", veth_[1], " netns ", names_[1]));
+    for (int i = 0; i < 2; ++i) {
+      commands.push_back(
+          absl::StrCat("ip -n ", names_[i], " addr add ", hosts_[i], "/24 dev ", veth_[i]));
+      commands.push_back(absl::StrCat("ip -n ", names_[i], " link set lo up"));
+      commands.push_back(absl::StrCat("ip -n ", names_[i], " link set ", veth_[i], " up"));
+    }
+    for (const std::string& c : commands) {
+      std::string err;
+      const int rc = Shell(c, &err);
+      if (rc != 0) {
+        unavailable_ = absl::StrCat("network namespaces are not available here: `", c,
+                                    "` exited with ", rc, ": ", err);
+        return;
+      }
+      if (absl::StartsWith(c, "ip netns add")) ++created_;
+    }
+  }
+
+  ~NetnsPair() {
+    std::string err;
+    for (int i = 0; i < created_; ++i) {
+      // The veths are made inside the namespaces; deleting a namespace
+      // destroys its end, and with it the pair.
+      if (Shell("ip netns del " + names_[i], &err) != 0) {
+        ADD_FAILURE() << "cannot remove network namespace " << names_[i] << ": " << err;
+      }
+    }
+  }
+
+  // Empty when the namespaces are ready; else why not.
+  const std::string& unavailable() const { return unavailable_; }
+  const std::string& name(int i) const { return names_[i]; }
+  const std::string& host(int i) const { return hosts_[i]; }
+  const std::string& veth(int i) const { return veth_[i]; }
+
+ private:
+  std::string names_[2];
+  std::string hosts_[2];
+  std::string veth_[2];
+  std::string unavailable_;
+  int created_ = 0;
+};
+
+std::string Absolute(const std::string& path) {
+  if (absl::StartsWith(path, "/")) return path;
+  char cwd[4096];
+  return absl::StrCat(getcwd(cwd, sizeof(cwd)), "/", path);
+}
+
+// Starts the trainer inside network namespace `ns` (`ip netns exec`, which
+// execs the trainer in place: the pid is the trainer's), stderr to
+// `stderr_path`, with `env` added to this process's environment.
+Process SpawnIn(const std::string& ns, const std::vector<std::string>& args,
+                const std::string& stderr_path, const std::string& env) {
+  std::vector<std::string> argv_s = {"ip", "netns", "exec", ns, Absolute(Runfile("tools/trainer"))};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  argv_s.push_back(absl::StrCat("--digits_path=", Absolute(Runfile("data/digits/digits.csv.gz"))));
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s;
+  const std::string name = env.substr(0, env.find('=') + 1);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, name)) env_s.push_back(*e);
+  }
+  env_s.push_back(env);
+  std::vector<char*> envp;
+  for (std::string& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  Process p;
+  p.stderr_path = stderr_path;
+  const int rc = posix_spawnp(&p.pid, "ip", &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "cannot start ip netns exec";
+  if (rc != 0) p.pid = -1;
+  return p;
+}
+
+// Worker i of a 2-worker cluster in namespace i, listening on its
+// namespace's address (the same port on both: they are different hosts).
+std::vector<Process> StartNetnsCluster(const NetnsPair& net, const std::string& name,
+                                       const std::vector<std::string>& flags) {
+  const std::string dir = TempDir(name);
+  const std::vector<std::string> addrs = {net.host(0) + ":2222", net.host(1) + ":2222"};
+  std::vector<Process> tasks;
+  for (int i = 0; i < 2; ++i) {
+    tasks.push_back(
+        SpawnIn(net.name(i), flags, absl::StrCat(dir, "/stderr_", i, ".txt"), TfConfig(addrs, i)));
+  }
+  return tasks;
+}
+
+// Waits for `p` up to `seconds`; past that kills it (SIGKILL) and fails the
+// test: a hang detector with room for a loaded machine, not a timing.
+Exit WaitWithin(const Process& p, double seconds, const std::string& who) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < deadline) {
+    siginfo_t info{};
+    if (waitid(P_PID, p.pid, &info, WNOWAIT | WNOHANG | WEXITED) == 0 && info.si_pid == p.pid) {
+      return Wait(p);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(p.pid, SIGKILL);
+  Exit e = Wait(p);
+  ADD_FAILURE() << who << " still ran " << seconds << " s later (killed it now):\n" << e.err;
+  return e;
+}
+
+TEST(MultiWorkerNetnsTest, WorkersOnTwoHostsTrainTheWeightsOfOneProcess) {
+  NetnsPair net;
+  if (!net.unavailable().empty()) GTEST_SKIP() << net.unavailable();
+  const std::string one = OneProcessCheckpoint();
+  const std::string ckpt = TempDir("netns_ckpt");
+  // No --collective_transport: different hosts must pick TCP by themselves.
+  std::vector<Process> tasks =
+      StartNetnsCluster(net, "netns", WorkerFlags(TrainFlags(kSteps, ckpt), 2));
+  for (int i = 0; i < 2; ++i) {
+    // A hung task is killed, so that the namespaces are always removed.
+    Exit e = WaitWithin(tasks[i], 120, absl::StrCat("worker ", i));
+    EXPECT_EQ(e.code, 0) << "worker " << i << " in " << net.name(i) << ":\n" << e.err;
+  }
+  if (HasFailure()) return;
+  EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
+}
+
+// Starts the 2-worker namespace cluster training until stopped, a checkpoint
+// every 20 steps; returns once step 20 is saved (training is under way over
+// the veth), or kills the tasks and returns empty.
+std::vector<Process> StartLongRun(const NetnsPair& net, const std::string& name, double heartbeat) {
+  const std::string ckpt = TempDir(name + "_ckpt");
+  std::vector<std::string> flags = TrainFlags(1000000, ckpt);
+  flags.push_back("--save_every_steps=20");
+  std::vector<Process> tasks = StartNetnsCluster(net, name, WorkerFlags(flags, heartbeat));
+  if (!WaitForCheckpoint(ckpt, 20)) {
+    for (const Process& p : tasks) kill(p.pid, SIGKILL);
+    for (const Process& p : tasks) Wait(p);
+    ADD_FAILURE() << "no checkpoint of step 20; the chief says:\n"
+                  << ReadFile(tasks[0].stderr_path);
+    return {};
+  }
+  return tasks;
+}
+
+// The established TCP connections between the two hosts that are not to
+// a gRPC server (port 2222): the TCP data plane's, which listens on an
+// ephemeral port. Shared memory would have none.
+int DataPlaneConnections(const NetnsPair& net) {
+  const std::string out = TempDir("netns_ss") + "/ss.txt";
+  std::system(
+      absl::StrCat("ip netns exec ", net.name(0), " ss -Htn state established > '", out, "' 2>&1")
+          .c_str());
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(ReadFile(out), '\n')) {
+    if (absl::StrContains(line, net.host(0) + ":") && absl::StrContains(line, net.host(1) + ":") &&
+        !absl::StrContains(line, ":2222 ")) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST(MultiWorkerNetnsTest, AWorkerKilledOnAnotherHostEndsTheChiefNamingIt) {
+  NetnsPair net;
+  if (!net.unavailable().empty()) GTEST_SKIP() << net.unavailable();
+  const double heartbeat = 2;
+  std::vector<Process> tasks = StartLongRun(net, "netns_killed", heartbeat);
+  if (tasks.empty()) return;
+  // Different hosts picked TCP by themselves.
+  EXPECT_GE(DataPlaneConnections(net), 1);
+  const auto lost_at = Clock::now();
+  kill(tasks[1].pid, SIGKILL);
+  Exit e = WaitWithin(tasks[0], heartbeat + 30, "the chief");
+  const double seconds = std::chrono::duration<double>(Clock::now() - lost_at).count();
+  Wait(tasks[1]);
+  EXPECT_NE(e.code, 0) << "the chief did not fail";
+  EXPECT_TRUE(absl::StrContains(e.err, "/job:worker/replica:0/task:1"))
+      << "the chief does not name the lost task:\n"
+      << e.err;
+  std::fprintf(stderr, "the chief exited %.2f s after worker 1 (other host) got SIGKILL\n",
+               seconds);
+}
+
+// Worker 1's host drops off the network (its link goes down): no reset ever
+// comes, only silence. Both sides must give up, each naming the other.
+TEST(MultiWorkerNetnsTest, AHostThatDropsOffTheNetworkEndsBothSidesNamingTheOther) {
+  NetnsPair net;
+  if (!net.unavailable().empty()) GTEST_SKIP() << net.unavailable();
+  const double heartbeat = 2;
+  std::vector<Process> tasks = StartLongRun(net, "netns_partition", heartbeat);
+  if (tasks.empty()) return;
+  std::string err;
+  const auto lost_at = Clock::now();
+  if (Shell(absl::StrCat("ip -n ", net.name(1), " link set ", net.veth(1), " down"), &err) != 0) {
+    for (const Process& p : tasks) kill(p.pid, SIGKILL);
+    for (const Process& p : tasks) Wait(p);
+    FAIL() << "cannot take worker 1's link down: " << err;
+  }
+  const char* expected[2] = {"/job:worker/replica:0/task:1", "/job:worker/replica:0/task:0"};
+  for (int i : {0, 1}) {
+    Exit e = WaitWithin(tasks[i], heartbeat + 30, absl::StrCat("worker ", i));
+    const double seconds = std::chrono::duration<double>(Clock::now() - lost_at).count();
+    EXPECT_NE(e.code, 0) << "worker " << i << " did not fail";
+    EXPECT_TRUE(absl::StrContains(e.err, expected[i]))
+        << "worker " << i << " does not name " << expected[i] << ":\n"
+        << e.err;
+    std::fprintf(stderr, "worker %d exited %.2f s after worker 1's link went down\n", i, seconds);
+  }
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace strata
