@@ -221,7 +221,13 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<std::string
                        cluster.num_workers(), cluster.worker_id()),
       cluster_(std::move(cluster)),
       runtime_(std::move(runtime)) {
+  for (const TaskId& t : TrainingTasks(cluster_)) task_names_.push_back(ClusterSpec::TaskPrefix(t));
   set_collective_executor(runtime_->executor.get());
+}
+
+absl::Status MultiWorkerMirroredStrategy::NameTasks(const absl::Status& status) const {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), NameRanks(std::string(status.message()), task_names_));
 }
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;

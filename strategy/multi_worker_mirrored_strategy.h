@@ -98,6 +98,9 @@ class MultiWorkerMirroredStrategy : public MirroredStrategy {
   // Runs `callback` once with the cluster's first error, on a background
   // thread (at once if it is already known).
   void OnClusterError(std::function<void(absl::Status)> callback);
+  // `status` with every "rank N" of a cross-worker transport's message
+  // followed by the task it is ("rank 1 (/job:worker/replica:0/task:1)").
+  absl::Status NameTasks(const absl::Status& status) const;
   // Tells every task that this one failed with `error` (their collectives
   // fail with it); a no-op once the cluster has an error.
   void ReportError(const absl::Status& error);
@@ -120,6 +123,7 @@ class MultiWorkerMirroredStrategy : public MirroredStrategy {
 
   const ClusterSpec cluster_;
   std::unique_ptr<Runtime> runtime_;
+  std::vector<std::string> task_names_;  // by worker index
 };
 
 }  // namespace distribute

@@ -803,7 +803,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
       // stopped because of it.
       return absl::Status(cluster.code(), absl::StrCat("cluster error: ", cluster.message()));
     }
-    const absl::Status mine = AnnotateStatus(r.status(), absl::StrCat(task, ": "));
+    const absl::Status mine =
+        multi_worker->NameTasks(AnnotateStatus(r.status(), absl::StrCat(task, ": ")));
     multi_worker->ReportError(mine);
     return mine;
   }
