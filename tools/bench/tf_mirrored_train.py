@@ -31,6 +31,44 @@ import os
 import time
 
 
+def synthetic_data(a):
+    """The examples both TensorFlow benchmarks train on: x ~ N(0, 1), the label
+    the argmax of a fixed random linear map (the same on every worker)."""
+    import numpy as np
+    rng = np.random.default_rng(a.seed)
+    x = rng.standard_normal((a.examples, a.features), dtype=np.float32)
+    w = rng.standard_normal((a.features, a.classes), dtype=np.float32)
+    return x, np.argmax(x @ w, axis=1).astype(np.int32)
+
+
+def make_train_step(tf, strategy, a):
+    """The MLP (--hidden, ReLU), SGD and a tf.function step under `strategy`
+    (MirroredStrategy here, MultiWorkerMirroredStrategy in tf_mwms_train)."""
+    hidden = [int(h) for h in a.hidden.split(",") if h]
+    with strategy.scope():
+        layers = [tf.keras.layers.Dense(h, activation="relu") for h in hidden]
+        layers.append(tf.keras.layers.Dense(a.classes))
+        model = tf.keras.Sequential([tf.keras.Input((a.features,))] + layers)
+        optimizer = tf.keras.optimizers.SGD(learning_rate=a.learning_rate)
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+
+    def replica_step(inputs):
+        bx, by = inputs
+        with tf.GradientTape() as tape:
+            logits = model(bx, training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(by, logits), global_batch_size=a.batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    @tf.function
+    def train_step(inputs):
+        per_replica = strategy.run(replica_step, args=(inputs,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+    return train_step
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", type=int, default=2, help="logical CPU devices = replicas")
@@ -61,36 +99,12 @@ def main():
     devices = [f"/cpu:{i}" for i in range(a.devices)]
     strategy = tf.distribute.MirroredStrategy(devices)
 
-    rng = np.random.default_rng(a.seed)
-    x = rng.standard_normal((a.examples, a.features), dtype=np.float32)
-    w = rng.standard_normal((a.features, a.classes), dtype=np.float32)
-    y = np.argmax(x @ w, axis=1).astype(np.int32)
+    x, y = synthetic_data(a)
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(a.examples, seed=a.seed)
           .repeat().batch(a.batch, drop_remainder=True).prefetch(2))
     dist_ds = iter(strategy.experimental_distribute_dataset(ds))
 
-    hidden = [int(h) for h in a.hidden.split(",") if h]
-    with strategy.scope():
-        layers = [tf.keras.layers.Dense(h, activation="relu") for h in hidden]
-        layers.append(tf.keras.layers.Dense(a.classes))
-        model = tf.keras.Sequential([tf.keras.Input((a.features,))] + layers)
-        optimizer = tf.keras.optimizers.SGD(learning_rate=a.learning_rate)
-        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
-
-    def replica_step(inputs):
-        bx, by = inputs
-        with tf.GradientTape() as tape:
-            logits = model(bx, training=True)
-            loss = tf.nn.compute_average_loss(loss_fn(by, logits), global_batch_size=a.batch)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    @tf.function
-    def train_step(inputs):
-        per_replica = strategy.run(replica_step, args=(inputs,))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+    train_step = make_train_step(tf, strategy, a)
 
     for _ in range(a.warmup):
         float(train_step(next(dist_ds)))

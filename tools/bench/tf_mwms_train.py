@@ -29,6 +29,7 @@ import sys
 import time
 
 import peers_common as pc
+import tf_mirrored_train as tfm
 
 
 def train(a):
@@ -40,10 +41,7 @@ def train(a):
     tf.config.threading.set_inter_op_parallelism_threads(a.inter_op_threads)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()  # reads TF_CONFIG
 
-    rng = np.random.default_rng(a.seed)  # the same data on every worker; shards differ
-    x = rng.standard_normal((a.examples, a.features), dtype=np.float32)
-    w = rng.standard_normal((a.features, a.classes), dtype=np.float32)
-    y = np.argmax(x @ w, axis=1).astype(np.int32)
+    x, y = tfm.synthetic_data(a)  # the same data on every worker; shards differ
 
     def dataset_fn(ctx):
         per_replica = ctx.get_per_replica_batch_size(a.batch)
@@ -53,28 +51,7 @@ def train(a):
                 .batch(per_replica, drop_remainder=True).prefetch(2))
 
     dist_ds = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    hidden = [int(h) for h in a.hidden.split(",") if h]
-    with strategy.scope():
-        layers = [tf.keras.layers.Dense(h, activation="relu") for h in hidden]
-        layers.append(tf.keras.layers.Dense(a.classes))
-        model = tf.keras.Sequential([tf.keras.Input((a.features,))] + layers)
-        optimizer = tf.keras.optimizers.SGD(learning_rate=a.learning_rate)
-        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
-
-    def replica_step(inputs):
-        bx, by = inputs
-        with tf.GradientTape() as tape:
-            logits = model(bx, training=True)
-            loss = tf.nn.compute_average_loss(loss_fn(by, logits), global_batch_size=a.batch)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    @tf.function
-    def train_step(inputs):
-        per_replica = strategy.run(replica_step, args=(inputs,))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+    train_step = tfm.make_train_step(tf, strategy, a)
 
     for _ in range(a.warmup):
         float(train_step(next(dist_ds)))
