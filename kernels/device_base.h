@@ -21,6 +21,20 @@ inline constexpr char kDeviceGpu[] = "GPU";
 
 class ResourceMgr;
 
+// What a GPU kernel needs from its device. The handles are opaque here so that
+// kernels/ needs no CUDA headers; GPU code casts them (cudaStream_t,
+// cublasHandle_t). Kernels enqueue work on `stream` and return without
+// synchronizing: everything on one device is ordered by that stream.
+//
+// Memory rule (as in TensorFlow): on a GPU device, float/half/bfloat16 tensors
+// live in device memory, while DT_INT32 tensors (shapes, axes, indices) live in
+// host memory, so shape arithmetic never needs a device round trip.
+struct GpuDeviceContext {
+  int ordinal = -1;        // CUDA device ordinal
+  void* stream = nullptr;  // cudaStream_t: the compute stream
+  void* blas = nullptr;    // cublasHandle_t bound to `stream`
+};
+
 class DeviceBase {
  public:
   virtual ~DeviceBase() = default;
@@ -35,6 +49,11 @@ class DeviceBase {
   virtual const Eigen::ThreadPoolDevice* eigen_cpu_device() const = 0;
   // Per-device state that outlives steps (variables); nullptr if the device has none.
   virtual ResourceMgr* resource_manager() const { return nullptr; }
+  // Non-null only on GPU devices.
+  virtual const GpuDeviceContext* gpu_context() const { return nullptr; }
+  // Where this device keeps tensors that live in host memory (DT_INT32 on a
+  // GPU device); the device allocator itself on CPU devices.
+  virtual Allocator* host_allocator() const { return allocator(); }
 };
 
 }  // namespace strata
