@@ -9,6 +9,7 @@
 #include <string>
 
 #include "graph/allocator.h"
+#include "graph/types.h"
 
 namespace Eigen {
 struct ThreadPoolDevice;
@@ -26,14 +27,24 @@ class ResourceMgr;
 // cublasHandle_t). Kernels enqueue work on `stream` and return without
 // synchronizing: everything on one device is ordered by that stream.
 //
-// Memory rule (as in TensorFlow): on a GPU device, float/half/bfloat16 tensors
-// live in device memory, while DT_INT32 tensors (shapes, axes, indices) live in
-// host memory, so shape arithmetic never needs a device round trip.
+// Memory rule (as in TensorFlow): on a GPU device, numeric tensors live in
+// device memory, except DT_INT32 (shapes, axes, indices), DT_RESOURCE
+// (variable handles) and DT_STRING, which live in host memory, so shape
+// arithmetic and resource lookups never need a device round trip
+// (LivesInHostMemory below).
 struct GpuDeviceContext {
   int ordinal = -1;        // CUDA device ordinal
   void* stream = nullptr;  // cudaStream_t: the compute stream
   void* blas = nullptr;    // cublasHandle_t bound to `stream`
 };
+
+// True where a tensor of `dtype` produced on a device of `device_type` lives in
+// host memory: always on CPU devices; for DT_INT32, DT_RESOURCE and DT_STRING
+// on GPU devices.
+inline bool LivesInHostMemory(const std::string& device_type, DataType dtype) {
+  if (device_type != kDeviceGpu) return true;
+  return dtype == DT_INT32 || dtype == DT_RESOURCE || dtype == DT_STRING;
+}
 
 class DeviceBase {
  public:
@@ -51,8 +62,8 @@ class DeviceBase {
   virtual ResourceMgr* resource_manager() const { return nullptr; }
   // Non-null only on GPU devices.
   virtual const GpuDeviceContext* gpu_context() const { return nullptr; }
-  // Where this device keeps tensors that live in host memory (DT_INT32 on a
-  // GPU device); the device allocator itself on CPU devices.
+  // Where this device keeps tensors that live in host memory (see
+  // LivesInHostMemory); the device allocator itself on CPU devices.
   virtual Allocator* host_allocator() const { return allocator(); }
 };
 
