@@ -103,7 +103,23 @@ std::string DeviceMgr::DeviceListString() const {
   return absl::StrJoin(raw_, ", ", [](std::string* out, const Device* d) { out->append(d->name()); });
 }
 
+namespace {
+
+Mutex gpu_factory_mu;
+GpuDeviceFactory gpu_factory ABSL_GUARDED_BY(gpu_factory_mu) = nullptr;
+
+}  // namespace
+
+void RegisterGpuDeviceFactory(GpuDeviceFactory factory) {
+  MutexLock l(&gpu_factory_mu);
+  gpu_factory = factory;
+}
+
 absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateCpuDeviceMgr(const DeviceOptions& opts) {
+  return CreateDeviceMgr(opts);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateDeviceMgr(const DeviceOptions& opts) {
   if (opts.num_cpu_devices < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_cpu_devices is ", opts.num_cpu_devices, "; need at least 1"));
@@ -128,6 +144,28 @@ absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateCpuDeviceMgr(const DeviceOption
                                threads, opts.cpu_memory_limit_bytes);
     if (!d.ok()) return d.status();
     devices.push_back(*std::move(d));
+  }
+  if (opts.num_gpus < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_gpus is ", opts.num_gpus, "; need -1 (every local GPU), 0 (none) or a count"));
+  }
+  if (opts.num_gpus != 0) {
+    GpuDeviceFactory factory;
+    {
+      MutexLock l(&gpu_factory_mu);
+      factory = gpu_factory;
+    }
+    if (factory == nullptr) {
+      if (opts.num_gpus > 0) {
+        return absl::FailedPreconditionError(
+            "requested /device:GPU:0 but this binary was built without CUDA (GPUs need a "
+            "--config=cuda build that links //runtime/gpu:gpu_device)");
+      }
+    } else {
+      auto gpus = factory(opts);
+      if (!gpus.ok()) return gpus.status();
+      for (auto& g : *gpus) devices.push_back(std::move(g));
+    }
   }
   return DeviceMgr::Create(std::move(devices));
 }

@@ -18,6 +18,12 @@
 //   cpu1->name();                       // "/job:localhost/replica:0/task:0/device:CPU:1"
 //   cpu1->allocator()->GetStats().peak_bytes_in_use;
 //
+// GPU devices follow the CPUs when DeviceOptions::num_gpus asks for them (a
+// --config=cuda build linking //runtime/gpu:gpu_device):
+//
+//   opts.num_gpus = -1;                 // every local GPU, none is fine
+//   Device* gpu0 = *(*mgr)->LookupDevice("/gpu:0");
+//
 // Thread-safety: Device and DeviceMgr methods may be called concurrently.
 // Ownership: the DeviceMgr owns its devices; they live as long as it, which
 // must outlive every session, executor and tensor that uses them.
@@ -127,11 +133,32 @@ struct DeviceOptions {
   int intra_op_threads_per_device = 0;
   // Per-device allocator limit; 0 for none.
   int64_t cpu_memory_limit_bytes = 0;
+  // GPU:0 .. GPU:n-1 after the CPU devices: -1 every local GPU (none is
+  // fine), 0 none, n > 0 exactly n (an error if the machine has fewer).
+  // GPUs need a binary built with --config=cuda that links
+  // //runtime/gpu:gpu_device (docs/gpu.md).
+  int num_gpus = 0;
+  // Device memory each GPU's allocator may reserve; 0: its free memory less
+  // a reserve (runtime/gpu/gpu_device.h).
+  int64_t gpu_memory_limit_bytes = 0;
 };
 
-// The CPU devices `opts` describes. InvalidArgument for a count < 1, a
-// negative thread count or a bad job name.
+// The devices `opts` describes: the CPU devices, then the GPUs. Errors:
+// InvalidArgument for a CPU count < 1, a negative thread count or a bad job
+// name; FailedPrecondition when GPUs are requested that are not there
+// ("requested /device:GPU:0 but this machine has no GPU ...") or the binary
+// has no GPU support ("... built without CUDA").
+absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateDeviceMgr(const DeviceOptions& opts);
+// The same (the name predates GPUs).
 absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateCpuDeviceMgr(const DeviceOptions& opts);
+
+// How GPU devices reach CreateDeviceMgr without runtime/ depending on CUDA:
+// runtime/gpu/gpu_device.cc registers its factory when linked. The factory
+// gets the options (num_gpus != 0) and returns the GPU devices, in ordinal
+// order. Registering replaces any earlier factory; nullptr removes it.
+using GpuDeviceFactory =
+    absl::StatusOr<std::vector<std::unique_ptr<Device>>> (*)(const DeviceOptions& opts);
+void RegisterGpuDeviceFactory(GpuDeviceFactory factory);
 
 }  // namespace strata
 
