@@ -1,0 +1,67 @@
+#include "kernels/gpu/blas.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status.h"
+#include "kernels/gpu/gpu_util.h"
+
+namespace strata {
+namespace gpu {
+
+absl::Status Gemm(const OpKernelContext& ctx, DataType dt, bool transpose_a, bool transpose_b, int64_t m,
+                  int64_t n, int64_t k, const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* c,
+                  bool accumulate) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(const GpuDeviceContext* g, Context(ctx));
+  if (k == 0) {
+    if (accumulate) return absl::OkStatus();
+    return CudaStatus(cudaMemsetAsync(c, 0, m * n * DataTypeSize(dt), static_cast<cudaStream_t>(g->stream)),
+                      "MatMul (k = 0)");
+  }
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (m > kMax || n > kMax || k > kMax || a_cols > kMax || b_cols > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("matrix product [", m, ",", k, "]x[", k, ",", n, "] exceeds cuBLAS's int dimensions"));
+  }
+  if (g->blas == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(ctx.device()->name(), " has no cuBLAS handle"));
+  }
+  cublasHandle_t h = static_cast<cublasHandle_t>(g->blas);
+  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (dt) {
+    case DT_FLOAT: type = CUDA_R_32F; break;
+    case DT_HALF: type = CUDA_R_16F; break;
+    case DT_BFLOAT16: type = CUDA_R_16BF; break;
+    case DT_DOUBLE:
+      type = CUDA_R_64F;
+      compute = CUBLAS_COMPUTE_64F;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("no cuBLAS product for dtype ", DataTypeString(dt)));
+  }
+  const float alpha_f = 1.0f, beta_f = accumulate ? 1.0f : 0.0f;
+  const double alpha_d = 1.0, beta_d = accumulate ? 1.0 : 0.0;
+  const void* alpha = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&beta_d) : &beta_f;
+  // Column-major Cᵀ[n,m] = op(B)ᵀ · op(A)ᵀ: B first.
+  const cublasStatus_t st =
+      cublasGemmEx(h, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, b, type,
+                   static_cast<int>(b_cols), a, type, static_cast<int>(a_cols), beta, c, type, static_cast<int>(n),
+                   compute, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    return absl::InternalError(absl::StrCat("cublasGemmEx [", m, ",", k, "]x[", k, ",", n, "] ",
+                                            DataTypeString(dt), ": ", cublasGetStatusName(st), ": ",
+                                            cublasGetStatusString(st)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpu
+}  // namespace strata

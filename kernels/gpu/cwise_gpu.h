@@ -1,0 +1,58 @@
+// Launchers for the elementwise GPU kernels (cwise_gpu.cu): unary and
+// broadcasting binary functions, casts, fills and broadcast copies. Plain
+// signatures (device pointers, sizes, a stream) so the OpKernel glue
+// (cwise_kernels.cc, array_kernels.cc) is ordinary host C++.
+//
+//   StridedShape s = ...;  // collapsed broadcast (cwise::BCast), strides per operand
+//   cudaError_t e = LaunchBinary(BinaryFn::kAdd, ElemType::kFloat, x, y, z, s, n, stream);
+//
+// Every launcher enqueues on `stream`, returns the launch error (or
+// cudaSuccess) and never synchronizes; n == 0 launches nothing.
+// Half and bfloat16 compute in float and round once.
+//
+// Thread-safety: launchers are reentrant. Ownership: pointers are borrowed
+// and must stay valid until the stream reaches the kernel.
+#ifndef STRATA_KERNELS_GPU_CWISE_GPU_H_
+#define STRATA_KERNELS_GPU_CWISE_GPU_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/gpu/elem_type.h"
+
+namespace strata {
+namespace gpu {
+
+enum class UnaryFn : int { kNeg, kSquare, kSqrt, kRsqrt, kExp, kLog, kRelu, kSigmoid, kTanh };
+
+// kReluGrad: z = x * (y > 0) (x: gradients, y: features). kEqual writes bool.
+enum class BinaryFn : int { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kEqual };
+
+// float, double, half, bfloat16 (and int64 for kNeg, kSquare, kRelu).
+cudaError_t LaunchUnary(UnaryFn fn, ElemType t, const void* x, void* y, int64_t n, cudaStream_t s);
+
+// z[i] = fn(x[xo(i)], y[yo(i)]) over the n elements of shape.dims. kAdd..kMin:
+// float, double, half, bfloat16, int64; kDiv, kPow, kReluGrad: the floating
+// types; kEqual: every type except int32 (which lives in host memory).
+cudaError_t LaunchBinary(BinaryFn fn, ElemType t, const void* x, const void* y, void* z,
+                         const StridedShape& shape, int64_t n, cudaStream_t s);
+
+// y = static_cast<dst>(x) among float, double, half, bfloat16, int32, int64,
+// bool (both in device memory); float -> int truncates toward zero, -> bool
+// is x != 0.
+cudaError_t LaunchCast(ElemType src, ElemType dst, const void* x, void* y, int64_t n,
+                       cudaStream_t s);
+
+// out[i] = *value for i < n; `value` is one element in device memory.
+// elem_bytes is 1, 2, 4 or 8.
+cudaError_t LaunchFill(int elem_bytes, const void* value, void* out, int64_t n, cudaStream_t s);
+
+// out[i] = x[xo(i)] (shape.x_strides; y_strides unused). elem_bytes 1/2/4/8.
+cudaError_t LaunchBroadcastCopy(int elem_bytes, const void* x, void* out, const StridedShape& shape,
+                                int64_t n, cudaStream_t s);
+
+}  // namespace gpu
+}  // namespace strata
+
+#endif  // STRATA_KERNELS_GPU_CWISE_GPU_H_

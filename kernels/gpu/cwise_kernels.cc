@@ -1,0 +1,306 @@
+// GPU kernels of the elementwise family: unary math, broadcasting binary math
+// (NumPy rules, collapsed by cwise::BCast), Equal, Cast, Relu/ReluGrad and
+// BiasAdd. Launchers are in cwise_gpu.cu.
+//
+// int32 tensors live in host memory on GPU devices, so the int32 binary ops
+// (shape arithmetic) compute on the host; Equal on int32 computes on the host
+// and copies its bool result to the device.
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status.h"
+#include "kernels/cpu/cwise.h"
+#include "kernels/gpu/cwise_gpu.h"
+#include "kernels/gpu/gpu_util.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/op_kernel.h"
+
+namespace strata {
+namespace gpu {
+namespace {
+
+// The collapsed broadcast of x and y as strides per operand.
+absl::StatusOr<StridedShape> ToStrided(const cwise::BCast& b) {
+  StridedShape s;
+  if (b.rank() > kMaxDims) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast of rank ", b.rank(), " after collapsing exceeds the GPU limit ", kMaxDims));
+  }
+  s.rank = b.rank();
+  int64_t xs = 1, ys = 1;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    s.dims[d] = b.result()[d];
+    s.x_strides[d] = b.x_reshape()[d] == 1 ? 0 : xs;
+    s.y_strides[d] = b.y_reshape()[d] == 1 ? 0 : ys;
+    xs *= b.x_reshape()[d];
+    ys *= b.y_reshape()[d];
+  }
+  return s;
+}
+
+// z = fn(x, y) for int32 host tensors through the same strided walk.
+int32_t HostBinary(BinaryFn fn, int32_t x, int32_t y) {
+  switch (fn) {
+    case BinaryFn::kAdd: return static_cast<int32_t>(static_cast<uint32_t>(x) + static_cast<uint32_t>(y));
+    case BinaryFn::kSub: return static_cast<int32_t>(static_cast<uint32_t>(x) - static_cast<uint32_t>(y));
+    case BinaryFn::kMul: return static_cast<int32_t>(static_cast<uint32_t>(x) * static_cast<uint32_t>(y));
+    case BinaryFn::kMax: return x > y ? x : y;
+    case BinaryFn::kMin: return x < y ? x : y;
+    case BinaryFn::kEqual: return x == y;
+    default: return 0;
+  }
+}
+
+void HostStridedWalk(const StridedShape& s, int64_t n, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = i, xo = 0, yo = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const int64_t c = r % s.dims[d];
+      r /= s.dims[d];
+      xo += c * s.x_strides[d];
+      yo += c * s.y_strides[d];
+    }
+    fn(i, xo, yo);
+  }
+}
+
+template <BinaryFn kFn>
+class BinaryOp : public OpKernel {
+ public:
+  explicit BinaryOp(OpKernelConstruction& c) : OpKernel(c) {
+    if (kFn == BinaryFn::kEqual) STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("incompatible_shape_error", &strict_));
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& y = ctx.input(1);
+    cwise::BCast b(x.shape(), y.shape());
+    if (!b.ok()) {
+      if (kFn == BinaryFn::kEqual && !strict_) return AllFalse(ctx);
+      return b.status();
+    }
+    STRATA_ASSIGN_OR_RETURN(const StridedShape s, ToStrided(b));
+    const int64_t n = b.output_shape().num_elements();
+    if (x.dtype() == DT_INT32 && OnHost(ctx, DT_INT32)) return ComputeOnHost(ctx, x, y, b, s, n);
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(x.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* z;
+    if (kFn == BinaryFn::kEqual) {
+      STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, b.output_shape(), &z));
+    } else {
+      STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0, 1}, 0, b.output_shape(), &z));
+    }
+    return CudaStatus(LaunchBinary(kFn, t, x.raw_data(), y.raw_data(), z->raw_data(), s, n, stream),
+                      type_string().c_str());
+  }
+
+ private:
+  absl::Status AllFalse(OpKernelContext& ctx) {
+    Tensor* z;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape(), &z));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    return CudaStatus(cudaMemsetAsync(z->raw_data(), 0, 1, stream), "Equal");
+  }
+
+  absl::Status ComputeOnHost(OpKernelContext& ctx, const Tensor& x, const Tensor& y, const cwise::BCast& b,
+                             const StridedShape& s, int64_t n) {
+    const int32_t* xp = x.data<int32_t>();
+    const int32_t* yp = y.data<int32_t>();
+    if (kFn == BinaryFn::kEqual) {
+      Tensor host(DT_BOOL, b.output_shape());
+      bool* zp = host.data<bool>();
+      HostStridedWalk(s, n, [&](int64_t i, int64_t xo, int64_t yo) { zp[i] = xp[xo] == yp[yo]; });
+      Tensor* z;
+      STRATA_RETURN_IF_ERROR(AllocateOutput(ctx, 0, b.output_shape(), &z));
+      if (OnHost(ctx, DT_BOOL)) {
+        std::memcpy(z->raw_data(), host.raw_data(), host.TotalBytes());
+        return absl::OkStatus();
+      }
+      return CopyHostToDevice(ctx, host, z);
+    }
+    Tensor* z;
+    STRATA_RETURN_IF_ERROR(AllocateOutput(ctx, 0, b.output_shape(), &z));
+    int32_t* zp = z->data<int32_t>();
+    HostStridedWalk(s, n, [&](int64_t i, int64_t xo, int64_t yo) { zp[i] = HostBinary(kFn, xp[xo], yp[yo]); });
+    return absl::OkStatus();
+  }
+
+  bool strict_ = true;
+};
+
+template <UnaryFn kFn>
+class UnaryOp : public OpKernel {
+ public:
+  explicit UnaryOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(x.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* y;
+    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, x.shape(), &y));
+    return CudaStatus(LaunchUnary(kFn, t, x.raw_data(), y->raw_data(), x.NumElements(), stream),
+                      type_string().c_str());
+  }
+};
+
+// ReluGrad(gradients, features): same shapes, no broadcasting.
+class ReluGradOp : public OpKernel {
+ public:
+  explicit ReluGradOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& g = ctx.input(0);
+    const Tensor& f = ctx.input(1);
+    if (g.shape() != f.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("ReluGrad: gradients ", g.shape().DebugString(),
+                                                     " and features ", f.shape().DebugString(),
+                                                     " must have the same shape"));
+    }
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(g.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0, 1}, 0, g.shape(), &out));
+    StridedShape s;
+    s.rank = 1;
+    s.dims[0] = g.NumElements();
+    s.x_strides[0] = s.y_strides[0] = 1;
+    return CudaStatus(LaunchBinary(BinaryFn::kReluGrad, t, g.raw_data(), f.raw_data(), out->raw_data(), s,
+                                   g.NumElements(), stream),
+                      "ReluGrad");
+  }
+};
+
+// BiasAdd(value, bias): bias over the channel dim (last for NHWC, 1 for NCHW).
+class BiasAddOp : public OpKernel {
+ public:
+  explicit BiasAddOp(OpKernelConstruction& c) : OpKernel(c) {
+    std::string f;
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("data_format", &f));
+    if (f != "NHWC" && f != "NCHW") {
+      c.SetStatus(absl::InvalidArgumentError(
+          absl::StrCat("attr 'data_format' is '", f, "', expected NHWC or NCHW")));
+      return;
+    }
+    nchw_ = f == "NCHW";
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& v = ctx.input(0);
+    const Tensor& bias = ctx.input(1);
+    const int min_rank = nchw_ ? 3 : 2;
+    if (v.dims() < min_rank || bias.dims() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("BiasAdd: value must have rank >= ", min_rank,
+                                                     " and bias rank 1, got ", v.shape().DebugString(),
+                                                     " and ", bias.shape().DebugString()));
+    }
+    const int cdim = nchw_ ? 1 : v.dims() - 1;
+    const int64_t c = v.dim_size(cdim);
+    if (bias.dim_size(0) != c) {
+      return absl::InvalidArgumentError(absl::StrCat("BiasAdd: bias has ", bias.dim_size(0),
+                                                     " entries but value ", v.shape().DebugString(),
+                                                     " has ", c, " channels"));
+    }
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < cdim; ++d) outer *= v.dim_size(d);
+    for (int d = cdim + 1; d < v.dims(); ++d) inner *= v.dim_size(d);
+    StridedShape s;
+    s.rank = 3;
+    s.dims[0] = outer;
+    s.dims[1] = c;
+    s.dims[2] = inner;
+    s.x_strides[0] = c * inner;
+    s.x_strides[1] = inner;
+    s.x_strides[2] = 1;
+    s.y_strides[0] = 0;
+    s.y_strides[1] = 1;
+    s.y_strides[2] = 0;
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(v.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, v.shape(), &out));
+    return CudaStatus(LaunchBinary(BinaryFn::kAdd, t, v.raw_data(), bias.raw_data(), out->raw_data(), s,
+                                   v.NumElements(), stream),
+                      "BiasAdd");
+  }
+
+ private:
+  bool nchw_ = false;
+};
+
+// Cast between any two GPU dtypes; int32 (host memory) is staged through a
+// device temporary (and a synchronous copy back when int32 is the result).
+class CastOp : public OpKernel {
+ public:
+  explicit CastOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const DataType src = input_type(0), dst = output_type(0);
+    if (src == dst) {
+      ctx.set_output(0, x);
+      return absl::OkStatus();
+    }
+    STRATA_ASSIGN_OR_RETURN(const ElemType s, ToElemType(src));
+    STRATA_ASSIGN_OR_RETURN(const ElemType d, ToElemType(dst));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    const int64_t n = x.NumElements();
+    Tensor dev_in = x;
+    if (OnHost(ctx, src)) {
+      STRATA_RETURN_IF_ERROR(AllocateDeviceTemp(ctx, src, x.shape(), &dev_in));
+      STRATA_RETURN_IF_ERROR(CopyHostToDevice(ctx, x, &dev_in));
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(AllocateOutput(ctx, 0, x.shape(), &out));
+    if (!OnHost(ctx, dst)) {
+      return CudaStatus(LaunchCast(s, d, dev_in.raw_data(), out->raw_data(), n, stream), "Cast");
+    }
+    Tensor dev_out;
+    STRATA_RETURN_IF_ERROR(AllocateDeviceTemp(ctx, dst, x.shape(), &dev_out));
+    STRATA_RETURN_IF_ERROR(CudaStatus(LaunchCast(s, d, dev_in.raw_data(), dev_out.raw_data(), n, stream), "Cast"));
+    return CopyDeviceToHostSync(ctx, dev_out, out);
+  }
+};
+
+#define REGISTER_GPU(op, dt, ...) \
+  STRATA_REGISTER_KERNEL(KernelBuilder(op).Device(kDeviceGpu).TypeConstraint("T", dt), __VA_ARGS__)
+
+#define REGISTER_ARITH(dt)                                  \
+  REGISTER_GPU("Add", dt, BinaryOp<BinaryFn::kAdd>);        \
+  REGISTER_GPU("AddV2", dt, BinaryOp<BinaryFn::kAdd>);      \
+  REGISTER_GPU("Sub", dt, BinaryOp<BinaryFn::kSub>);        \
+  REGISTER_GPU("Mul", dt, BinaryOp<BinaryFn::kMul>);        \
+  REGISTER_GPU("Maximum", dt, BinaryOp<BinaryFn::kMax>);    \
+  REGISTER_GPU("Minimum", dt, BinaryOp<BinaryFn::kMin>);    \
+  REGISTER_GPU("Equal", dt, BinaryOp<BinaryFn::kEqual>)
+
+#define REGISTER_FLOATING(dt)                               \
+  REGISTER_ARITH(dt);                                       \
+  REGISTER_GPU("RealDiv", dt, BinaryOp<BinaryFn::kDiv>);    \
+  REGISTER_GPU("Pow", dt, BinaryOp<BinaryFn::kPow>);        \
+  REGISTER_GPU("Neg", dt, UnaryOp<UnaryFn::kNeg>);          \
+  REGISTER_GPU("Square", dt, UnaryOp<UnaryFn::kSquare>);    \
+  REGISTER_GPU("Sqrt", dt, UnaryOp<UnaryFn::kSqrt>);        \
+  REGISTER_GPU("Rsqrt", dt, UnaryOp<UnaryFn::kRsqrt>);      \
+  REGISTER_GPU("Exp", dt, UnaryOp<UnaryFn::kExp>);          \
+  REGISTER_GPU("Log", dt, UnaryOp<UnaryFn::kLog>);          \
+  REGISTER_GPU("Relu", dt, UnaryOp<UnaryFn::kRelu>);        \
+  REGISTER_GPU("Sigmoid", dt, UnaryOp<UnaryFn::kSigmoid>);  \
+  REGISTER_GPU("Tanh", dt, UnaryOp<UnaryFn::kTanh>);        \
+  REGISTER_GPU("ReluGrad", dt, ReluGradOp);                 \
+  REGISTER_GPU("BiasAdd", dt, BiasAddOp)
+
+REGISTER_FLOATING(DT_FLOAT);
+REGISTER_FLOATING(DT_DOUBLE);
+REGISTER_FLOATING(DT_HALF);
+REGISTER_FLOATING(DT_BFLOAT16);
+REGISTER_ARITH(DT_INT64);
+REGISTER_GPU("Neg", DT_INT64, UnaryOp<UnaryFn::kNeg>);
+REGISTER_GPU("Square", DT_INT64, UnaryOp<UnaryFn::kSquare>);
+REGISTER_ARITH(DT_INT32);  // host memory: computed on the host
+REGISTER_GPU("Equal", DT_BOOL, BinaryOp<BinaryFn::kEqual>);
+
+#undef REGISTER_FLOATING
+#undef REGISTER_ARITH
+#undef REGISTER_GPU
+
+STRATA_REGISTER_KERNEL(KernelBuilder("Cast").Device(kDeviceGpu), CastOp);
+
+}  // namespace
+}  // namespace gpu
+}  // namespace strata
