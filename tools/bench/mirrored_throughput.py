@@ -35,6 +35,10 @@ of a run of the warm-up steps alone, for TensorFlow the process's CPU time
 over the timed loop.
 
   python3 tools/bench/mirrored_throughput.py [--rounds=3] [--trainer=bazel-bin/tools/trainer]
+      [--quick] [--json_out=FILE]
+
+--quick: one round of 150 timed steps (--rounds and --steps win when given).
+--json_out writes the table's figures and ratios to a JSON file.
 """
 import argparse
 import json
@@ -101,11 +105,16 @@ def run_tf(steps, warmup):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3, help="alternating runs per configuration; the best counts")
-    p.add_argument("--steps", type=int, default=300, help="timed steps per run")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="alternating runs per configuration; the best counts (default 3; --quick 1)")
+    p.add_argument("--steps", type=int, default=0, help="timed steps per run (default 300; --quick 150)")
+    p.add_argument("--quick", action="store_true", help="one round of 150 timed steps")
+    p.add_argument("--json_out", default="", help="also write the table's figures to this JSON file")
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--trainer", default="", help="the trainer binary (default: bazel build it)")
     a = p.parse_args()
+    a.rounds = a.rounds or (1 if a.quick else 3)
+    a.steps = a.steps or (150 if a.quick else 300)
     try:
         import tensorflow  # noqa: F401  (only checks that the peer can run)
     except ImportError:
@@ -142,13 +151,23 @@ def main():
     for name in names:
         print(f"| {name} | {best[name]:,.0f} | {best[name] * fpe / 1e9:.0f} | {med[name]:.2f} |")
     mirrored, one, tf = names
+    ratios = []
     for label, a_, b_, target in (("Strata mirrored / Strata one device", mirrored, one, 0.9),
                                   ("Strata mirrored / TensorFlow mirrored", mirrored, tf, 1.5)):
         ratio = best[a_] / best[b_]
         mark = "ok" if ratio >= target else "BELOW"
+        ratios.append({"ratio": label, "value": ratio, "target": target, "met": ratio >= target,
+                       "cpu_per_step_ratio": med[b_] / med[a_]})
         print(f"\n{label}: {ratio:.2f}x examples/s (target >= {target}x: {mark}); "
               f"{med[b_] / med[a_]:.2f}x less CPU per step", end="")
     print()
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"rounds": a.rounds, "steps": a.steps, "warmup": a.warmup, "batch": BATCH,
+                       "results": [{"configuration": n, "examples_per_s": best[n],
+                                    "effective_gflops": best[n] * fpe / 1e9, "cpu_ms_per_step": med[n]}
+                                   for n in names],
+                       "ratios": ratios}, f, indent=1)
 
 
 if __name__ == "__main__":

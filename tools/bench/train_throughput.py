@@ -21,6 +21,10 @@ step. Throughput is measured after a warm-up, from the per-step timestamps of
 
   tools/setup.sh --bench                      # python3-torch, libopenblas0-openmp
   /usr/bin/python3 tools/bench/train_throughput.py [--rounds=3] [--optimizer=sgd]
+      [--quick] [--json_out=FILE]
+
+--quick: one round (--rounds wins when given). --json_out writes the table's
+figures, with the targets, to a JSON file.
 """
 import argparse
 import json
@@ -76,11 +80,15 @@ def run_torch(w, optimizer, lr):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3, help="alternating runs per side; the best counts")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="alternating runs per side; the best counts (default 3; --quick 1)")
+    p.add_argument("--quick", action="store_true", help="one round")
+    p.add_argument("--json_out", default="", help="also write the table's figures to this JSON file")
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"], default="sgd")
     p.add_argument("--learning_rate", type=float, default=0.0, help="0: each side's default")
     p.add_argument("--trainer", default="", help="the trainer binary (default: bazel build it)")
     a = p.parse_args()
+    a.rounds = a.rounds or (1 if a.quick else 3)
 
     if not os.path.isdir(OPENBLAS):
         sys.exit(f"{OPENBLAS} is missing: run tools/setup.sh --bench (libopenblas0-openmp)")
@@ -108,6 +116,12 @@ def main():
         ratio = s / t
         mark = "ok" if ratio >= target else "BELOW"
         print(f"| {name} | {batch} | {threads} | {s:,.0f} | {t:,.0f} | {ratio:.2f}x | >= {target:.1f}x {mark} |")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"optimizer": a.optimizer, "rounds": a.rounds, "results": [
+                {"workload": w[0], "batch": w[5], "threads": w[6], "strata_examples_per_s": s,
+                 "pytorch_examples_per_s": t, "ratio": s / t, "target": w[9], "met": s / t >= w[9]}
+                for w, s, t in rows]}, f, indent=1)
 
 
 if __name__ == "__main__":

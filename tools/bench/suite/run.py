@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""The performance suite: every benchmark and its peers in one run, then docs/performance.md.
+
+Runs, one after the other on the binaries of one build (copied aside first,
+so a build by someone else during the run cannot swap them), the drivers in
+tools/bench, each writing its figures with --json_out:
+
+  engine        engine_bench.py          executor per node vs libtorch, MatMul vs
+                                         Eigen/OpenBLAS, cached MLP forward vs Eigen
+  training      train_throughput.py      one device vs PyTorch, same threads
+  inprocess     collective_bench         in-process all-reduce busbw vs memcpy
+  crossprocess  allreduce_peers.py       shm/TCP all-reduce vs Open MPI, Gloo, torch gloo
+  multiworker   multiworker_throughput.py --scaling: 1 and 2 workers vs DDP, TF MWMS
+  mirrored      mirrored_throughput.py   Mirrored x2 vs one device and TF MirroredStrategy
+  failure       failure_detection.py     a killed / frozen worker vs the heartbeat timeout
+
+samples the load average every 2 s, writes everything to docs/perf/results.json
+and generates docs/performance.md and docs/perf/*.svg from it (report.py).
+tools/perf.sh is the one command that sets up, builds and calls this:
+
+  tools/perf.sh [--quick]
+  python3 tools/bench/suite/run.py --bazel_bin=DIR [--quick] [--only=engine,failure]
+  python3 tools/bench/suite/run.py --report_only     # regenerate from docs/perf/results.json
+
+A benchmark that cannot run (a peer not installed, a failure) is reported as
+such in the document, with the tail of its log; the others still run.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+sys.path.insert(0, BENCH)
+sys.path.insert(0, HERE)
+import peers_common as pc  # noqa: E402
+import report  # noqa: E402
+
+ROOT = pc.ROOT
+BINARIES = {  # staged name: path under bazel-bin
+    "executor_bench": "runtime/executor_bench",
+    "torch_op_bench": "runtime/torch_op_bench",
+    "matmul_bench": "kernels/cpu/matmul_bench",
+    "mlp_forward_bench": "runtime/mlp_forward_bench",
+    "collective_bench": "runtime/collective/collective_bench",
+    "cross_process_bench": "runtime/collective/cross_process_bench",
+    "trainer": "tools/trainer",
+    "launch": "tools/launch",
+}
+BAZEL_TARGETS = ["//" + os.path.dirname(p) + ":" + os.path.basename(p) for p in BINARIES.values()]
+
+
+class LoadSampler:
+    """Samples the 1-minute load average every period seconds on a thread."""
+
+    def __init__(self, period=2.0):
+        self.samples, self._stop, self._period = [], threading.Event(), period
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), os.getloadavg()[0]))
+            self._stop.wait(self._period)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+    def window(self, t0, t1):
+        vals = [v for t, v in self.samples if t0 <= t <= t1] or [os.getloadavg()[0]]
+        return {"mean": sum(vals) / len(vals), "max": max(vals)}
+
+
+def run_logged(cmd, log_path, env=None, timeout=1800):
+    """Runs cmd with output to log_path; raises RuntimeError with the log's tail on failure."""
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout,
+                           cwd=BENCH)
+    if r.returncode != 0:
+        with open(log_path, errors="replace") as f:
+            lines = [l for l in f.read().splitlines() if l.strip()]
+        raise RuntimeError(f"exit {r.returncode}: " + " | ".join(lines[-5:]))
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def bench_engine(ctx):
+    out = os.path.join(ctx["tmp"], "engine.json")
+    cmd = [sys.executable, "engine_bench.py", "--no_build", f"--bin_dir={ctx['bin']}", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
+def bench_training(ctx):
+    out = os.path.join(ctx["tmp"], "training.json")
+    # Two rounds even when quick: one unlucky time slice can halve a 2-thread run here.
+    cmd = [sys.executable, "train_throughput.py", f"--trainer={ctx['bin']}/trainer", f"--json_out={out}",
+           f"--rounds={2 if ctx['quick'] else 3}"]
+    run_logged(cmd, ctx["log"])
+    return load_json(out)
+
+
+def bench_inprocess(ctx):
+    out = os.path.join(ctx["tmp"], "inprocess.json")
+    cmd = [f"{ctx['bin']}/collective_bench", f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    if not ctx["quick"]:
+        cmd += ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
+    run_logged(cmd, ctx["log"])
+    rows = []
+    for b in load_json(out)["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        # BM_AllReduce/bytes:4096/alg:0/min_time:0.300/real_time/threads:2[_median]
+        parts = dict(p.split(":", 1) for p in b["run_name"].split("/") if ":" in p)
+        rows.append({"ranks": int(b["threads"]), "bytes": int(parts["bytes"]),
+                     "algorithm": ["direct", "ring", "reduce_to_one"][int(parts["alg"])],
+                     "busbw_gbps": b["busbw_GBps"], "memcpy_gbps": b["memcpy_GBps"],
+                     "vs_memcpy": b["vs_memcpy"], "time_us": b["us_per_op"]})
+    return {"repetitions": 1 if ctx["quick"] else 3, "results": rows}
+
+
+def bench_crossprocess(ctx):
+    out = os.path.join(ctx["tmp"], "crossprocess.json")
+    cmd = [sys.executable, "allreduce_peers.py", f"--strata={ctx['bin']}/cross_process_bench",
+           f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
+def bench_multiworker(ctx):
+    out = os.path.join(ctx["tmp"], "multiworker.json")
+    cmd = [sys.executable, "multiworker_throughput.py", "--scaling", f"--trainer={ctx['bin']}/trainer",
+           f"--launch={ctx['bin']}/launch", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
+def bench_mirrored(ctx):
+    tf_python = pc.find_tf_python()
+    if tf_python is None:
+        raise RuntimeError("no python3 here imports tensorflow: run tools/setup.sh --peers")
+    out = os.path.join(ctx["tmp"], "mirrored.json")
+    cmd = [tf_python, "mirrored_throughput.py", f"--trainer={ctx['bin']}/trainer", f"--json_out={out}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"], env=env)
+    return load_json(out)
+
+
+def bench_failure(ctx):
+    out = os.path.join(ctx["tmp"], "failure.json")
+    cmd = [sys.executable, "failure_detection.py", f"--trainer={ctx['bin']}/trainer", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
+BENCHMARKS = [
+    ("engine", bench_engine), ("training", bench_training), ("inprocess", bench_inprocess),
+    ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
+    ("mirrored", bench_mirrored), ("failure", bench_failure),
+]
+
+
+def stage_binaries(bazel_bin, dest):
+    """Copies the bench binaries out of bazel-bin; returns the names that are missing."""
+    missing = []
+    for name, rel in BINARIES.items():
+        src = os.path.join(bazel_bin, rel)
+        if os.access(src, os.X_OK):
+            shutil.copy2(src, os.path.join(dest, name))
+        else:
+            missing.append(f"{src} (bazel build -c opt {BAZEL_TARGETS[list(BINARIES).index(name)]})")
+    return missing
+
+
+def machine():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "kernel": platform.release()}
+
+
+def git_commit():
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return r.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="each driver's quick mode (under 5 minutes in all)")
+    p.add_argument("--bazel_bin", default=os.path.join(ROOT, "bazel-bin"),
+                   help="the opt build's output folder (tools/perf.sh passes `bazel info bazel-bin`)")
+    p.add_argument("--only", default="", help="run only these benchmarks, comma-separated: "
+                   + ",".join(n for n, _ in BENCHMARKS))
+    p.add_argument("--results", default=os.path.join(ROOT, "docs/perf/results.json"))
+    p.add_argument("--doc", default=os.path.join(ROOT, "docs/performance.md"))
+    p.add_argument("--report_only", action="store_true", help="regenerate the document from --results")
+    p.add_argument("--command", default="", help="the command line to name in the document")
+    p.add_argument("--print_targets", action="store_true", help="print the Bazel targets it needs, and exit")
+    a = p.parse_args()
+    if a.print_targets:
+        print(" ".join(BAZEL_TARGETS))
+        return
+
+    if not a.report_only:
+        only = [n for n in a.only.split(",") if n]
+        unknown = set(only) - {n for n, _ in BENCHMARKS}
+        if unknown:
+            sys.exit(f"suite: unknown --only {sorted(unknown)}")
+        results = run_all(a, only)
+        os.makedirs(os.path.dirname(a.results), exist_ok=True)
+        with open(a.results, "w") as f:
+            json.dump(results, f, indent=None, separators=(",", ":"))
+            f.write("\n")
+    results = load_json(a.results)
+    report.write(results, a.doc, os.path.dirname(a.results))
+    print(f"suite: wrote {os.path.relpath(a.doc, ROOT)} and plots under "
+          f"{os.path.relpath(os.path.dirname(a.results), ROOT)}/")
+
+
+def run_all(a, only):
+    start = time.monotonic()
+    sampler = LoadSampler().start()
+    results = {"mode": "quick" if a.quick else "full",
+               "command": a.command or ("tools/perf.sh" + (" --quick" if a.quick else "")),
+               "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "commit": git_commit(),
+               "machine": machine(), "benchmarks": {}}
+    with tempfile.TemporaryDirectory(prefix="strata-perf.") as tmp:
+        bin_dir = os.path.join(tmp, "bin")
+        os.makedirs(bin_dir)
+        missing = stage_binaries(a.bazel_bin, bin_dir)
+        logs = os.path.join(tempfile.gettempdir(), "strata-perf-logs")
+        os.makedirs(logs, exist_ok=True)
+        todo = [(n, fn) for n, fn in BENCHMARKS if not only or n in only]
+        for i, (name, fn) in enumerate(todo, 1):
+            log = os.path.join(logs, f"{name}.log")
+            print(f"[{i}/{len(todo)}] {name} ... ", end="", flush=True)
+            t0 = time.monotonic()
+            entry = {}
+            try:
+                if missing:
+                    raise RuntimeError("not built: " + ", ".join(missing))
+                entry["data"] = fn({"quick": a.quick, "bin": bin_dir, "tmp": tmp, "log": log})
+            except (RuntimeError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+                entry["error"] = f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
+            t1 = time.monotonic()
+            entry["seconds"] = t1 - t0
+            entry["load"] = sampler.window(t0, t1)
+            results["benchmarks"][name] = entry
+            status = "FAILED: " + entry["error"][:300] if "error" in entry else "ok"
+            print(f"{t1 - t0:.0f} s, load {entry['load']['mean']:.1f} (max {entry['load']['max']:.1f}): "
+                  f"{status}  [log: {log}]", flush=True)
+    sampler.stop()
+    results["seconds"] = time.monotonic() - start
+    results["load"] = sampler.window(start, time.monotonic())
+    print(f"suite: {results['seconds']:.0f} s in all, load average {results['load']['mean']:.1f} "
+          f"(max {results['load']['max']:.1f}) on {os.cpu_count()} cores")
+    return results
+
+
+if __name__ == "__main__":
+    main()
