@@ -12,7 +12,9 @@
 #include "graph/types.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
+#include "runtime/collective/all_reduce_direct.h"
 #include "runtime/collective/in_process_transport.h"
+#include "runtime/collective/reduction.h"
 
 namespace strata {
 namespace {
@@ -202,6 +204,72 @@ TEST(AllReduceDirectTest, AbortReachesRanksWaitingForAPeer) {
   absl::Status s = (*alg)->Run(*mailbox->Connect(0), x.data(), y.data());
   aborter.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+}
+
+// Inputs whose float sum depends on the order of the additions, so that a
+// chunk reduced in another order would show.
+std::vector<std::vector<float>> OrderSensitiveInputs(int n, int64_t count) {
+  std::vector<std::vector<float>> in(n, std::vector<float>(count));
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < count; ++i) in[r][i] = (r % 2 ? 1e8f : 1.0f) / float(1 + (i + r) % 7);
+  }
+  return in;
+}
+
+TEST(DirectReductionTest, AnyNumberOfThreadsGivesBitwiseTheRankOrderReduction) {
+  for (int threads : {1, 2, 3, 8}) {
+    for (int64_t count : {0, 1, 4097, 3 * (1 << 20) + 5}) {  // up to 12 MiB: many chunks
+      SCOPED_TRACE(absl::StrCat("threads=", threads, " count=", count));
+      const int n = 3;
+      std::vector<std::vector<float>> in = OrderSensitiveInputs(n, count);
+      std::vector<const void*> ptrs;
+      for (auto& v : in) ptrs.push_back(v.data());
+      std::vector<float> want(count), got(count, -1.0f);
+      ReduceInputs(MergeOp::kAdd, FinalOp::kDiv, DT_FLOAT, ptrs.data(), n, 0, count, want.data(), n);
+      DirectReduction job(MergeOp::kAdd, FinalOp::kDiv, DT_FLOAT, ptrs, count, got.data(), n);
+      std::vector<std::thread> ts;
+      std::vector<int64_t> taken(threads);
+      for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { taken[t] = job.Work(); });
+      job.WaitDone();
+      for (auto& t : ts) t.join();
+      EXPECT_TRUE(job.Done());
+      EXPECT_TRUE(job.status().ok()) << job.status();
+      int64_t total = 0;
+      for (int64_t k : taken) total += k;
+      EXPECT_EQ(total, job.num_chunks());
+      if (count > 0) EXPECT_EQ(0, std::memcmp(want.data(), got.data(), count * sizeof(float)));
+    }
+  }
+}
+
+TEST(DirectReductionTest, WaitDoneWaitsForAChunkAnotherThreadIsReducing) {
+  // The waiter takes no chunk itself: WaitDone must return only once the
+  // worker has written every chunk.
+  const int64_t count = 4 << 20;
+  std::vector<std::vector<float>> in = OrderSensitiveInputs(2, count);
+  std::vector<const void*> ptrs = {in[0].data(), in[1].data()};
+  std::vector<float> want(count), got(count, -1.0f);
+  ReduceInputs(MergeOp::kMax, FinalOp::kId, DT_FLOAT, ptrs.data(), 2, 0, count, want.data(), 2);
+  DirectReduction job(MergeOp::kMax, FinalOp::kId, DT_FLOAT, ptrs, count, got.data(), 2);
+  std::thread worker([&] { job.Work(); });
+  job.WaitDone();
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), count * sizeof(float)));
+  worker.join();
+}
+
+TEST(DirectReductionTest, AbortSkipsTheChunksNotYetTakenAndSaysWhy) {
+  const int64_t count = 1 << 20;
+  std::vector<float> a(count, 1.0f), b(count, 2.0f), out(count, -1.0f);
+  DirectReduction job(MergeOp::kAdd, FinalOp::kId, DT_FLOAT, {a.data(), b.data()}, count,
+                      out.data(), 2);
+  ASSERT_GT(job.num_chunks(), 1);
+  job.Abort(absl::DeadlineExceededError("timed out"));
+  job.Abort(absl::CancelledError("second abort loses"));
+  EXPECT_EQ(job.Work(), job.num_chunks());  // every chunk taken, none reduced
+  job.WaitDone();
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kDeadlineExceeded) << job.status();
+  EXPECT_EQ(out[0], -1.0f);
+  EXPECT_EQ(out[count - 1], -1.0f);
 }
 
 TEST(AllGatherRingTest, BlocksArriveInRankOrder) {

@@ -1,7 +1,12 @@
 #include "runtime/collective/all_reduce_direct.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <utility>
 #include <vector>
+
+#include "absl/time/clock.h"
 
 #include "absl/strings/str_cat.h"
 #include "graph/status.h"
@@ -35,7 +40,7 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllReduceDirect::Create(con
     return absl::InvalidArgumentError(absl::StrCat("all-reduce 'direct' got ", p.peer_inputs.size(),
                                                    " peer inputs for ", p.size, " ranks"));
   }
-    return std::unique_ptr<CollectiveAlgorithm>(new AllReduceDirect(p));
+  return std::unique_ptr<CollectiveAlgorithm>(new AllReduceDirect(p));
 }
 
 int64_t AllReduceDirect::SliceBegin(int r) const {
@@ -91,6 +96,73 @@ absl::Status AllReduceDirect::Run(Transport& t, const void* input, void* output)
     if (q != r) t.SendAsync(q, kTagDone, &none, 0, ops.Add());
   }
   return ops.Wait();
+}
+
+DirectReduction::DirectReduction(MergeOp merge_op, FinalOp final_op, DataType dtype,
+                                 std::vector<const void*> inputs, int64_t num_elements,
+                                 void* output, int64_t divisor)
+    : merge_op_(merge_op),
+      final_op_(final_op),
+      dtype_(dtype),
+      inputs_(std::move(inputs)),
+      num_elements_(num_elements),
+      output_(output),
+      divisor_(divisor) {
+  // Chunks of 1/32 of the output, 64 KiB to 1 MiB, in whole 4 KiB pages:
+  // small enough that two threads finish within a chunk's time of each
+  // other, large enough that taking one (an atomic on a shared line) costs
+  // nothing next to it, and page-aligned so that two threads never write
+  // one cache line.
+  const int64_t elem = DataTypeSize(dtype);
+  const int64_t bytes = num_elements * elem;
+  int64_t chunk = std::min<int64_t>(std::max<int64_t>(bytes / 32, 64 << 10), 1 << 20);
+  chunk = chunk / 4096 * 4096;
+  chunk_elements_ = std::max<int64_t>(1, chunk / elem);
+  num_chunks_ = (num_elements + chunk_elements_ - 1) / chunk_elements_;
+}
+
+int64_t DirectReduction::Work() {
+  for (int64_t taken = 0;; ++taken) {
+    const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= num_chunks_) return taken;
+    if (!aborted_.load(std::memory_order_relaxed)) {
+      const int64_t begin = c * chunk_elements_;
+      const int64_t end = std::min(num_elements_, begin + chunk_elements_);
+      ReduceInputs(merge_op_, final_op_, dtype_, inputs_.data(), static_cast<int>(inputs_.size()),
+                   begin, end, output_, divisor_);
+    }
+    // Release: whoever sees the count complete sees every chunk's writes.
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == num_chunks_) {
+      MutexLock l(&mu_);
+      done_.SignalAll();
+    }
+  }
+}
+
+void DirectReduction::WaitDone() {
+  // What is left is at most one chunk per other thread (tens of
+  // microseconds): spinning beats a futex wake-up (35-60 us on a busy VM),
+  // and yielding lets that thread have this core if it lost its own.
+  for (int i = 0; i < 4000 && !Done(); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  const absl::Time yield_until = absl::Now() + absl::Microseconds(500);
+  while (!Done() && absl::Now() < yield_until) sched_yield();
+  MutexLock l(&mu_);
+  while (!Done()) done_.Wait(&mu_);
+}
+
+void DirectReduction::Abort(const absl::Status& status) {
+  MutexLock l(&mu_);
+  if (status_.ok()) status_ = status.ok() ? absl::AbortedError("all-reduce aborted") : status;
+  aborted_.store(true, std::memory_order_relaxed);
+}
+
+absl::Status DirectReduction::status() const {
+  MutexLock l(&mu_);
+  return status_;
 }
 
 }  // namespace strata

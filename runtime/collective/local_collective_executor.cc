@@ -1,7 +1,12 @@
 #include "runtime/collective/local_collective_executor.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <deque>
 #include <numeric>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -53,10 +58,98 @@ absl::Status CheckParticipant(const CollectiveParams& p, const Tensor& input) {
       .status();
 }
 
+// Cores this process may run on: more reducing threads than that only
+// take turns on them.
+int NumCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 }  // namespace
 
+// Helper threads for direct all-reduces. A helper that has just finished
+// (or started) waits for the next job spinning, then yielding, and only
+// then sleeps: collectives come in bursts (a step's buckets, a benchmark's
+// loop), and a sleeping thread's futex wake-up (35-60 us on this kind of
+// shared VM) is longer than a 1 MiB reduction. The last arriver never waits
+// for a helper to start: whatever chunks the helper does not take, it does.
+class LocalCollectiveExecutor::Helpers {
+ public:
+  explicit Helpers(int max_threads) : max_threads_(max_threads) {}
+  ~Helpers() {
+    std::vector<std::thread> threads;
+    {
+      MutexLock l(&mu_);
+      stop_.store(true, std::memory_order_relaxed);
+      wake_.SignalAll();
+      threads = std::move(threads_);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+
+  int max_threads() const { return max_threads_; }
+
+  // Up to `copies` helpers call job->Work() (fewer than max_threads()).
+  void Post(const std::shared_ptr<DirectReduction>& job, int copies) {
+    copies = std::min(copies, max_threads_);
+    if (copies <= 0) return;
+    MutexLock l(&mu_);
+    while (static_cast<int>(threads_.size()) < copies) threads_.emplace_back([this] { Loop(); });
+    for (int i = 0; i < copies; ++i) queue_.push_back(job);
+    queued_.fetch_add(copies, std::memory_order_release);
+    if (sleeping_ > 0) wake_.SignalAll();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      // A few microseconds of pauses, then yield for up to 300 us: a
+      // yielding helper gives its core to any thread that wants it (a rank
+      // that was just woken), a pausing one would keep it.
+      for (int i = 0; i < 1000 && !HasWork(); ++i) CpuRelax();
+      if (!HasWork()) {
+        const absl::Time until = absl::Now() + absl::Microseconds(300);
+        while (!HasWork() && absl::Now() < until) sched_yield();
+      }
+      std::shared_ptr<DirectReduction> job;
+      {
+        MutexLock l(&mu_);
+        while (queue_.empty() && !stop_.load(std::memory_order_relaxed)) {
+          ++sleeping_;
+          wake_.Wait(&mu_);
+          --sleeping_;
+        }
+        if (queue_.empty()) return;  // stopping
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      job->Work();  // a job already done costs one atomic
+    }
+  }
+  bool HasWork() const {
+    return queued_.load(std::memory_order_acquire) > 0 || stop_.load(std::memory_order_relaxed);
+  }
+
+  const int max_threads_;
+  Mutex mu_;
+  CondVar wake_;
+  std::deque<std::shared_ptr<DirectReduction>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  int sleeping_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int> queued_{0};  // queue_.size(), read without the lock
+  std::atomic<bool> stop_{false};
+};
+
 LocalCollectiveExecutor::LocalCollectiveExecutor(LocalCollectiveExecutorOptions options)
-    : options_(options) {}
+    : options_(options), helpers_(std::make_unique<Helpers>(NumCores() - 1)) {}
 
 LocalCollectiveExecutor::~LocalCollectiveExecutor() = default;
 
@@ -283,9 +376,48 @@ void LocalCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
     FailInstance(inst, status);  // every participant fails the same way
     return;
   }
+  if (inst->shared_output.IsInitialized()) return RunDirect(std::move(inst));
   // 4. Every rank on its own thread; the last arriver's on this one.
   for (int i = 0; i + 1 < n; ++i) workers_.Schedule([this, inst, i] { RunParticipant(inst, i); });
   RunParticipant(std::move(inst), n - 1);
+}
+
+void LocalCollectiveExecutor::RunDirect(std::shared_ptr<Instance> inst) {
+  // No rank runs a part of its own: every input is here, so the reduction is
+  // one job that this thread starts at once and helpers join, as many as
+  // there are other cores (with 4 ranks on 2 cores, 4 reducing threads
+  // would only take turns). No barrier: the job's own count says when every
+  // element is written.
+  std::vector<Participant>& ps = inst->participants;
+  const int n = static_cast<int>(ps.size());
+  const CollectiveParams& p = ps[0].params;
+  std::vector<const void*> inputs(n);
+  for (const Participant& q : ps) inputs[q.rank] = q.input.raw_data();
+  const std::shared_ptr<DirectReduction> job = std::make_shared<DirectReduction>(
+      p.merge_op, p.final_op, p.dtype, std::move(inputs), p.shape.num_elements(),
+      inst->shared_output.raw_data(), n);
+  {
+    // An abort may have come since the instance started (AbortStarted).
+    MutexLock l(&mu_);
+    inst->direct = job;
+    if (!inst->abort_status.ok()) job->Abort(inst->abort_status);
+  }
+  helpers_->Post(job, std::min<int64_t>(n, job->num_chunks()) - 1);
+  job->Work();
+  job->WaitDone();
+  absl::Status status = job->status();
+  Tensor output = inst->shared_output;
+  // The waiting participants first: this thread's own caller runs on.
+  for (int i = 0; i < n; ++i) {
+    absl::Status s = status;
+    if (!s.ok()) {
+      s = AnnotateStatus(s, absl::StrCat(Describe(*inst), " on ", ps[i].params.device, " (rank ",
+                                         ps[i].rank, ", algorithm ", inst->algorithm, "): "));
+    }
+    Tensor out = s.ok() ? output : Tensor();
+    // The last FinishParticipant may let the caller destroy this executor.
+    FinishParticipant(inst, i, std::move(s), std::move(out));
+  }
 }
 
 void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int index) {
@@ -308,20 +440,11 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
   ap.final_op = p.params.final_op;
   ap.scratch_allocator = p.allocator;
   ap.same_address_space = true;  // every rank is a thread of this process
-  if (inst->shared_output.IsInitialized()) {
-    // Every input is here already; the ranks read them in place.
-    ap.peer_inputs.resize(n);
-    for (const Participant& q : inst->participants) ap.peer_inputs[q.rank] = q.input.raw_data();
-  }
 
   Tensor output;
   absl::Status status = [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(out_dims));
-    if (inst->shared_output.IsInitialized()) {
-      output = inst->shared_output;
-    } else {
-      STRATA_ASSIGN_OR_RETURN(output, Tensor::Allocate(p.allocator, p.params.dtype, out_shape));
-    }
+    STRATA_ASSIGN_OR_RETURN(output, Tensor::Allocate(p.allocator, p.params.dtype, out_shape));
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CollectiveAlgorithm> alg,
                             CreateCollectiveAlgorithm(ap.type, inst->algorithm, ap));
     std::unique_ptr<Transport> transport = inst->mailbox->Connect(p.rank);
@@ -372,7 +495,17 @@ void LocalCollectiveExecutor::AbortStarted(const std::shared_ptr<Instance>& inst
                                                  " while running algorithm ", inst->algorithm,
                                                  " (every participant had arrived)"));
   }
-  inst->mailbox->Abort(s);  // the ranks fail and finish themselves
+  std::shared_ptr<DirectReduction> job;
+  {
+    MutexLock l(&mu_);
+    if (inst->abort_status.ok()) inst->abort_status = s;
+    job = inst->direct;
+  }
+  // A direct all-reduce's job skips its remaining chunks and RunDirect ends
+  // every participant with `s`; other algorithms' ranks fail and finish
+  // themselves.
+  if (job != nullptr) job->Abort(s);
+  inst->mailbox->Abort(s);
 }
 
 void LocalCollectiveExecutor::AbortInstance(const InstanceKey& key, uint64_t id,

@@ -9,8 +9,11 @@
 //     broadcast sender), picks the algorithm from those group-wide values only
 //     (SelectAlgorithm; all-reduce with hint auto: direct, whose ranks all
 //     write one output buffer that every rank's output tensor shares) and
-//     runs every rank's part over an InProcessMailbox,
-//     each on its own thread (the last arriver's on its calling thread);
+//     runs it: direct all-reduce as one chunked job (DirectReduction) on the
+//     last arriver's thread, joined by spinning helper threads, one per
+//     other core; other algorithms run every rank's part over an
+//     InProcessMailbox, each on its own thread (the last arriver's on its
+//     calling thread);
 //   - bounds the wait: a collective that has not finished within its timeout
 //     (the op's timeout_seconds, else the executor's default) fails on every
 //     participant that arrived with DeadlineExceeded naming the missing
@@ -43,6 +46,7 @@
 #include "graph/mutex.h"
 #include "kernels/cancellation.h"
 #include "kernels/collective.h"
+#include "runtime/collective/all_reduce_direct.h"
 #include "runtime/collective/in_process_transport.h"
 #include "runtime/collective/worker_pool.h"
 
@@ -95,6 +99,11 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
     // Direct all-reduce: the one output buffer every rank's output shares
     // (set before the ranks start, then only read).
     Tensor shared_output;
+    // Direct all-reduce run as one chunked job, and the first abort of the
+    // started instance (both guarded by the executor's lock): whichever of
+    // RunDirect and AbortStarted comes second aborts the job.
+    std::shared_ptr<DirectReduction> direct;
+    absl::Status abort_status;
   };
 
   // How many of a collective's params.group_size participants live in this
@@ -127,6 +136,8 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   WorkerPool& workers() { return workers_; }
 
  private:
+  class Helpers;  // threads that take chunks of a DirectReduction
+
   struct Group {
     int size = 0;
     int local_size = 0;             // members in this process
@@ -140,6 +151,9 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Checks agreement, assigns ranks and runs every rank's part.
   void Launch(std::shared_ptr<Instance> inst);
+  // The in-process direct all-reduce, on the last arriver's thread with
+  // helper threads; ends every participant.
+  void RunDirect(std::shared_ptr<Instance> inst);
   void RunParticipant(std::shared_ptr<Instance> inst, int index);
   // Fails an instance (timeout, cancellation): before it started, every
   // arrived participant ends with `status`; after, its mailbox is aborted.
@@ -160,6 +174,7 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
 
   // Destroyed first (reverse order): the timer's and workers' callbacks use
   // the members above.
+  std::unique_ptr<Helpers> helpers_;
   WorkerPool workers_;
   DeadlineTimer timer_;
 };

@@ -61,6 +61,38 @@ TEST(LocalCollectiveExecutorTest, AllReduceWithEveryHint) {
   }
 }
 
+TEST(LocalCollectiveExecutorTest, LargeAutoAllReduceIsBitwiseTheRankOrderSumOnEveryRank) {
+  // Many chunks, reduced by the last arriver and helper threads in whatever
+  // split: every element is still summed in rank order (float addition is
+  // not associative, so another order would show), and every rank gets the
+  // same bits, step after step.
+  LocalCollectiveExecutor ce;
+  constexpr int n = 3;
+  constexpr int64_t count = (1 << 20) + 3;
+  std::vector<Tensor> in;
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> v(count);
+    for (int64_t i = 0; i < count; ++i) v[i] = (r == 1 ? 1e8f : 1.0f) / float(1 + (i + r) % 7);
+    in.push_back(Tensor::FromVector<float>(v, TensorShape{count}));
+  }
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnRanks(n, [&](int r) {
+      CollectiveParams p = Params(CollectiveType::kAllReduce, n, 1, r, TensorShape{count});
+      p.step_id = step;
+      p.final_op = FinalOp::kDiv;
+      out[r] = ce.Execute(p, in[r], CpuAllocator(), nullptr);
+    });
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(out[r].ok()) << out[r].status();
+    for (int64_t i = 0; i < count; ++i) {
+      const float want = ((in[0].data<float>()[i] + in[1].data<float>()[i]) + in[2].data<float>()[i]) /
+                         float(n);
+      ASSERT_EQ(out[0]->data<float>()[i], want) << i;
+      for (int r = 1; r < n; ++r) ASSERT_EQ(out[r]->data<float>()[i], out[0]->data<float>()[i]);
+    }
+  }
+}
+
 TEST(LocalCollectiveExecutorTest, AutoAllReduceSharesOneOutputBufferThatKernelsCannotOverwrite) {
   // Direct all-reduce: every rank's output is the same host buffer, so its
   // refcount is above one while two ranks hold it and
