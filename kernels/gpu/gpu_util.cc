@@ -1,5 +1,7 @@
 #include "kernels/gpu/gpu_util.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "graph/status.h"
 
@@ -78,6 +80,28 @@ absl::Status CopyDeviceToHostSync(const OpKernelContext& ctx, const Tensor& devi
                                                     device.TotalBytes(), cudaMemcpyDeviceToHost, s),
                                     "device-to-host copy"));
   return CudaStatus(cudaStreamSynchronize(s), "device-to-host copy (stream synchronize)");
+}
+
+absl::Status PrepareVarForUpdate(OpKernelContext& ctx, Var& var) {
+  STRATA_RETURN_IF_ERROR(var.CheckInitialized());
+  Tensor* value = var.mutable_value();
+  if (value->RefCountIsOne()) return absl::OkStatus();
+  const bool host = OnHost(ctx, value->dtype());
+  Allocator* alloc = host ? ctx.device()->host_allocator() : ctx.allocator();
+  auto copy = Tensor::Allocate(alloc, value->dtype(), value->shape());
+  if (!copy.ok()) return AnnotateStatus(copy.status(), absl::StrCat("copy of ", var.DebugString(), ": "));
+  if (value->TotalBytes() > 0) {
+    if (host) {
+      std::memcpy(copy->raw_data(), value->raw_data(), value->TotalBytes());
+    } else {
+      STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
+      STRATA_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(copy->raw_data(), value->raw_data(), value->TotalBytes(),
+                                                        cudaMemcpyDeviceToDevice, s),
+                                        "variable copy-on-write"));
+    }
+  }
+  var.set_value(*std::move(copy));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int32_t> HostScalarInt32(const Tensor& t, const char* what) {

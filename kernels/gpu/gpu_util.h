@@ -27,6 +27,7 @@
 #include "graph/tensor.h"
 #include "kernels/gpu/elem_type.h"
 #include "kernels/op_kernel.h"
+#include "kernels/resource_mgr.h"
 
 namespace strata {
 namespace gpu {
@@ -59,6 +60,14 @@ absl::Status AllocateDeviceTemp(OpKernelContext& ctx, DataType dt, const TensorS
 absl::Status CopyHostToDevice(const OpKernelContext& ctx, const Tensor& host, Tensor* device);
 // Copies `device` into host tensor `host` and waits for the stream.
 absl::Status CopyDeviceToHostSync(const OpKernelContext& ctx, const Tensor& device, Tensor* host);
+
+// Makes `var`'s value buffer the variable's alone so the caller may update
+// it in place: a no-op when nobody else holds it (the usual training step),
+// else a stream-ordered copy into a fresh buffer of the kernel's device (host
+// memory for dtypes that live there). Call with var.mu() held exclusively.
+// FailedPrecondition if uninitialized; ResourceExhausted if the copy cannot
+// be allocated.
+absl::Status PrepareVarForUpdate(OpKernelContext& ctx, Var& var) ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu());
 
 // The host scalar value of an int32 host tensor `t`, or InvalidArgument naming
 // `what`.

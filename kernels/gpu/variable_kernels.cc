@@ -1,0 +1,209 @@
+// GPU kernels of the resource-variable family. Handles (DT_RESOURCE) live in
+// host memory and the Var in the device's ResourceMgr, as on the CPU; the
+// value lives where its dtype lives on a GPU device (device memory, or host
+// memory for int32). Copy-on-write as in kernels/cpu/variable_kernels.cc,
+// with device copies enqueued on the stream, so a ReadVariableOp's snapshot
+// is never changed by later writes.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status.h"
+#include "kernels/gpu/cwise_gpu.h"
+#include "kernels/gpu/gpu_util.h"
+#include "kernels/kernel_registry.h"
+#include "kernels/op_kernel.h"
+#include "kernels/resource_mgr.h"
+
+namespace strata {
+namespace gpu {
+namespace {
+
+absl::StatusOr<ResourceMgr*> Resources(const OpKernelContext& ctx) {
+  ResourceMgr* rm = ctx.device()->resource_manager();
+  if (rm == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("device ", ctx.device()->name(), " has no resource manager"));
+  }
+  return rm;
+}
+
+class VarHandleOp : public OpKernel {
+ public:
+  explicit VarHandleOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("container", &container_));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shared_name", &shared_name_));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("dtype", &dtype_));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shape", &shape_));
+    if (shared_name_.empty()) shared_name_ = c.def().name();
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(ResourceMgr * rm, Resources(ctx));
+    uint64_t id = 0;
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var,
+                            rm->LookupOrCreate<Var>(
+                                container_, shared_name_,
+                                [&]() -> absl::StatusOr<std::shared_ptr<Var>> {
+                                  return std::make_shared<Var>(shared_name_, dtype_, shape_);
+                                },
+                                &id));
+    if (var->dtype() != dtype_ || !var->declared_shape().IsCompatibleWith(shape_)) {
+      return absl::InvalidArgumentError(absl::StrCat("asks for variable '", shared_name_, "' as ",
+                                                     DataTypeString(dtype_), " ", shape_.DebugString(),
+                                                     " but it exists as ", var->DebugString()));
+    }
+    STRATA_ASSIGN_OR_RETURN(Tensor handle, MakeResourceHandle(ctx.device()->host_allocator(), id));
+    ctx.set_output(0, std::move(handle));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string container_, shared_name_;
+  DataType dtype_ = DT_INVALID;
+  PartialTensorShape shape_;
+};
+
+class ReadVariableOp : public OpKernel {
+ public:
+  explicit ReadVariableOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
+    STRATA_RETURN_IF_ERROR(var->CheckDtype(output_type(0), "ReadVariableOp"));
+    ReaderMutexLock l(var->mu());
+    STRATA_RETURN_IF_ERROR(var->CheckInitialized());
+    ctx.set_output(0, var->value());
+    return absl::OkStatus();
+  }
+};
+
+class AssignVariableOp : public OpKernel {
+ public:
+  explicit AssignVariableOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("validate_shape", &validate_shape_));
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
+    Tensor value = std::move(ctx.params().inputs[1]);
+    const bool host = OnHost(ctx, value.dtype());
+    Allocator* want = host ? ctx.device()->host_allocator() : ctx.allocator();
+    if (value.allocator() != want && value.TotalBytes() > 0) {
+      // Keep the variable's memory in its own device's allocator (and stats).
+      auto copy = Tensor::Allocate(want, value.dtype(), value.shape());
+      if (!copy.ok()) return AnnotateStatus(copy.status(), "AssignVariableOp copy: ");
+      if (host) {
+        std::memcpy(copy->raw_data(), value.raw_data(), value.TotalBytes());
+      } else {
+        STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
+        STRATA_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(copy->raw_data(), value.raw_data(), value.TotalBytes(),
+                                                          cudaMemcpyDefault, s),
+                                          "AssignVariableOp copy"));
+      }
+      value = *std::move(copy);
+    }
+    MutexLock l(var->mu());
+    STRATA_RETURN_IF_ERROR(var->CheckAssignable(value, validate_shape_));
+    var->set_value(std::move(value));
+    return absl::OkStatus();
+  }
+
+ private:
+  bool validate_shape_ = false;
+};
+
+template <bool kAdd>
+class AssignUpdateVariableOp : public OpKernel {
+ public:
+  explicit AssignUpdateVariableOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
+    const Tensor& delta = ctx.input(1);
+    MutexLock l(var->mu());
+    STRATA_RETURN_IF_ERROR(var->CheckInitialized());
+    STRATA_RETURN_IF_ERROR(var->CheckAssignable(delta, /*require_current_shape=*/true));
+    STRATA_RETURN_IF_ERROR(PrepareVarForUpdate(ctx, *var));
+    Tensor* v = var->mutable_value();
+    const int64_t n = delta.NumElements();
+    if (OnHost(ctx, delta.dtype())) {
+      if (delta.dtype() != DT_INT32) {
+        return absl::InvalidArgumentError(absl::StrCat("no GPU AssignAdd for ", DataTypeString(delta.dtype())));
+      }
+      int32_t* vp = v->data<int32_t>();
+      const int32_t* dp = delta.data<int32_t>();
+      // Wrapping arithmetic, as the CPU's Eigen int32 add compiles to.
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t a = static_cast<uint32_t>(vp[i]), b = static_cast<uint32_t>(dp[i]);
+        vp[i] = static_cast<int32_t>(kAdd ? a + b : a - b);
+      }
+      return absl::OkStatus();
+    }
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(delta.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
+    StridedShape sh;
+    sh.rank = 1;
+    sh.dims[0] = n;
+    sh.x_strides[0] = sh.y_strides[0] = 1;
+    return CudaStatus(LaunchBinary(kAdd ? BinaryFn::kAdd : BinaryFn::kSub, t, v->raw_data(), delta.raw_data(),
+                                   v->raw_data(), sh, n, s),
+                      type_string().c_str());
+  }
+};
+
+class VarIsInitializedOp : public OpKernel {
+ public:
+  explicit VarIsInitializedOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(AllocateOutput(ctx, 0, TensorShape(), &out));
+    auto var = LookupResource<Var>(ctx, 0);
+    if (!var.ok() && var.status().code() != absl::StatusCode::kNotFound) return var.status();
+    bool initialized = false;
+    if (var.ok()) {
+      ReaderMutexLock l((*var)->mu());
+      initialized = (*var)->is_initialized();
+    }
+    if (OnHost(ctx, DT_BOOL)) {
+      *out->data<bool>() = initialized;
+      return absl::OkStatus();
+    }
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
+    return CudaStatus(cudaMemsetAsync(out->raw_data(), initialized ? 1 : 0, 1, s), "VarIsInitializedOp");
+  }
+};
+
+class DestroyResourceOp : public OpKernel {
+ public:
+  explicit DestroyResourceOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("ignore_lookup_error", &ignore_lookup_error_));
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(ResourceMgr * rm, Resources(ctx));
+    STRATA_ASSIGN_OR_RETURN(uint64_t id, ResourceIdFromHandle(ctx.input(0)));
+    absl::Status s = rm->Delete(id);
+    if (s.code() == absl::StatusCode::kNotFound && ignore_lookup_error_) return absl::OkStatus();
+    return s;
+  }
+
+ private:
+  bool ignore_lookup_error_ = true;
+};
+
+STRATA_REGISTER_KERNEL(KernelBuilder("VarHandleOp").Device(kDeviceGpu), VarHandleOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("ReadVariableOp").Device(kDeviceGpu), ReadVariableOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("AssignVariableOp").Device(kDeviceGpu), AssignVariableOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("VarIsInitializedOp").Device(kDeviceGpu), VarIsInitializedOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("DestroyResourceOp").Device(kDeviceGpu), DestroyResourceOp);
+
+#define REGISTER_UPDATE(dt)                                                                               \
+  STRATA_REGISTER_KERNEL(KernelBuilder("AssignAddVariableOp").Device(kDeviceGpu).TypeConstraint("dtype", dt), \
+                         AssignUpdateVariableOp<true>);                                                   \
+  STRATA_REGISTER_KERNEL(KernelBuilder("AssignSubVariableOp").Device(kDeviceGpu).TypeConstraint("dtype", dt), \
+                         AssignUpdateVariableOp<false>)
+REGISTER_UPDATE(DT_FLOAT);
+REGISTER_UPDATE(DT_DOUBLE);
+REGISTER_UPDATE(DT_HALF);
+REGISTER_UPDATE(DT_BFLOAT16);
+REGISTER_UPDATE(DT_INT64);
+REGISTER_UPDATE(DT_INT32);
+#undef REGISTER_UPDATE
+
+}  // namespace
+}  // namespace gpu
+}  // namespace strata
