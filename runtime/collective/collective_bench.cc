@@ -14,11 +14,8 @@
 //
 //   bazel run -c opt //runtime/collective:collective_bench --
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -83,41 +80,6 @@ double MemcpyGBps(int64_t bytes, int64_t run) {
   return (*cache)[{bytes, run}] = samples[samples.size() / 2];
 }
 
-// One rank's synchronous call: ExecuteAsync, then wait for `done`.
-// STRATA_BENCH_SPIN_US (default 0) = how long to poll before sleeping.
-class Waiter {
- public:
-  absl::StatusOr<Tensor> Run(const CollectiveParams& p, const Tensor& input, Allocator* allocator) {
-    static const int64_t spin_us = [] {
-      const char* v = std::getenv("STRATA_BENCH_SPIN_US");
-      return v == nullptr ? int64_t{0} : std::atoll(v);
-    }();
-    done_.store(false, std::memory_order_relaxed);
-    Executor()->ExecuteAsync(p, input, allocator, nullptr, [this](absl::Status s, Tensor out) {
-      MutexLock l(&mu_);
-      status_ = std::move(s);
-      output_ = std::move(out);
-      done_.store(true, std::memory_order_release);
-      cv_.SignalAll();
-    });
-    if (spin_us > 0 && !done_.load(std::memory_order_acquire)) {
-      const absl::Time until = absl::Now() + absl::Microseconds(spin_us);
-      while (!done_.load(std::memory_order_acquire) && absl::Now() < until) sched_yield();
-    }
-    MutexLock l(&mu_);  // also: the callback has let go of mu_
-    while (!done_.load(std::memory_order_acquire)) cv_.Wait(&mu_);
-    if (!status_.ok()) return status_;
-    return std::move(output_);
-  }
-
- private:
-  std::atomic<bool> done_{false};
-  Mutex mu_;
-  CondVar cv_;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  Tensor output_ ABSL_GUARDED_BY(mu_);
-};
-
 void BM_AllReduce(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const char* hint = kAlgorithms[state.range(1)];
@@ -149,11 +111,10 @@ void BM_AllReduce(benchmark::State& state) {
   const double memcpy_gbps = MemcpyGBps(bytes, run);
   // Wall time per rank, measured here: the library's rate counters divide by
   // CPU time, which blocked ranks do not spend.
-  Waiter waiter;
   const absl::Time start = absl::Now();
   for (auto _ : state) {
     p.step_id = ++step;
-    auto out = waiter.Run(p, input, allocator);
+    auto out = Executor()->Execute(p, input, allocator, nullptr);
     if (!out.ok()) {
       state.SkipWithError(std::string(out.status().message()).c_str());
       break;

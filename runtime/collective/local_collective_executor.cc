@@ -265,14 +265,8 @@ absl::StatusOr<std::shared_ptr<LocalCollectiveExecutor::Instance>> LocalCollecti
     inst->mailbox = std::make_shared<InProcessMailbox>(g.local_size);
     inst->timeout = params.timeout_seconds > 0 ? absl::Seconds(params.timeout_seconds)
                                                : options_.default_timeout;
-    const uint64_t id = inst->id;
-    const absl::Duration timeout = inst->timeout;
-    inst->timer_id = timer_.Schedule(absl::Now() + timeout, [this, key, id, timeout] {
-      AbortInstance(key, id,
-                    absl::DeadlineExceededError(absl::StrCat("timed out after ",
-                                                             absl::FormatDuration(timeout))),
-                    /*is_timeout=*/true);
-    });
+    inst->deadline = absl::Now() + inst->timeout;
+    ArmWatchdog(inst->deadline);
   }
   for (const Participant& q : inst->participants) {
     if (q.params.device == params.device) {
@@ -461,12 +455,56 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
   FinishParticipant(inst, index, std::move(status), std::move(output));
 }
 
+void LocalCollectiveExecutor::ArmWatchdog(absl::Time deadline) {
+  // One timer entry for all instances, at the earliest deadline, rather than
+  // one per instance: scheduling wakes the timer thread, a context switch
+  // per collective that two busy cores feel; with equal timeouts a later
+  // instance's deadline is never the earliest, so steady state schedules
+  // nothing.
+  if (deadline >= watchdog_at_) return;
+  if (watchdog_id_ != 0) timer_.Cancel(watchdog_id_);
+  watchdog_at_ = deadline;
+  watchdog_id_ = timer_.Schedule(deadline, [this] { Watchdog(); });
+}
+
+void LocalCollectiveExecutor::Watchdog() {
+  struct Expired {
+    InstanceKey key;
+    uint64_t id;
+    absl::Duration timeout;
+  };
+  std::vector<Expired> expired;
+  {
+    MutexLock l(&mu_);
+    watchdog_at_ = absl::InfiniteFuture();
+    watchdog_id_ = 0;
+    const absl::Time now = absl::Now();
+    absl::Time next = absl::InfiniteFuture();
+    for (const auto& kv : instances_) {
+      const Instance& inst = *kv.second;
+      if (inst.deadline <= now) {
+        // A started one stays listed until its ranks finish; abort it once.
+        if (!inst.timed_out) expired.push_back({kv.first, inst.id, inst.timeout});
+        kv.second->timed_out = true;
+      } else {
+        next = std::min(next, inst.deadline);
+      }
+    }
+    if (next != absl::InfiniteFuture()) ArmWatchdog(next);
+  }
+  for (const Expired& e : expired) {
+    AbortInstance(e.key, e.id,
+                  absl::DeadlineExceededError(
+                      absl::StrCat("timed out after ", absl::FormatDuration(e.timeout))),
+                  /*is_timeout=*/true);
+  }
+}
+
 void LocalCollectiveExecutor::FinishParticipant(const std::shared_ptr<Instance>& inst, int index,
                                                 absl::Status status, Tensor output) {
   {
     MutexLock l(&mu_);
     if (--inst->running == 0) {
-      timer_.Cancel(inst->timer_id);
       auto it = instances_.find(inst->key);
       if (it != instances_.end() && it->second == inst) instances_.erase(it);
     }
@@ -478,7 +516,6 @@ void LocalCollectiveExecutor::FailInstance(const std::shared_ptr<Instance>& inst
                                            const absl::Status& status) {
   {
     MutexLock l(&mu_);
-    timer_.Cancel(inst->timer_id);
     auto it = instances_.find(inst->key);
     if (it != instances_.end() && it->second == inst) instances_.erase(it);
   }
@@ -524,8 +561,6 @@ void LocalCollectiveExecutor::AbortInstance(const InstanceKey& key, uint64_t id,
       if (is_timeout) {
         s = absl::DeadlineExceededError(
             absl::StrCat(Describe(inst), ": ", status.message(), ": ", MissingParticipants(inst)));
-      } else {
-        timer_.Cancel(inst.timer_id);
       }
       waiting = std::move(inst.participants);
       instances_.erase(it);

@@ -92,8 +92,9 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
     std::vector<Participant> participants;  // arrival order; fixed once started
     bool started = false;
     int running = 0;  // participants started and not yet finished
-    uint64_t timer_id = 0;
     absl::Duration timeout;
+    absl::Time deadline;     // creation + timeout
+    bool timed_out = false;  // the watchdog has aborted it (guarded by mu_)
     std::string algorithm;
     std::shared_ptr<InProcessMailbox> mailbox;
     // Direct all-reduce: the one output buffer every rank's output shares
@@ -155,6 +156,11 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   // helper threads; ends every participant.
   void RunDirect(std::shared_ptr<Instance> inst);
   void RunParticipant(std::shared_ptr<Instance> inst, int index);
+  // Makes the watchdog run by `deadline`.
+  void ArmWatchdog(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts every instance past its deadline (DeadlineExceeded) and re-arms
+  // for the next deadline.
+  void Watchdog() ABSL_LOCKS_EXCLUDED(mu_);
   // Fails an instance (timeout, cancellation): before it started, every
   // arrived participant ends with `status`; after, its mailbox is aborted.
   void AbortInstance(const InstanceKey& key, uint64_t id, const absl::Status& status,
@@ -171,6 +177,9 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   absl::flat_hash_map<int, Group> groups_ ABSL_GUARDED_BY(mu_);
   std::map<InstanceKey, std::shared_ptr<Instance>> instances_ ABSL_GUARDED_BY(mu_);
   uint64_t next_instance_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // The one timer entry that enforces every instance's deadline.
+  absl::Time watchdog_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  uint64_t watchdog_id_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Destroyed first (reverse order): the timer's and workers' callbacks use
   // the members above.

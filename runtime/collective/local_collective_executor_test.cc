@@ -223,6 +223,34 @@ TEST(LocalCollectiveExecutorTest, TimeoutNamesTheMissingRank) {
   }
 }
 
+TEST(LocalCollectiveExecutorTest, AShortTimeoutFiresWhileALongerOneIsPending) {
+  // One deadline check serves every instance: an instance with a short
+  // timeout, created after one with a long timeout, and another after the
+  // first check has fired, both time out on their own deadlines.
+  LocalCollectiveExecutor ce;
+  CancellationManager cm;
+  Notification long_done;
+  absl::Status long_status;
+  CollectiveParams slow = Params(CollectiveType::kAllReduce, 2, 1, 0, TensorShape{1});
+  slow.timeout_seconds = 600;
+  ce.ExecuteAsync(slow, Tensor::FromVector<float>({1}), CpuAllocator(), &cm,
+                  [&](absl::Status s, Tensor) {
+                    long_status = s;
+                    long_done.Notify();
+                  });
+  for (int instance : {2, 3}) {
+    CollectiveParams p = Params(CollectiveType::kAllReduce, 2, instance, 0, TensorShape{1});
+    p.timeout_seconds = 0.1f;
+    auto out = ce.Execute(p, Tensor::FromVector<float>({1}), CpuAllocator(), nullptr);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+    EXPECT_NE(out.status().message().find(absl::StrCat("instance ", instance)), std::string::npos)
+        << out.status();
+  }
+  cm.StartCancel(absl::CancelledError("test over"));
+  long_done.WaitForNotification();
+  EXPECT_EQ(long_status.code(), absl::StatusCode::kCancelled) << long_status;
+}
+
 TEST(LocalCollectiveExecutorTest, TimeoutBeforeTheGroupIsKnownSaysSo) {
   LocalCollectiveExecutorOptions opts;
   opts.default_timeout = absl::Milliseconds(200);
