@@ -1,0 +1,567 @@
+// Every GPU kernel against the CPU kernel of the same op on random inputs:
+// several shapes per op (broadcasting, 0 and 1 elements, sizes that span
+// many blocks), each output compared with a per-op tolerance. half and
+// bfloat16 kernels (which have no CPU kernel) are compared with the CPU's
+// float kernel run on the same rounded inputs. Skips without a GPU.
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "graph/attr_value.h"
+#include "graph/tensor.h"
+#include "kernels/eigen_views.h"
+#include "kernels/gpu/testing/test_gpu_device.h"
+#include "kernels/resource_mgr.h"
+#include "kernels/testing/kernel_runner.h"
+
+namespace strata {
+namespace {
+
+using Attrs = std::map<std::string, AttrValue>;
+
+// A CPU device with a ResourceMgr, for the variable and optimizer ops.
+class CpuDeviceWithResources : public TestCpuDevice {
+ public:
+  CpuDeviceWithResources() : TestCpuDevice(2), rm_(name()) {}
+  ResourceMgr* resource_manager() const override { return &rm_; }
+
+ private:
+  mutable ResourceMgr rm_;
+};
+
+double ValueAt(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DT_FLOAT: return t.data<float>()[i];
+    case DT_DOUBLE: return t.data<double>()[i];
+    case DT_INT32: return t.data<int32_t>()[i];
+    case DT_INT64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DT_BOOL: return t.data<bool>()[i];
+    case DT_HALF: return static_cast<float>(t.data<Eigen::half>()[i]);
+    case DT_BFLOAT16: return static_cast<float>(t.data<Eigen::bfloat16>()[i]);
+    default: return NAN;
+  }
+}
+
+Tensor Random(DataType dt, const TensorShape& shape, std::mt19937& rng, double lo = -2, double hi = 2) {
+  Tensor t(dt, shape);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    const double v = u(rng);
+    switch (dt) {
+      case DT_FLOAT: t.data<float>()[i] = static_cast<float>(v); break;
+      case DT_DOUBLE: t.data<double>()[i] = v; break;
+      case DT_INT32: t.data<int32_t>()[i] = static_cast<int32_t>(std::floor(v)); break;
+      case DT_INT64: t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(v)); break;
+      case DT_BOOL: t.data<bool>()[i] = v > (lo + hi) / 2; break;
+      case DT_HALF: t.data<Eigen::half>()[i] = Eigen::half(static_cast<float>(v)); break;
+      case DT_BFLOAT16: t.data<Eigen::bfloat16>()[i] = Eigen::bfloat16(static_cast<float>(v)); break;
+      default: break;
+    }
+  }
+  return t;
+}
+
+// `t` converted elementwise to `dt` on the host (for half/bfloat16 references).
+Tensor Convert(const Tensor& t, DataType dt) {
+  Tensor out(dt, t.shape());
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    const double v = ValueAt(t, i);
+    switch (dt) {
+      case DT_FLOAT: out.data<float>()[i] = static_cast<float>(v); break;
+      case DT_HALF: out.data<Eigen::half>()[i] = Eigen::half(static_cast<float>(v)); break;
+      case DT_BFLOAT16: out.data<Eigen::bfloat16>()[i] = Eigen::bfloat16(static_cast<float>(v)); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+void ExpectClose(const Tensor& want, const Tensor& got, double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(want.shape(), got.shape()) << what;
+  int reported = 0;
+  for (int64_t i = 0; i < want.NumElements(); ++i) {
+    const double w = ValueAt(want, i), g = ValueAt(got, i);
+    const bool both_nan = std::isnan(w) && std::isnan(g);
+    const bool same_inf = std::isinf(w) && w == g;
+    if (both_nan || same_inf) continue;
+    if (!(std::abs(w - g) <= atol + rtol * std::abs(w)) && reported++ < 5) {
+      ADD_FAILURE() << what << ": element " << i << " of " << want.shape().DebugString() << ": CPU " << w
+                    << ", GPU " << g;
+    }
+  }
+}
+
+struct Tol {
+  double rtol = 1e-6, atol = 1e-6;
+};
+
+class GpuOracleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!GpuAvailable(&why)) GTEST_SKIP() << "no GPU (" << why << "): GPU oracle tests need one";
+    auto d = TestGpuDevice::Create();
+    ASSERT_TRUE(d.ok()) << d.status();
+    gpu_ = *std::move(d);
+  }
+
+  // Runs `op` on both devices; every output must agree within `tol`.
+  void Check(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs, Tol tol,
+             const std::string& what = "") {
+    const std::string label = absl::StrCat(op, " ", what);
+    auto c = RunKernel(&cpu_, op, in, attrs);
+    ASSERT_TRUE(c.ok()) << label << " CPU: " << c.status();
+    auto g = RunOnGpu(gpu_.get(), op, in, attrs);
+    ASSERT_TRUE(g.ok()) << label << " GPU: " << g.status();
+    ASSERT_EQ(c->size(), g->size()) << label;
+    for (size_t i = 0; i < c->size(); ++i) {
+      ASSERT_EQ((*c)[i].dtype(), (*g)[i].dtype()) << label << " output " << i;
+      ExpectClose((*c)[i], (*g)[i], tol.rtol, tol.atol, absl::StrCat(label, " output ", i));
+    }
+  }
+
+  // Bad input: both kernels fail with the same code.
+  void CheckSameError(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs,
+                      const std::string& what = "") {
+    auto c = RunKernel(&cpu_, op, in, attrs);
+    auto g = RunOnGpu(gpu_.get(), op, in, attrs);
+    ASSERT_FALSE(c.ok()) << op << " " << what << ": the CPU kernel accepted it";
+    EXPECT_EQ(c.status().code(), g.status().code()) << op << " " << what << ": CPU " << c.status() << ", GPU "
+                                                    << g.status();
+  }
+
+  // A 16-bit kernel against the CPU's float kernel on the same rounded inputs.
+  void CheckLowPrecision(const std::string& op, DataType dt, const std::vector<Tensor>& float_in,
+                         const Attrs& attrs, Tol tol) {
+    std::vector<Tensor> low, rounded;
+    for (const Tensor& t : float_in) {
+      low.push_back(t.dtype() == DT_FLOAT ? Convert(t, dt) : t);
+      rounded.push_back(t.dtype() == DT_FLOAT ? Convert(low.back(), DT_FLOAT) : t);
+    }
+    auto c = RunKernel(&cpu_, op, rounded, attrs);
+    ASSERT_TRUE(c.ok()) << op << " CPU: " << c.status();
+    auto g = RunOnGpu(gpu_.get(), op, low, attrs);
+    ASSERT_TRUE(g.ok()) << op << " GPU " << DataTypeString(dt) << ": " << g.status();
+    for (size_t i = 0; i < c->size(); ++i) {
+      ExpectClose((*c)[i], (*g)[i], tol.rtol, tol.atol, absl::StrCat(op, " ", DataTypeString(dt), " output ", i));
+    }
+  }
+
+  std::mt19937 rng_{1234};
+  CpuDeviceWithResources cpu_;
+  std::unique_ptr<TestGpuDevice> gpu_;
+};
+
+const std::vector<std::pair<TensorShape, TensorShape>>& BinaryShapes() {
+  static const auto* const s = new std::vector<std::pair<TensorShape, TensorShape>>{
+      {TensorShape{}, TensorShape{}},
+      {TensorShape{0}, TensorShape{0}},
+      {TensorShape{1}, TensorShape{1}},
+      {TensorShape{7}, TensorShape{}},
+      {TensorShape{}, TensorShape{5, 3}},
+      {TensorShape{256, 10}, TensorShape{10}},
+      {TensorShape{300, 257}, TensorShape{300, 1}},
+      {TensorShape{4, 1, 5}, TensorShape{3, 1}},
+      {TensorShape{2, 3, 4, 5}, TensorShape{1, 3, 1, 5}},
+      {TensorShape{0, 3}, TensorShape{3}},
+      {TensorShape{1 << 20}, TensorShape{1 << 20}},
+  };
+  return *s;
+}
+
+TEST_F(GpuOracleTest, BinaryFloatingOpsBroadcast) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const auto& [xs, ys] : BinaryShapes()) {
+      const std::string what = absl::StrCat(DataTypeString(dt), " ", xs.DebugString(), " ", ys.DebugString());
+      const Tensor x = Random(dt, xs, rng_), y = Random(dt, ys, rng_);
+      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum"}) Check(op, {x, y}, {}, {}, what);
+      Check("RealDiv", {x, Random(dt, ys, rng_, 0.5, 2)}, {}, {1e-6, 0}, what);
+      Check("Pow", {Random(dt, xs, rng_, 0.5, 2), y}, {}, {1e-5, 1e-6}, what);
+      Check("Equal", {x, x}, {}, {}, what);
+    }
+  }
+}
+
+TEST_F(GpuOracleTest, BinaryIntegerOps) {
+  for (DataType dt : {DT_INT64, DT_INT32}) {  // int32 runs on the host side
+    for (const auto& [xs, ys] : BinaryShapes()) {
+      const Tensor x = Random(dt, xs, rng_, -50, 50), y = Random(dt, ys, rng_, -50, 50);
+      const std::string what = absl::StrCat(DataTypeString(dt), " ", xs.DebugString(), " ", ys.DebugString());
+      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "Equal"}) Check(op, {x, y}, {}, {}, what);
+    }
+  }
+  Check("Equal", {Random(DT_BOOL, {100}, rng_), Random(DT_BOOL, {100}, rng_)}, {}, {});
+  auto bad = RunOnGpu(gpu_.get(), "AddV2", {Random(DT_FLOAT, {2, 3}, rng_), Random(DT_FLOAT, {4}, rng_)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
+TEST_F(GpuOracleTest, UnaryOps) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (int64_t n : {0, 1, 1000, 1 << 20}) {
+      const Tensor x = Random(dt, {n}, rng_, -4, 4), pos = Random(dt, {n}, rng_, 0.01, 4);
+      for (const char* op : {"Neg", "Square", "Relu"}) Check(op, {x}, {}, {});
+      for (const char* op : {"Exp", "Sigmoid", "Tanh"}) Check(op, {x}, {}, {1e-5, 1e-6});
+      for (const char* op : {"Sqrt", "Rsqrt", "Log"}) Check(op, {pos}, {}, {1e-5, 1e-6});
+      Check("ReluGrad", {x, Random(dt, {n}, rng_)}, {}, {});
+    }
+  }
+}
+
+TEST_F(GpuOracleTest, HalfAndBfloat16Elementwise) {
+  for (DataType dt : {DT_HALF, DT_BFLOAT16}) {
+    const Tol tol{dt == DT_HALF ? 2e-3 : 1.6e-2, 1e-3};
+    const Tensor x = Random(DT_FLOAT, {1000, 33}, rng_), b = Random(DT_FLOAT, {33}, rng_);
+    for (const char* op : {"AddV2", "Sub", "Mul", "Maximum"}) CheckLowPrecision(op, dt, {x, b}, {}, tol);
+    CheckLowPrecision("RealDiv", dt, {x, Random(DT_FLOAT, {33}, rng_, 0.5, 2)}, {}, tol);
+    for (const char* op : {"Neg", "Square", "Relu", "Exp", "Tanh", "Sigmoid"}) CheckLowPrecision(op, dt, {x}, {}, tol);
+    CheckLowPrecision("ReluGrad", dt, {x, Random(DT_FLOAT, {1000, 33}, rng_)}, {}, tol);
+    CheckLowPrecision("BiasAdd", dt, {x, b}, {}, tol);
+  }
+}
+
+TEST_F(GpuOracleTest, BiasAddAndGrad) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const TensorShape& s : {TensorShape{256, 10}, TensorShape{8, 4, 4, 16}, TensorShape{0, 5}, TensorShape{1, 1},
+                                 TensorShape{4096, 512}}) {
+      const Tensor v = Random(dt, s, rng_), b = Random(dt, {s.dim_size(s.dims() - 1)}, rng_);
+      Check("BiasAdd", {v, b}, {}, {}, s.DebugString());
+      Check("BiasAddGrad", {v}, {}, {1e-5, 1e-5}, s.DebugString());
+    }
+    const Tensor nchw = Random(dt, {2, 3, 4, 5}, rng_);
+    Check("BiasAdd", {nchw, Random(dt, {3}, rng_)}, {{"data_format", MakeAttr("NCHW")}}, {});
+    Check("BiasAddGrad", {nchw}, {{"data_format", MakeAttr("NCHW")}}, {1e-5, 1e-5});
+  }
+  auto bad = RunOnGpu(gpu_.get(), "BiasAdd", {Random(DT_FLOAT, {4, 3}, rng_), Random(DT_FLOAT, {4}, rng_)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
+TEST_F(GpuOracleTest, Cast) {
+  const std::vector<DataType> types = {DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL};
+  for (DataType src : types) {
+    for (DataType dst : types) {
+      for (int64_t n : {0, 1, 5000}) {
+        Check("Cast", {Random(src, {n}, rng_, -100, 100)}, {{"DstT", MakeAttr(dst)}}, {},
+              absl::StrCat(DataTypeString(src), "->", DataTypeString(dst)));
+      }
+    }
+  }
+  for (DataType low : {DT_HALF, DT_BFLOAT16}) {
+    // float -> low on the GPU must round exactly as Eigen does on the host.
+    const Tensor x = Random(DT_FLOAT, {5000}, rng_, -100, 100);
+    auto g = RunOnGpu(gpu_.get(), "Cast", {x}, {{"DstT", MakeAttr(low)}});
+    ASSERT_TRUE(g.ok()) << g.status();
+    ExpectClose(Convert(x, low), (*g)[0], 0, 0, "Cast float->" + DataTypeString(low));
+    auto back = RunOnGpu(gpu_.get(), "Cast", {(*g)[0]}, {{"DstT", MakeAttr(DT_FLOAT)}});
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectClose(Convert((*g)[0], DT_FLOAT), (*back)[0], 0, 0, "Cast " + DataTypeString(low) + "->float");
+  }
+}
+
+TEST_F(GpuOracleTest, Reductions) {
+  struct Case {
+    TensorShape shape;
+    std::vector<int32_t> axes;
+  };
+  const std::vector<Case> cases = {
+      {{256, 10}, {0}},      {{256, 10}, {1}},       {{256, 10}, {0, 1}},    {{4, 5, 6}, {0, 2}},
+      {{4, 5, 6}, {1}},      {{4, 5, 6}, {-1}},      {{0, 5}, {0}},          {{3, 0}, {1}},
+      {{1, 1}, {0}},         {{1024, 1000}, {1}},    {{1024, 1000}, {0}},    {{7}, {}},
+      {{2, 3, 4, 5}, {0, 2}}, {{1 << 20}, {0}},
+  };
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const Case& c : cases) {
+      const Tensor x = Random(dt, c.shape, rng_);
+      const Tensor axes = Tensor::FromVector<int32_t>(c.axes, TensorShape{static_cast<int64_t>(c.axes.size())});
+      for (bool keep : {false, true}) {
+        const std::string what = absl::StrCat(DataTypeString(dt), " ", c.shape.DebugString(), " keep=", keep);
+        // Sums of many terms differ by summation order: scale atol with size.
+        const double atol = 1e-6 * std::sqrt(static_cast<double>(c.shape.num_elements()) + 1);
+        for (const char* op : {"Sum", "Mean"}) Check(op, {x, axes}, {{"keep_dims", MakeAttr(keep)}}, {1e-5, atol}, what);
+        for (const char* op : {"Max", "Min"}) Check(op, {x, axes}, {{"keep_dims", MakeAttr(keep)}}, {}, what);
+      }
+    }
+  }
+  auto bad = RunOnGpu(gpu_.get(), "Sum", {Random(DT_FLOAT, {2, 3}, rng_), Tensor::FromVector<int32_t>({2})});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
+TEST_F(GpuOracleTest, ArgMax) {
+  for (DataType out : {DT_INT64, DT_INT32}) {
+    for (const TensorShape& s : {TensorShape{256, 10}, TensorShape{1, 1}, TensorShape{3, 4, 5}, TensorShape{0, 4}}) {
+      for (int32_t axis : {0, -1}) {
+        // Few distinct values: ties must resolve to the first index.
+        Tensor x = Random(DT_INT32, s, rng_, 0, 3);
+        Tensor xf = Convert(x, DT_FLOAT);
+        const std::string what = absl::StrCat(s.DebugString(), " axis ", axis);
+        const Attrs attrs = {{"output_type", MakeAttr(out)}};
+        if (s.dim_size(axis < 0 ? s.dims() + axis : axis) == 0) {
+          CheckSameError("ArgMax", {xf, Tensor::Scalar<int32_t>(axis)}, attrs, what);
+        } else {
+          Check("ArgMax", {xf, Tensor::Scalar<int32_t>(axis)}, attrs, {}, what);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(GpuOracleTest, SoftmaxAndCrossEntropy) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const TensorShape& s : {TensorShape{256, 10}, TensorShape{3, 1000}, TensorShape{1, 1}, TensorShape{0, 5},
+                                 TensorShape{2, 3, 4}, TensorShape{5, 0}}) {
+      const Tensor x = Random(dt, s, rng_, -10, 10);
+      Check("Softmax", {x}, {}, {1e-5, 1e-7}, s.DebugString());
+      Check("LogSoftmax", {x}, {}, {1e-5, 1e-6}, s.DebugString());
+    }
+    for (DataType label : {DT_INT32, DT_INT64}) {
+      for (const TensorShape& s : {TensorShape{256, 10}, TensorShape{1, 1}, TensorShape{0, 10}, TensorShape{7, 1000}}) {
+        const Tensor x = Random(dt, s, rng_, -10, 10);
+        const Tensor y = Random(label, {s.dim_size(0)}, rng_, 0, static_cast<double>(s.dim_size(1)) - 1e-9);
+        Check("SparseSoftmaxCrossEntropyWithLogits", {x, y}, {}, {1e-5, 1e-6}, s.DebugString());
+      }
+    }
+  }
+  // A bad int32 label (host memory) is an error naming it, as on the CPU.
+  auto bad = RunOnGpu(gpu_.get(), "SparseSoftmaxCrossEntropyWithLogits",
+                      {Random(DT_FLOAT, {2, 3}, rng_), Tensor::FromVector<int32_t>({1, 3})});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("label value 3"), std::string::npos) << bad.status();
+  for (DataType dt : {DT_HALF, DT_BFLOAT16}) {
+    CheckLowPrecision("Softmax", dt, {Random(DT_FLOAT, {64, 10}, rng_, -5, 5)}, {}, {2e-2, 2e-3});
+  }
+}
+
+TEST_F(GpuOracleTest, MatMul) {
+  struct Case {
+    int64_t m, k, n;
+  };
+  const std::vector<Case> cases = {{256, 784, 512}, {256, 512, 10}, {1, 1, 1}, {3, 5, 7}, {0, 4, 3}, {4, 0, 3},
+                                   {4, 3, 0},       {33, 65, 17}};
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const Case& c : cases) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          const Tensor a = Random(dt, ta ? TensorShape{c.k, c.m} : TensorShape{c.m, c.k}, rng_);
+          const Tensor b = Random(dt, tb ? TensorShape{c.n, c.k} : TensorShape{c.k, c.n}, rng_);
+          Check("MatMul", {a, b}, {{"transpose_a", MakeAttr(ta)}, {"transpose_b", MakeAttr(tb)}},
+                {1e-4, 1e-4 * std::sqrt(static_cast<double>(c.k) + 1)},
+                absl::StrCat(c.m, "x", c.k, "x", c.n, " ta=", ta, " tb=", tb));
+        }
+      }
+    }
+  }
+  for (DataType dt : {DT_HALF, DT_BFLOAT16}) {
+    const double rtol = dt == DT_HALF ? 1e-2 : 3e-2;
+    CheckLowPrecision("MatMul", dt, {Random(DT_FLOAT, {64, 256}, rng_), Random(DT_FLOAT, {256, 32}, rng_)},
+                      {{"transpose_a", MakeAttr(false)}, {"transpose_b", MakeAttr(false)}}, {rtol, rtol * 4});
+  }
+  auto bad = RunOnGpu(gpu_.get(), "MatMul", {Random(DT_FLOAT, {2, 3}, rng_), Random(DT_FLOAT, {4, 5}, rng_)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
+TEST_F(GpuOracleTest, ConvolutionAndGradients) {
+  struct Case {
+    TensorShape input, filter;
+    std::vector<int> strides, dilations;
+    const char* padding;
+  };
+  const std::vector<Case> cases = {
+      {{4, 8, 8, 1}, {3, 3, 1, 8}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"},
+      {{2, 9, 9, 3}, {3, 3, 3, 4}, {1, 2, 2, 1}, {1, 1, 1, 1}, "VALID"},
+      {{2, 10, 7, 2}, {3, 2, 2, 5}, {1, 1, 1, 1}, {1, 2, 2, 1}, "SAME"},
+      {{3, 5, 5, 6}, {1, 1, 6, 4}, {1, 1, 1, 1}, {1, 1, 1, 1}, "VALID"},
+      {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"},
+      {{0, 4, 4, 2}, {3, 3, 2, 3}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"},
+      {{64, 8, 8, 8}, {3, 3, 8, 16}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"},
+  };
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const Case& c : cases) {
+      const Attrs attrs = {{"strides", MakeAttr(c.strides)},
+                           {"dilations", MakeAttr(c.dilations)},
+                           {"padding", MakeAttr(c.padding)}};
+      const std::string what = absl::StrCat(DataTypeString(dt), " ", c.input.DebugString(), " * ",
+                                            c.filter.DebugString(), " ", c.padding);
+      const Tensor x = Random(dt, c.input, rng_), f = Random(dt, c.filter, rng_);
+      auto y = RunKernel(&cpu_, "Conv2D", {x, f}, attrs);
+      ASSERT_TRUE(y.ok()) << what << ": " << y.status();
+      const double k = static_cast<double>(c.filter.num_elements());
+      const Tol tol{1e-4, 1e-5 * std::sqrt(k + 1) * 4};
+      Check("Conv2D", {x, f}, attrs, tol, what);
+      const Tensor dy = Random(dt, (*y)[0].shape(), rng_);
+      const Tensor in_sizes = Tensor::FromVector<int32_t>(
+          {static_cast<int32_t>(c.input.dim_size(0)), static_cast<int32_t>(c.input.dim_size(1)),
+           static_cast<int32_t>(c.input.dim_size(2)), static_cast<int32_t>(c.input.dim_size(3))});
+      const Tensor f_sizes = Tensor::FromVector<int32_t>(
+          {static_cast<int32_t>(c.filter.dim_size(0)), static_cast<int32_t>(c.filter.dim_size(1)),
+           static_cast<int32_t>(c.filter.dim_size(2)), static_cast<int32_t>(c.filter.dim_size(3))});
+      Check("Conv2DBackpropInput", {in_sizes, f, dy}, attrs, tol, what);
+      const double rows = static_cast<double>(dy.NumElements() / std::max<int64_t>(1, c.filter.dim_size(3)));
+      Check("Conv2DBackpropFilter", {x, f_sizes, dy}, attrs, {1e-4, 1e-5 * std::sqrt(rows + 1) * 4}, what);
+    }
+  }
+}
+
+TEST_F(GpuOracleTest, MaxPoolAndGradient) {
+  struct Case {
+    TensorShape input;
+    std::vector<int> ksize, strides;
+    const char* padding;
+  };
+  const std::vector<Case> cases = {
+      {{4, 8, 8, 8}, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID"},
+      {{2, 7, 9, 3}, {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME"},
+      {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, "VALID"},
+      {{3, 6, 6, 2}, {1, 3, 2, 1}, {1, 1, 1, 1}, "SAME"},
+      {{0, 4, 4, 2}, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID"},
+  };
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const Case& c : cases) {
+      const Attrs attrs = {{"ksize", MakeAttr(c.ksize)}, {"strides", MakeAttr(c.strides)},
+                           {"padding", MakeAttr(c.padding)}};
+      for (bool ties : {false, true}) {
+        // With ties (few distinct values) the gradient must go to the first maximum.
+        const Tensor x = ties ? Convert(Random(DT_INT32, c.input, rng_, 0, 3), DT_FLOAT) : Random(DT_FLOAT, c.input, rng_);
+        const Tensor xt = dt == DT_FLOAT ? x : Random(dt, c.input, rng_);
+        const std::string what = absl::StrCat(DataTypeString(dt), " ", c.input.DebugString(), " ties=", ties);
+        Check("MaxPool", {xt}, attrs, {}, what);
+        auto y = RunKernel(&cpu_, "MaxPool", {xt}, attrs);
+        ASSERT_TRUE(y.ok()) << y.status();
+        Check("MaxPoolGrad", {xt, (*y)[0], Random(dt, (*y)[0].shape(), rng_)}, attrs, {1e-6, 1e-6}, what);
+      }
+    }
+  }
+  CheckLowPrecision("MaxPool", DT_HALF, {Random(DT_FLOAT, {2, 6, 6, 4}, rng_)},
+                    {{"ksize", MakeAttr(std::vector<int>{1, 2, 2, 1})},
+                     {"strides", MakeAttr(std::vector<int>{1, 2, 2, 1})},
+                     {"padding", MakeAttr("VALID")}},
+                    {0, 0});
+}
+
+TEST_F(GpuOracleTest, ArrayOps) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64, DT_INT32, DT_BOOL}) {
+    for (const TensorShape& s : {TensorShape{}, TensorShape{0}, TensorShape{1}, TensorShape{300, 257}}) {
+      const Tensor x = Random(dt, s, rng_);
+      const std::string what = absl::StrCat(DataTypeString(dt), " ", s.DebugString());
+      Check("Identity", {x}, {}, {}, what);
+      Check("ZerosLike", {x}, {}, {}, what);
+      Check("OnesLike", {x}, {}, {}, what);
+      Check("Shape", {x}, {{"out_type", MakeAttr(DT_INT32)}}, {}, what);
+      Check("Shape", {x}, {{"out_type", MakeAttr(DT_INT64)}}, {}, what);
+      Check("Size", {x}, {{"out_type", MakeAttr(DT_INT32)}}, {}, what);
+      Check("Reshape", {x, Tensor::FromVector<int32_t>({-1})}, {}, {}, what);
+      Check("Fill", {Tensor::FromVector<int32_t>({3, 1000}), Random(dt, {}, rng_)}, {}, {}, what);
+      Check("Const", {}, {{"value", MakeAttr(x)}, {"dtype", MakeAttr(dt)}}, {}, what);
+    }
+    Check("BroadcastTo", {Random(dt, {3, 1}, rng_), Tensor::FromVector<int32_t>({2, 3, 1000})}, {}, {});
+    Check("BroadcastTo", {Random(dt, {5}, rng_), Tensor::FromVector<int32_t>({4, 1, 5})}, {}, {});
+    Check("BroadcastTo", {Random(dt, {}, rng_), Tensor::FromVector<int32_t>({0, 3})}, {}, {});
+  }
+  Check("Reshape", {Random(DT_FLOAT, {6, 4}, rng_), Tensor::FromVector<int64_t>({3, -1})}, {}, {});
+  auto bad = RunOnGpu(gpu_.get(), "Reshape", {Random(DT_FLOAT, {6, 4}, rng_), Tensor::FromVector<int32_t>({5, -1})});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
+// A variable made and assigned on `dev`; returns its handle.
+absl::StatusOr<Tensor> MakeVar(DeviceBase* dev, TestGpuDevice* gpu, const std::string& name, const Tensor& value) {
+  const Attrs attrs = {{"dtype", MakeAttr(value.dtype())},
+                       {"shape", MakeAttr(PartialTensorShape(value.shape()))},
+                       {"shared_name", MakeAttr(name)}};
+  auto h = gpu != nullptr ? RunOnGpu(gpu, "VarHandleOp", {}, attrs) : RunKernel(dev, "VarHandleOp", {}, attrs);
+  if (!h.ok()) return h.status();
+  const Tensor handle = (*h)[0];
+  auto a = gpu != nullptr ? RunOnGpu(gpu, "AssignVariableOp", {handle, value}, {})
+                          : RunKernel(dev, "AssignVariableOp", {handle, value}, {});
+  if (!a.ok()) return a.status();
+  return handle;
+}
+
+TEST_F(GpuOracleTest, OptimizersAndVariables) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (int64_t n : {0, 1, 784 * 512}) {
+      for (const std::string opt : {"ResourceApplyGradientDescent", "ResourceApplyMomentum", "ResourceApplyAdam"}) {
+        for (bool nesterov : {false, true}) {
+          if (opt == "ResourceApplyGradientDescent" && nesterov) continue;
+          const std::string name = absl::StrCat(opt, DataTypeString(dt), n, nesterov);
+          const int slots = opt == "ResourceApplyAdam" ? 3 : opt == "ResourceApplyMomentum" ? 2 : 1;
+          std::vector<Tensor> init;
+          for (int i = 0; i < slots; ++i) init.push_back(Random(dt, {n}, rng_, i == 2 ? 0 : -1, 1));
+          const Tensor grad = Random(dt, {n}, rng_);
+          auto as_dt = [&](double v) {
+            Tensor t(dt, TensorShape());
+            if (dt == DT_FLOAT) *t.data<float>() = static_cast<float>(v); else *t.data<double>() = v;
+            return t;
+          };
+          std::vector<Tensor> results[2];
+          for (int side = 0; side < 2; ++side) {
+            TestGpuDevice* g = side == 1 ? gpu_.get() : nullptr;
+            std::vector<Tensor> in;
+            for (int i = 0; i < slots; ++i) {
+              auto h = MakeVar(&cpu_, g, absl::StrCat(name, "_", i), init[i]);
+              ASSERT_TRUE(h.ok()) << h.status();
+              in.push_back(*h);
+            }
+            Attrs attrs;
+            if (opt == "ResourceApplyGradientDescent") {
+              in.push_back(as_dt(0.1));
+              in.push_back(grad);
+            } else if (opt == "ResourceApplyMomentum") {
+              in.push_back(as_dt(0.01));
+              in.push_back(grad);
+              in.push_back(as_dt(0.9));
+              attrs["use_nesterov"] = MakeAttr(nesterov);
+            } else {
+              for (double v : {0.9 * 0.9, 0.999 * 0.999, 0.001, 0.9, 0.999, 1e-7}) in.push_back(as_dt(v));
+              in.push_back(grad);
+              attrs["use_nesterov"] = MakeAttr(nesterov);
+            }
+            // Two steps: the second runs on buffers the first updated in place.
+            for (int step = 0; step < 2; ++step) {
+              auto r = g != nullptr ? RunOnGpu(g, opt, in, attrs) : RunKernel(&cpu_, opt, in, attrs);
+              ASSERT_TRUE(r.ok()) << opt << ": " << r.status();
+            }
+            for (int i = 0; i < slots; ++i) {
+              const Attrs read = {{"dtype", MakeAttr(dt)}};
+              auto v = g != nullptr ? RunOnGpu(g, "ReadVariableOp", {in[i]}, read)
+                                    : RunKernel(&cpu_, "ReadVariableOp", {in[i]}, read);
+              ASSERT_TRUE(v.ok()) << v.status();
+              results[side].push_back((*v)[0]);
+            }
+          }
+          for (int i = 0; i < slots; ++i) ExpectClose(results[0][i], results[1][i], 1e-5, 1e-6, name);
+        }
+      }
+    }
+  }
+  // AssignAdd on an int64 step counter and a float variable; copy-on-write
+  // keeps an earlier read unchanged.
+  for (DataType dt : {DT_INT64, DT_FLOAT}) {
+    const Tensor init = Random(dt, {1000}, rng_), delta = Random(dt, {1000}, rng_);
+    auto h = MakeVar(gpu_.get(), gpu_.get(), absl::StrCat("counter", DataTypeString(dt)), init);
+    ASSERT_TRUE(h.ok()) << h.status();
+    auto h_cpu = MakeVar(&cpu_, nullptr, absl::StrCat("counter", DataTypeString(dt)), init);
+    ASSERT_TRUE(h_cpu.ok()) << h_cpu.status();
+    const Attrs read = {{"dtype", MakeAttr(dt)}};
+    // Read before the update on the device (the snapshot must survive it).
+    auto snap = RunKernel(gpu_.get(), "ReadVariableOp", {*h}, read);
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    auto up = RunOnGpu(gpu_.get(), "AssignAddVariableOp", {*h, delta}, {});
+    ASSERT_TRUE(up.ok()) << up.status();
+    ASSERT_TRUE(RunKernel(&cpu_, "AssignAddVariableOp", {*h_cpu, delta}).ok());
+    auto snap_host = ToHost(gpu_.get(), (*snap)[0]);
+    ASSERT_TRUE(snap_host.ok());
+    ExpectClose(init, *snap_host, 0, 0, "snapshot before AssignAdd");
+    auto after = RunOnGpu(gpu_.get(), "ReadVariableOp", {*h}, read);
+    auto after_cpu = RunKernel(&cpu_, "ReadVariableOp", {*h_cpu}, read);
+    ASSERT_TRUE(after.ok() && after_cpu.ok());
+    ExpectClose((*after_cpu)[0], (*after)[0], 0, 0, "AssignAddVariableOp " + DataTypeString(dt));
+    auto init_ok = RunOnGpu(gpu_.get(), "VarIsInitializedOp", {*h}, {});
+    ASSERT_TRUE(init_ok.ok()) << init_ok.status();
+    EXPECT_TRUE((*init_ok)[0].data<bool>()[0]);
+  }
+}
+
+}  // namespace
+}  // namespace strata
