@@ -23,8 +23,22 @@ absl::Status AsyncOpKernel::Compute(OpKernelContext& ctx) {
   return status;
 }
 
+namespace {
+
+// Where a tensor of `dtype` made on `device` goes: the device allocator, or
+// on a GPU the host allocator for dtypes that live in host memory (shapes,
+// indices: kernels/device_base.h LivesInHostMemory). CPU devices pay one
+// virtual call.
+Allocator* AllocatorFor(const DeviceBase* device, DataType dtype) {
+  if (device->gpu_context() == nullptr) return device->allocator();
+  return LivesInHostMemory(kDeviceGpu, dtype) ? device->host_allocator() : device->allocator();
+}
+
+}  // namespace
+
 absl::Status OpKernelContext::allocate_output(int i, const TensorShape& shape, Tensor** out) {
-  auto t = Tensor::Allocate(allocator(), p_.op_kernel->output_type(i), shape);
+  auto t = Tensor::Allocate(AllocatorFor(p_.device, p_.op_kernel->output_type(i)),
+                            p_.op_kernel->output_type(i), shape);
   if (!t.ok()) return AnnotateStatus(t.status(), absl::StrCat("output ", i, ": "));
   outputs_[i] = *std::move(t);
   *out = &outputs_[i];
@@ -34,10 +48,11 @@ absl::Status OpKernelContext::allocate_output(int i, const TensorShape& shape, T
 absl::Status OpKernelContext::forward_input_or_allocate_output(
     std::initializer_list<int> candidates, int output, const TensorShape& shape, Tensor** out) {
   const DataType dt = p_.op_kernel->output_type(output);
+  Allocator* const want = AllocatorFor(p_.device, dt);
   for (int i : candidates) {
     Tensor& in = p_.inputs[i];
     if (in.dtype() == dt && in.NumElements() == shape.num_elements() && in.RefCountIsOne() &&
-        in.allocator() == allocator()) {
+        in.allocator() == want) {
       auto reshaped = in.Reshaped(shape);
       if (!reshaped.ok()) continue;
       outputs_[output] = *std::move(reshaped);
@@ -49,6 +64,7 @@ absl::Status OpKernelContext::forward_input_or_allocate_output(
 }
 
 absl::Status OpKernelContext::allocate_temp(DataType dtype, const TensorShape& shape, Tensor* out) {
+  // Temporaries are a kernel's scratch: device memory whatever the dtype.
   auto t = Tensor::Allocate(allocator(), dtype, shape);
   if (!t.ok()) return AnnotateStatus(t.status(), "temporary: ");
   *out = *std::move(t);

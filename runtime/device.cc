@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/eigen_views.h"
 #include "graph/mutex.h"
+#include "graph/status.h"
 
 namespace strata {
 
@@ -35,6 +36,72 @@ Device::Device(const DeviceName& name)
 Device::~Device() = default;
 
 void Device::DestroyResources() { resource_mgr_.reset(); }
+
+void Device::CopyDeviceTensorToHost(const Tensor&, Tensor*, StatusCallback done) {
+  done(absl::UnimplementedError(absl::StrCat(name(), " has no memory of its own to copy from")));
+}
+
+void Device::CopyHostTensorToDevice(const Tensor&, Tensor*, StatusCallback done) {
+  done(absl::UnimplementedError(absl::StrCat(name(), " has no memory of its own to copy to")));
+}
+
+bool NeedsCopy(const Device& src, const Device& dst, DataType dtype) {
+  if (&src == &dst) return false;
+  return !LivesInHostMemory(src.device_type(), dtype) ||
+         !LivesInHostMemory(dst.device_type(), dtype);
+}
+
+void CopyTensorBetweenDevices(Device* src, Device* dst, const Tensor& value,
+                              std::function<void(absl::Status, Tensor)> done) {
+  if (!NeedsCopy(*src, *dst, value.dtype())) {
+    done(absl::OkStatus(), value);
+    return;
+  }
+  auto fail = [src, dst](const absl::Status& s) {
+    return AnnotateStatus(s, absl::StrCat("copying a tensor from ", src->name(), " to ",
+                                          dst->name(), ": "));
+  };
+  const bool src_host = LivesInHostMemory(src->device_type(), value.dtype());
+  const bool dst_host = LivesInHostMemory(dst->device_type(), value.dtype());
+  // Host to device: into the destination's memory.
+  auto to_dst = [dst, fail, done](const Tensor& host) {
+    auto out = Tensor::Allocate(dst->allocator(), host.dtype(), host.shape());
+    if (!out.ok()) {
+      done(fail(out.status()), Tensor());
+      return;
+    }
+    auto holder = std::make_shared<Tensor>(*std::move(out));
+    dst->CopyHostTensorToDevice(host, holder.get(), [holder, fail, done](absl::Status s) {
+      if (!s.ok()) {
+        done(fail(s), Tensor());
+      } else {
+        done(absl::OkStatus(), std::move(*holder));
+      }
+    });
+  };
+  if (src_host) {
+    to_dst(value);
+    return;
+  }
+  // Device to host: into the source's host allocator (pinned on a GPU, so the
+  // copy does not stage through a bounce buffer).
+  auto host = Tensor::Allocate(src->host_allocator(), value.dtype(), value.shape());
+  if (!host.ok()) {
+    done(fail(host.status()), Tensor());
+    return;
+  }
+  auto holder = std::make_shared<Tensor>(*std::move(host));
+  src->CopyDeviceTensorToHost(
+      value, holder.get(), [holder, dst_host, to_dst, fail, done](absl::Status s) {
+        if (!s.ok()) {
+          done(fail(s), Tensor());
+        } else if (dst_host) {
+          done(absl::OkStatus(), std::move(*holder));
+        } else {
+          to_dst(*holder);  // device to device through host memory
+        }
+      });
+}
 
 absl::StatusOr<std::unique_ptr<CpuDevice>> CpuDevice::Create(const DeviceName& name,
                                                              int intra_op_threads,

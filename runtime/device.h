@@ -31,11 +31,14 @@
 #define STRATA_RUNTIME_DEVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "graph/tensor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/device_base.h"
 #include "kernels/resource_mgr.h"
@@ -62,6 +65,20 @@ class Device : public DeviceBase {
   // The device's variables and other state that outlives steps (kernels/
   // resource_mgr.h); it lives as long as the device.
   ResourceMgr* resource_manager() const override { return resource_mgr_.get(); }
+
+  using StatusCallback = std::function<void(absl::Status)>;
+  // Copies between this device's own memory and host memory, for tensors
+  // that do not live in host memory here (LivesInHostMemory is false): only
+  // devices with memory of their own (GPUs) override them; on others they
+  // report Unimplemented. Asynchronous: `done` runs once `dst` may be used (on
+  // this device, or on the host); both tensors are allocated by the caller,
+  // of one dtype and size, and stay referenced until `done`.
+  virtual void CopyDeviceTensorToHost(const Tensor& src, Tensor* dst, StatusCallback done);
+  virtual void CopyHostTensorToDevice(const Tensor& src, Tensor* dst, StatusCallback done);
+  // Waits for the work enqueued on the device (a GPU's streams) and returns
+  // its first asynchronous error; OK at once on devices that run kernels
+  // synchronously (CPUs).
+  virtual absl::Status Sync() { return absl::OkStatus(); }
 
  protected:
   explicit Device(const DeviceName& name);
@@ -98,6 +115,19 @@ class CpuDevice : public Device {
   std::unique_ptr<Eigen::ThreadPoolInterface> pool_;
   std::unique_ptr<Eigen::ThreadPoolDevice> eigen_device_;
 };
+
+// Whether `dtype` tensors made on `src` must be copied before `dst` can use
+// them: when either side keeps them outside host memory (a GPU's float
+// tensors) and the devices differ.
+bool NeedsCopy(const Device& src, const Device& dst, DataType dtype);
+
+// `value`, produced on `src`, as `dst` needs it: a device-to-host,
+// host-to-device or device-to-host-to-device copy (on the devices' copy
+// streams), or `value` itself when NeedsCopy is false. `done` gets the tensor
+// once it may be used on `dst`, possibly on another thread; the error names
+// both devices.
+void CopyTensorBetweenDevices(Device* src, Device* dst, const Tensor& value,
+                              std::function<void(absl::Status, Tensor)> done);
 
 class DeviceMgr {
  public:

@@ -32,6 +32,10 @@ struct Session::Plan {
     std::unique_ptr<Executor> executor;
   };
   std::vector<Part> parts;
+  // Partition devices with memory of their own (GPUs): values crossing to or
+  // from them are copied in the rendezvous, and the step waits for their
+  // streams once at its end. Empty for CPU-only plans (no cost there).
+  std::vector<Device*> async_devices;
   std::vector<std::string> partition_devices;
   std::vector<::tensorflow::GraphDef> partition_graphs;
 };
@@ -142,6 +146,7 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
     plan->partition_devices.push_back(p.device->name());
     plan->partition_graphs.emplace_back();
     p.graph->ToGraphDef(&plan->partition_graphs.back());
+    if (p.device->gpu_context() != nullptr) plan->async_devices.push_back(p.device);
     plan->parts.push_back(Plan::Part{p.device, std::move(ex)});
   }
   return std::shared_ptr<const Plan>(std::move(plan));
@@ -232,7 +237,12 @@ absl::Status Session::RunPlan(const Plan& plan,
     // 2b. Partitions meet in this step's rendezvous; the first error cancels
     // the step, which aborts the rendezvous so that waiting Recvs fail too.
     CancellationManager cm;
-    LocalRendezvous rendezvous;
+    Eigen::ThreadPoolInterface* const pool = inter_op_pool_;
+    LocalRendezvous rendezvous(
+        plan.async_devices.empty() ? nullptr : devices_,
+        plan.async_devices.empty()
+            ? LocalRendezvous::Scheduler()
+            : [pool](std::function<void()> fn) { pool->Schedule(std::move(fn)); });
     cm.RegisterCallback([&rendezvous](const absl::Status& s) { rendezvous.StartAbort(s); });
     // An outside cancellation cancels the step (not the other way round).
     CancellationToken outside = kInvalidCancellationToken;
@@ -259,6 +269,14 @@ absl::Status Session::RunPlan(const Plan& plan,
     // Every failing partition cancelled the step with its error; the first
     // one is the cause, the others are its consequences.
     if (cm.IsCancelled()) status = cm.status();
+  }
+  // GPU kernels only enqueue work: wait for it once, here, so that errors of
+  // the step's asynchronous work are the step's and results are final before
+  // they reach the caller. (Fetched values already came through the
+  // rendezvous, copied to host memory.)
+  for (Device* d : plan.async_devices) {
+    absl::Status s = d->Sync();
+    if (status.ok() && !s.ok()) status = s;
   }
   if (!status.ok()) return status;
   if (outputs != nullptr) *outputs = std::move(frame.retvals());

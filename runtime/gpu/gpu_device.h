@@ -75,8 +75,6 @@ class GpuDevice : public Device {
   // Kept free for cuBLAS workspaces, NCCL buffers and the CUDA context.
   static constexpr int64_t kReservedBytes = int64_t{1} << 30;
 
-  using StatusCallback = std::function<void(absl::Status)>;
-
   // `name` must be fully specified, of type GPU; its id is the CUDA ordinal.
   // FailedPrecondition naming the device when there is no such GPU ("no GPU:
   // cudaGetDeviceCount said ..."); InvalidArgument for a bad name or options.
@@ -115,6 +113,15 @@ class GpuDevice : public Device {
   // Waits for the compute and copy streams; the first asynchronous CUDA error
   // (a failed kernel) comes back here, naming the device.
   absl::Status Synchronize();
+
+  // Device overrides: the runtime's copies (rendezvous) and step-end sync.
+  void CopyDeviceTensorToHost(const Tensor& src, Tensor* dst, StatusCallback done) override {
+    CopyDeviceToHost(src, dst, std::move(done));
+  }
+  void CopyHostTensorToDevice(const Tensor& src, Tensor* dst, StatusCallback done) override {
+    CopyHostToDevice(src, dst, std::move(done));
+  }
+  absl::Status Sync() override { return Synchronize(); }
 
  private:
   GpuDevice(const DeviceName& name, int host_threads);
