@@ -4,8 +4,15 @@
 # counting test cases (from each test's JUnit XML); a test target that fails
 # to build or crashes without a report counts as one failure.
 #
+# Where a CUDA toolkit is installed (/usr/local/cuda), it then builds the CUDA
+# configuration (`bazel build --config=cuda //...`: GPU code compiles and
+# links on every run, GPU or not) and runs the CUDA-only tests under it (the
+# tests whose target_compatible_with is cuda_only(): those tagged "gpu" skip
+# where there is no GPU). Their cases are counted in the same summary line.
+#
 #   tools/test.sh                  # everything, optimized build
-#   tools/test.sh --config=asan    # under a sanitizer (extra args go to bazel)
+#   tools/test.sh --config=asan    # under a sanitizer (extra args go to bazel;
+#                                  # the CUDA step runs only without them)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +26,27 @@ log=$(mktemp)
 bazel test "$@" --keep_going //... 2>&1 | tee "$log"
 test_rc=${PIPESTATUS[0]}
 
-python3 tools/test_summary.py --bazel_log="$log" "$@"
+cuda_rc=0
+summary_args=(--bazel_log="$log")
+if [[ -d /usr/local/cuda && $# -eq 0 ]]; then
+  cuda_log=$(mktemp)
+  echo "CUDA toolkit found: building --config=cuda and running the CUDA-only tests"
+  bazel build --config=cuda //...
+  cuda_build_rc=$?
+  cuda_tests=$(bazel query 'attr(target_compatible_with, "incompatible", tests(//...)) except attr(tags, manual, //...)' 2>/dev/null)
+  cuda_test_rc=0
+  if [[ -n $cuda_tests ]]; then
+    # shellcheck disable=SC2086
+    bazel test --config=cuda --keep_going $cuda_tests 2>&1 | tee "$cuda_log"
+    cuda_test_rc=${PIPESTATUS[0]}
+  fi
+  if (( cuda_build_rc != 0 || cuda_test_rc != 0 )); then cuda_rc=1; fi
+  summary_args+=(--bazel_log="$cuda_log" --with_cuda)
+elif [[ -d /usr/local/cuda ]]; then
+  echo "CUDA step skipped: extra bazel arguments ($*) given"
+fi
+
+python3 tools/test_summary.py "${summary_args[@]}" "$@"
 summary_rc=$?
 
-if (( build_rc != 0 || test_rc != 0 || summary_rc != 0 )); then exit 1; fi
+if (( build_rc != 0 || test_rc != 0 || cuda_rc != 0 || summary_rc != 0 )); then exit 1; fi

@@ -4,6 +4,11 @@
 Reads bazel-testlogs/<target>/test.xml (gtest's JUnit output). A test target
 with no XML (it failed to build, or crashed before writing one) counts as one
 failure, named on stderr. Exit status 1 if anything failed.
+
+CUDA-only test targets (target_compatible_with = cuda_only(): skipped by the
+default configuration) are counted only with --with_cuda, i.e. when
+tools/test.sh has run them under --config=cuda; otherwise they are left out
+and said so on stderr. --bazel_log may be given once per Bazel run.
 """
 import os
 import subprocess
@@ -25,13 +30,29 @@ def bad_targets(log_path):
     return bad
 
 
+CUDA_ONLY_QUERY = ('attr(target_compatible_with, "incompatible", tests(//...)) '
+                   'except attr(tags, manual, //...)')
+
+
+def query(expr):
+    return subprocess.run(["bazel", "query", expr],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
 def main():
-    log_arg = [a for a in sys.argv[1:] if a.startswith("--bazel_log=")]
-    bad = bad_targets(log_arg[0].split("=", 1)[1] if log_arg else None)
+    bad = set()
+    for a in sys.argv[1:]:
+        if a.startswith("--bazel_log="):
+            bad |= bad_targets(a.split("=", 1)[1])
+    with_cuda = "--with_cuda" in sys.argv[1:]
     extra = [a for a in sys.argv[1:] if a.startswith("--config")]
-    targets = subprocess.run(
-        ["bazel", "query", "tests(//...) except attr(tags, manual, //...)"],
-        capture_output=True, text=True, check=True).stdout.split()
+    targets = query("tests(//...) except attr(tags, manual, //...)")
+    if not with_cuda:
+        cuda_only = set(query(CUDA_ONLY_QUERY))
+        if cuda_only:
+            print(f"not counted: {len(cuda_only)} CUDA-only test targets "
+                  "(run by tools/test.sh where /usr/local/cuda exists)", file=sys.stderr)
+        targets = [t for t in targets if t not in cuda_only]
     logs = subprocess.run(["bazel", "info"] + extra + ["bazel-testlogs"],
                           capture_output=True, text=True, check=True).stdout.strip()
     passed = failed = 0
