@@ -141,15 +141,17 @@ def report(ranks, impls, results, schedule):
         row = [size] + [cell(by.get((i, nbytes))) for i in shown]
         for s, p, _ in ratios:
             a, b = by.get((s, nbytes)), by.get((p, nbytes))
-            row.append(f"{a['busbw_gbps'] / b['busbw_gbps']:.2f}x" if a and b else "-")
+            # Equal bytes and ranks: the busbw ratio is the inverse time ratio, which
+            # keeps its precision where a slow peer's busbw prints as 0.000.
+            row.append(f"{b['time_us'] / a['time_us']:.2f}x" if a and b and a["time_us"] > 0 else "-")
         rows.append(row)
     table(f"all-reduce float32 SUM, {ranks} processes: bus bandwidth GB/s (time per operation)",
           header, rows)
     if ranks != 2:
         return
     for s, p, target in ratios:
-        big = [by[(s, b)]["busbw_gbps"] / by[(p, b)]["busbw_gbps"] for b in pc.sizes(schedule)
-               if b >= pc.MIB and (s, b) in by and (p, b) in by]
+        big = [by[(p, b)]["time_us"] / by[(s, b)]["time_us"] for b in pc.sizes(schedule)
+               if b >= pc.MIB and (s, b) in by and (p, b) in by and by[(s, b)]["time_us"] > 0]
         if big:
             mark = "ok" if min(big) >= target else "BELOW"
             print(f"{s} / {p} at >= 1 MiB: {min(big):.2f}x..{max(big):.2f}x (target >= {target}x: {mark})")

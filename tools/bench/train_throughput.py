@@ -23,8 +23,8 @@ step. Throughput is measured after a warm-up, from the per-step timestamps of
   /usr/bin/python3 tools/bench/train_throughput.py [--rounds=3] [--optimizer=sgd]
       [--quick] [--json_out=FILE]
 
---quick: one round (--rounds wins when given). --json_out writes the table's
-figures, with the targets, to a JSON file.
+--quick: one round (--rounds wins when given) of half as many steps.
+--json_out writes the table's figures, with the targets, to a JSON file.
 """
 import argparse
 import json
@@ -82,7 +82,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=0,
                    help="alternating runs per side; the best counts (default 3; --quick 1)")
-    p.add_argument("--quick", action="store_true", help="one round")
+    p.add_argument("--quick", action="store_true", help="one round of half as many steps")
     p.add_argument("--json_out", default="", help="also write the table's figures to this JSON file")
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"], default="sgd")
     p.add_argument("--learning_rate", type=float, default=0.0, help="0: each side's default")
@@ -101,8 +101,11 @@ def main():
         trainer = os.path.join(ROOT, "bazel-bin/tools/trainer")
 
     print(f"optimizer {a.optimizer}, best of {a.rounds} alternating rounds per side\n")
+    workloads = WORKLOADS
+    if a.quick:  # steps and warm-up halved
+        workloads = [w[:7] + (w[7] // 2, w[8] // 2) + w[9:] for w in WORKLOADS]
     rows = []
-    for w in WORKLOADS:
+    for w in workloads:
         best_s, best_t = 0.0, 0.0
         for _ in range(a.rounds):
             best_s = max(best_s, run_strata(trainer, w, a.optimizer, a.learning_rate))

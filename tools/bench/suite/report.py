@@ -146,10 +146,10 @@ def targets(results):
 
         def ratios(s, peers):
             out = []
-            for b in big:
-                ps = [by[(p, 2, b)]["busbw_gbps"] for p in peers if (p, 2, b) in by]
-                if (s, 2, b) in by and ps and max(ps) > 0:
-                    out.append((b, by[(s, 2, b)]["busbw_gbps"] / max(ps)))
+            for b in big:  # equal bytes and ranks: busbw ratio = inverse time ratio
+                ps = [by[(p, 2, b)]["time_us"] for p in peers if (p, 2, b) in by]
+                if (s, 2, b) in by and ps and by[(s, 2, b)]["time_us"] > 0:
+                    out.append((b, min(ps) / by[(s, 2, b)]["time_us"]))
             return out
 
         for tid, s, peers in (("W1", "strata-shm", ["mpi-shm"]), ("W3", "strata-tcp", ["mpi-tcp"]),
@@ -281,7 +281,7 @@ def section_crossprocess(d, plots_dir):
            f"{s['min_iters']}-{s['max_iters']} iterations, the slowest rank's mean, the fastest of "
            f"{d['rounds']} round(s)). Strata's shm and TCP transports (`cross_process_bench`), Open MPI 4.1 "
            "(vader shared memory; TCP over loopback), Gloo C++ and PyTorch's gloo backend; memcpy bandwidth "
-           "of the same run as the physical limit. Ratios are of bus bandwidth, Strata / peer.\n"]
+           "of the same run as the physical limit. Ratios are of bus bandwidth, Strata / peer (computed from the times, which keep their precision where a busbw rounds to 0.00).\n"]
     for sk in d.get("skipped", []):
         out.append(f"\n- skipped {sk['impl']} with {sk['ranks']} processes: {sk['why'][:300]}")
     for ranks in sorted({r["ranks"] for r in d["allreduce"]}):
@@ -292,7 +292,7 @@ def section_crossprocess(d, plots_dir):
             row = [size_label(b)]
             for x, y in ratios:
                 rx, ry = by.get((x, ranks, b)), by.get((y, ranks, b))
-                row.append(f"**{rx['busbw_gbps'] / ry['busbw_gbps']:.2f}x**" if rx and ry and ry["busbw_gbps"] else "-")
+                row.append(f"**{ry['time_us'] / rx['time_us']:.2f}x**" if rx and ry and rx["time_us"] > 0 else "-")
             for i in impls:
                 r = by.get((i, ranks, b))
                 row.append("-" if r is None else f"{r['busbw_gbps']:.2f} ({r['time_us']:.1f} µs)"

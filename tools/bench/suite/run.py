@@ -110,9 +110,10 @@ def bench_engine(ctx):
 
 def bench_training(ctx):
     out = os.path.join(ctx["tmp"], "training.json")
-    # Two rounds even when quick: one unlucky time slice can halve a 2-thread run here.
+    # Two rounds even when quick (of half as many steps): one unlucky time slice
+    # can halve a 2-thread run here.
     cmd = [sys.executable, "train_throughput.py", f"--trainer={ctx['bin']}/trainer", f"--json_out={out}",
-           f"--rounds={2 if ctx['quick'] else 3}"]
+           f"--rounds={2 if ctx['quick'] else 3}"] + (["--quick"] if ctx["quick"] else [])
     run_logged(cmd, ctx["log"])
     return load_json(out)
 
