@@ -116,7 +116,11 @@ absl::StatusOr<Tensor> ToDevice(TestGpuDevice* dev, const Tensor& t) {
   if (LivesInHostMemory(kDeviceGpu, t.dtype())) return t;
   STRATA_ASSIGN_OR_RETURN(Tensor d, Tensor::Allocate(dev->allocator(), t.dtype(), t.shape()));
   if (t.TotalBytes() > 0) {
-    const cudaError_t err = cudaMemcpy(d.raw_data(), t.raw_data(), t.TotalBytes(), cudaMemcpyHostToDevice);
+    // On the device's own (non-blocking) stream: a plain cudaMemcpy runs on
+    // the legacy stream, which does not order against it.
+    cudaStream_t s = static_cast<cudaStream_t>(dev->gpu_context()->stream);
+    cudaError_t err = cudaMemcpyAsync(d.raw_data(), t.raw_data(), t.TotalBytes(), cudaMemcpyHostToDevice, s);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
     if (err != cudaSuccess) return absl::InternalError(absl::StrCat("ToDevice: ", cudaGetErrorString(err)));
   }
   return d;
@@ -127,7 +131,9 @@ absl::StatusOr<Tensor> ToHost(TestGpuDevice* dev, const Tensor& t) {
   if (LivesInHostMemory(kDeviceGpu, t.dtype())) return t;
   Tensor h(t.dtype(), t.shape());
   if (t.TotalBytes() > 0) {
-    const cudaError_t err = cudaMemcpy(h.raw_data(), t.raw_data(), t.TotalBytes(), cudaMemcpyDeviceToHost);
+    cudaStream_t s = static_cast<cudaStream_t>(dev->gpu_context()->stream);
+    cudaError_t err = cudaMemcpyAsync(h.raw_data(), t.raw_data(), t.TotalBytes(), cudaMemcpyDeviceToHost, s);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
     if (err != cudaSuccess) return absl::InternalError(absl::StrCat("ToHost: ", cudaGetErrorString(err)));
   }
   return h;
