@@ -18,8 +18,9 @@ runs the binaries already under --bin_dir (default bazel-bin; the suite,
 tools/perf.sh, builds once and copies them aside). --json_out writes every
 figure of the tables, with the targets, to a JSON file.
 
-The machine is noisy: compare ratios within one run, not absolute times
-across runs.
+Each figure is the median of 5 repetitions, run in random order with the
+other benchmarks of the same binary. The machine is noisy: compare ratios
+within one run, not absolute times across runs.
 """
 import argparse
 import json
@@ -40,8 +41,11 @@ def bench_path(bin_dir, target):
 
 def run_bench(target, min_time, extra_env=None, bench_filter=None, bin_dir=None):
     path = bench_path(bin_dir or os.path.join(ROOT, "bazel-bin"), target)
+    # Repetitions in random order: a burst of other load on this shared machine then
+    # hits Strata's and the peer's runs alike instead of one side's block of runs.
     cmd = [path, "--benchmark_format=json", f"--benchmark_min_time={min_time}",
-           "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
+           "--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true",
+           "--benchmark_enable_random_interleaving=true"]
     if bench_filter:
         cmd.append(f"--benchmark_filter={bench_filter}")
     env = dict(os.environ)

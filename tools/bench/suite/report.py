@@ -214,7 +214,8 @@ def section_engine(d, plots_dir):
         rows.append([f"cached MLP forward 784-512-512-10 b256, {threads_label(r['threads'])}",
                      f"**{r['ratio']:.3f}x**", r["target"], "met" if r["met"] else "NOT met",
                      f"{r['strata_us']:.0f} µs", f"Eigen written directly {r['eigen_us']:.0f} µs"])
-    return (f"Google Benchmark medians of 3 repetitions, {d['min_time']:g} s each; ratio = Strata / peer "
+    return (f"Google Benchmark medians of 5 repetitions of {d['min_time']:g} s, interleaved at random with the "
+            "peers' in the same binary (MatMul, MLP forward); ratio = Strata / peer "
             "(time: lower is better; GFLOP/s: higher is better).\n\n"
             + md_table(["benchmark", "ratio", "target", "", "Strata", "peer"], rows))
 
