@@ -6,7 +6,7 @@
 #   tools/perf.sh            # full mode: more repetitions and rounds (about 15 minutes here)
 #   tools/perf.sh --quick    # under 5 minutes on the 2-core machine once built
 #
-# --no-setup skips tools/setup.sh --peers; --no-build runs what bazel-bin holds.
+# --no-setup skips tools/setup.sh --peers; --no-build runs the opt binaries already built.
 # Hand-written commentary for the document lives in docs/perf/notes/*.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +27,11 @@ suite=tools/bench/suite/run.py
 if (( build )); then
   # shellcheck disable=SC2046  # the target list is meant to split
   bazel build -c opt $(python3 "$suite" --print_targets)
-  bazel_bin=$(bazel info -c opt bazel-bin)
-else
-  bazel_bin=$(readlink -f bazel-bin)
 fi
+# The opt build's outputs: bazel-bin follows whichever configuration was built
+# last (-c dbg, --config=asan), so it may not hold the optimized binaries.
+bazel_bin="$(readlink -f bazel-out 2>/dev/null || true)/k8-opt/bin"
+if [[ ! -d "$bazel_bin" ]]; then bazel_bin=$(bazel info -c opt bazel-bin); fi
 start=$(date +%s)
 python3 "$suite" "${quick[@]}" --bazel_bin="$bazel_bin" --command="tools/perf.sh${quick:+ --quick}"
 echo "perf: the suite took $(( $(date +%s) - start )) s; see docs/performance.md"

@@ -448,9 +448,9 @@ def write(results, doc_path, perf_dir):
            + (" — more runnable work than cores: other engineers' builds and benchmarks shared the "
               "machine, so absolute figures are low and the 2-thread and 4-rank figures least "
               "trustworthy." if heavy else ".")
-           + " The machine is noisy (figures move 20-25% between runs): **ratios lead**, since both "
-           "sides of a ratio ran minutes apart under the same conditions; compare absolute numbers "
-           "only within one run. Each section's load is in [Run details](#run-details).\n\n",
+           + " The machine is noisy (figures move 20-25% between runs): **ratios lead**: both sides "
+           "of a ratio ran in this run, seconds to a minute apart, under much the same load; compare "
+           "absolute numbers only within one run. Each section's load is in [Run details](#run-details).\n\n",
            "Reproduce: `tools/perf.sh --quick` (under 5 minutes once built) or `tools/perf.sh` (the full "
            "mode: more repetitions and rounds, longer). The peers are installed by `tools/setup.sh --peers` "
            "(TensorFlow 2.21 from PyPI; PyTorch 1.13, libtorch, Gloo, Open MPI 4.1, OpenBLAS-openmp from "
