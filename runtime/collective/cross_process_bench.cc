@@ -3,8 +3,9 @@
 // --transport=tcp: TcpTransport over loopback; the ranks meet through a
 // FileKeyValueStore in a temporary directory), and
 // times float32 SUM all-reduce from --min_bytes to --max_bytes (x4 each
-// step) with the algorithm SelectAlgorithm picks for that transport under
-// hint auto (or --algorithm). The schedule is tools/bench/peers_common.py's,
+// step) with the algorithm SelectCrossProcessAlgorithm picks for that
+// transport under hint auto (or --algorithm; --piece_kib sizes the pieces of
+// TCP's pipelined ring). The schedule is tools/bench/peers_common.py's,
 // the one Open MPI's and Gloo's peers follow: per size, iterations =
 // budget_bytes / bytes clamped to [min_iters, max_iters], warm-up a tenth of
 // that (at least 2), a check of the sum, a barrier, the timed loop; the time
@@ -43,6 +44,7 @@
 #include "runtime/collective/file_key_value_store.h"
 #include "runtime/collective/shm_transport.h"
 #include "runtime/collective/tcp_transport.h"
+#include "runtime/collective/tcp_transport_all_reduce.h"
 #include "runtime/collective/transport.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "process counts to run, comma-separated");
@@ -54,6 +56,10 @@ ABSL_FLAG(int64_t, spin_us, -1,
           "choice)");
 ABSL_FLAG(int64_t, yield_us, 500, "shm: with --spin_us, microseconds a waiting rank yields");
 ABSL_FLAG(int64_t, chunk_kib, 256, "shm: all-reduce pipeline chunk, KiB");
+ABSL_FLAG(int64_t, piece_kib, 512, "tcp: the pipelined ring's piece, KiB");
+ABSL_FLAG(int64_t, tcp_spin_us, -1,
+          "tcp: microseconds the I/O thread polls before sleeping (-1: the transport's default)");
+ABSL_FLAG(int64_t, sockbuf_kib, -1, "tcp: SO_SNDBUF/SO_RCVBUF, KiB (-1: the transport's default)");
 ABSL_FLAG(int64_t, min_bytes, 4096, "smallest all-reduce, bytes");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20, "largest all-reduce, bytes (x4 steps)");
 ABSL_FLAG(int64_t, budget_bytes, int64_t{1} << 30, "bytes all-reduced per size (sets iterations)");
@@ -109,6 +115,12 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
   TcpTransportOptions options;
   options.key_prefix = absl::StrCat("bench", n, "/tcp");
   options.host = "127.0.0.1";
+  if (absl::GetFlag(FLAGS_tcp_spin_us) >= 0) {
+    options.poll_spin = absl::Microseconds(absl::GetFlag(FLAGS_tcp_spin_us));
+  }
+  if (absl::GetFlag(FLAGS_sockbuf_kib) >= 0) {
+    options.socket_buffer_bytes = static_cast<int>(absl::GetFlag(FLAGS_sockbuf_kib) << 10);
+  }
   return ConnectTcpTransport(rank, n, kv, options);
 }
 
@@ -125,8 +137,11 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t,
   p.merge_op = op;
   std::string name = hint;
   if (hint == "auto") {
-    STRATA_ASSIGN_OR_RETURN(name, SelectAlgorithm(p.type, "auto", p.size,
-                                                  count * DataTypeSize(dtype), false, t.kind()));
+    STRATA_ASSIGN_OR_RETURN(name, SelectCrossProcessAlgorithm(p.type, "auto", p.size,
+                                                              count * DataTypeSize(dtype), t.kind()));
+  }
+  if (name == "pipelined_ring") {
+    return CreatePipelinedRingAllReduce(p, static_cast<size_t>(absl::GetFlag(FLAGS_piece_kib)) << 10);
   }
   return CreateCollectiveAlgorithm(p.type, name, p);
 }

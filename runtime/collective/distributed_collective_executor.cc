@@ -9,6 +9,7 @@
 #include "graph/status.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/reduction.h"
+#include "runtime/collective/tcp_transport_all_reduce.h"
 
 namespace strata {
 
@@ -315,8 +316,10 @@ void DistributedCollectiveExecutor::Fail(const absl::Status& status) {
     if (!fatal_.ok()) return;
     fatal_ = status;
   }
-  transport_->Abort(status);
+  // Reported before the abort: the abort ends the pending runs, and a
+  // caller that sees its collective fail may already look for the report.
   if (on_fatal_error_) on_fatal_error_(status);
+  transport_->Abort(status);
 }
 
 absl::Status DistributedCollectiveExecutor::ExchangeDescriptors(Transport& t, const Descriptor& mine,
@@ -446,8 +449,8 @@ absl::Status DistributedCollectiveExecutor::RunAllReduce(Instance& inst, Transpo
   ap.final_op = local == 1 ? p.final_op : FinalOp::kId;
   ap.scratch_allocator = first.allocator;
   STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          n * DataTypeSize(p.dtype), false, t.kind()));
+                          SelectCrossProcessAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          n * DataTypeSize(p.dtype), t.kind()));
   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
   const void* in = inputs[0]->raw_data();
@@ -489,8 +492,8 @@ absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transpo
   ap.num_elements = block * local;  // one worker's blocks, in local rank order
   ap.scratch_allocator = first.allocator;
   STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          block_bytes * local, false, t.kind()));
+                          SelectCrossProcessAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          block_bytes * local, t.kind()));
   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, out_shape));
   const void* in = inputs[0]->raw_data();
@@ -539,8 +542,8 @@ absl::Status DistributedCollectiveExecutor::RunBroadcast(Instance& inst, Transpo
   ap.num_elements = p.shape.num_elements();
   ap.scratch_allocator = first.allocator;
   STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          ap.num_elements * DataTypeSize(p.dtype), false, t.kind()));
+                          SelectCrossProcessAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          ap.num_elements * DataTypeSize(p.dtype), t.kind()));
   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
   if (absl::Status s = alg->Run(t, sender != nullptr ? sender->input.raw_data() : nullptr,

@@ -8,8 +8,9 @@
 // cross-worker communicator:
 //   - all-reduce is hierarchical: the L local inputs are reduced in one pass
 //     into a scratch buffer, the W local sums are all-reduced across workers
-//     (algorithm from SelectAlgorithm(..., same_address_space=false,
-//     transport->kind())), and the L local outputs share that one buffer;
+//     (algorithm from SelectCrossProcessAlgorithm(..., transport->kind()):
+//     over TCP the pipelined ring), and the L local outputs share that one
+//     buffer;
 //     Div divides by the global group_size;
 //   - all-gather: output is worker-major, then local device order (a
 //     device's global rank is worker_rank * L + its index among this

@@ -55,6 +55,12 @@ constexpr size_t kMaxEarlyReady = 1 << 16;
 // next header arrives in the same system call.
 constexpr size_t kDirectReadMin = 32 << 10;
 constexpr size_t kInputBufferBytes = 256 << 10;
+// At most this much is read into the input buffer per system call: enough
+// for a burst of small frames, while a large payload behind a header is
+// read (mostly) straight into its destination, not copied through the
+// buffer (which cost an extra memcpy of nearly every byte of 256 KiB
+// messages).
+constexpr size_t kBufferedReadBytes = 8 << 10;
 constexpr int kMaxIov = 64;
 constexpr uint32_t kWakeId = 0xffffffffu;
 
@@ -101,9 +107,13 @@ class TcpTransport : public Transport {
   };
   struct OutFrame {
     FrameHeader header;
-    const char* payload = nullptr;  // the user's buffer, or owned.data()
+    const char* payload = nullptr;  // the user's buffer, unless owns_payload
     size_t payload_bytes = 0;
+    // The payload is `owned` (looked up at each write: a short string's
+    // bytes move with the frame, so a pointer into it would dangle).
+    bool owns_payload = false;
     std::string owned;
+    const char* data() const { return owns_payload ? owned.data() : payload; }
     size_t written = 0;  // of header + payload
     Callback done;       // empty for control frames
   };
@@ -252,8 +262,8 @@ TcpTransport::~TcpTransport() {
         OutFrame& f = p->out[i];
         if (f.done) done.emplace_back(std::move(f.done), cancelled);
         if (i == 0 && f.written > 0) {
-          f.owned.assign(f.payload, f.payload_bytes);
-          f.payload = f.owned.data();
+          f.owned.assign(f.data(), f.payload_bytes);
+          f.owns_payload = true;
           keep.push_back(std::move(f));
         }
       }
@@ -407,8 +417,8 @@ void TcpTransport::AbortImpl(const absl::Status& status, bool broadcast) {
         // A frame half on the wire is finished from a copy: the peer must
         // still be able to parse the abort frame behind it.
         if (i == 0 && f.written > 0) {
-          f.owned.assign(f.payload, f.payload_bytes);
-          f.payload = f.owned.data();
+          f.owned.assign(f.data(), f.payload_bytes);
+          f.owns_payload = true;
           keep.push_back(std::move(f));
         }
       }
@@ -420,7 +430,7 @@ void TcpTransport::AbortImpl(const absl::Status& status, bool broadcast) {
         OutFrame f = ControlFrame(kAbort, 0, msg.size());
         f.header.code = static_cast<uint32_t>(s.code());
         f.owned = msg;
-        f.payload = f.owned.data();
+        f.owns_payload = true;
         f.payload_bytes = f.owned.size();
         p->out.push_back(std::move(f));
       }
@@ -523,7 +533,7 @@ bool TcpTransport::FlushLocked(Peer& p, std::vector<Completion>* done) {
       }
       const size_t pay = off - sizeof(FrameHeader);
       if (pay < f.payload_bytes) {
-        iov[n++] = {const_cast<char*>(f.payload) + pay, f.payload_bytes - pay};
+        iov[n++] = {const_cast<char*>(f.data()) + pay, f.payload_bytes - pay};
       }
     }
     msghdr msg{};
@@ -637,7 +647,7 @@ void TcpTransport::Protocol(Peer& p, const std::string& what) {
 
 void TcpTransport::HandleReadable(Peer& p) {
   // Bounded per event so one busy peer does not starve the others
-  // (epoll is level-triggered: the rest comes next round).
+  // (epoll is level-triggered: what is left in the socket comes next round).
   for (int round = 0; round < 64 && !p.in_closed; ++round) {
     if (!ConsumeInput(p)) return;
     iovec iov[2];
@@ -645,7 +655,7 @@ void TcpTransport::HandleReadable(Peer& p) {
     const bool direct = p.in_payload && p.remaining >= kDirectReadMin && p.target != Target::kDiscard;
     if (direct) iov[n++] = {p.dst, p.remaining};
     if (p.in_begin == p.in_end) p.in_begin = p.in_end = 0;
-    iov[n++] = {p.in.data() + p.in_end, p.in.size() - p.in_end};
+    iov[n++] = {p.in.data() + p.in_end, std::min(kBufferedReadBytes, p.in.size() - p.in_end)};
     const ssize_t r = readv(p.fd.get(), iov, n);
     if (r > 0) {
       size_t got = static_cast<size_t>(r);
@@ -665,6 +675,10 @@ void TcpTransport::HandleReadable(Peer& p) {
     PeerLost(p, reason);
     return;
   }
+  // The last read's frames are handled now: epoll reports only new bytes,
+  // and if the peer sends nothing more (it may be waiting for them) no
+  // later round would come.
+  if (!p.in_closed) ConsumeInput(p);
 }
 
 bool TcpTransport::ConsumeInput(Peer& p) {

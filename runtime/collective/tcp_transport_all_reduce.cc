@@ -1,0 +1,235 @@
+#include "runtime/collective/tcp_transport_all_reduce.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/mutex.h"
+#include "graph/status.h"
+#include "runtime/collective/reduction.h"
+
+namespace strata {
+namespace {
+
+// Below the 1023 tags DistributedCollectiveExecutor gives one execution
+// (its last is the descriptor exchange's).
+constexpr int64_t kMaxTags = 1000;
+
+class AllReducePipelinedRing : public CollectiveAlgorithm {
+ public:
+  static absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> Create(const AlgorithmParams& p) {
+    return CreatePipelinedRingAllReduce(p);
+  }
+  AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes);
+  absl::Status Run(Transport& t, const void* input, void* output) override;
+
+ private:
+  enum class Op { kScatterRecv, kScatterSend, kGatherRecv, kGatherSend };
+  // One Run's progress, shared with the transport callbacks. Each chain of
+  // operations follows one piece of one chunk, so a piece's steps never wait
+  // for another piece's.
+  struct State {
+    Transport* t;
+    const char* in;
+    char* out;
+    int left, right;
+    Mutex mu;
+    CondVar idle;
+    int outstanding ABSL_GUARDED_BY(mu) = 0;
+    absl::Status status ABSL_GUARDED_BY(mu);
+  };
+
+  int64_t ChunkBegin(int c) const;
+  // Element range [begin, end) of piece j of chunk c.
+  std::pair<int64_t, int64_t> Piece(int c, int j) const;
+  int Mod(int c) const { return ((c % p_.size) + p_.size) % p_.size; }
+  uint64_t Tag(bool gather, int step, int j) const {
+    return static_cast<uint64_t>(((gather ? p_.size - 1 : 0) + step) * pieces_ + j);
+  }
+  // Posts operation `op` of ring step `step` on piece j (nothing for an
+  // empty piece, or once the run has failed).
+  void Post(State* st, Op op, int step, int j) const;
+  void Done(State* st, Op op, int step, int j, const absl::Status& s) const;
+
+  const AlgorithmParams p_;
+  const size_t elem_bytes_;
+  int pieces_ = 1;  // per chunk
+};
+
+AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes)
+    : p_(p), elem_bytes_(DataTypeSize(p.dtype)) {
+  if (p.size > 1) {
+    const int64_t chunk_bytes = (p.num_elements + p.size - 1) / p.size * static_cast<int64_t>(elem_bytes_);
+    const int64_t wanted = (chunk_bytes + static_cast<int64_t>(piece_bytes) - 1) /
+                           static_cast<int64_t>(piece_bytes);
+    const int64_t cap = std::max<int64_t>(1, kMaxTags / (2 * (p.size - 1)));
+    pieces_ = static_cast<int>(std::clamp<int64_t>(wanted, 1, cap));
+  }
+}
+
+int64_t AllReducePipelinedRing::ChunkBegin(int c) const {
+  // As AllReduceRing: the first n % size chunks hold one element more.
+  const int64_t base = p_.num_elements / p_.size, extra = p_.num_elements % p_.size;
+  return c * base + std::min<int64_t>(c, extra);
+}
+
+std::pair<int64_t, int64_t> AllReducePipelinedRing::Piece(int c, int j) const {
+  const int64_t begin = ChunkBegin(c), len = ChunkBegin(c + 1) - begin;
+  const int64_t base = len / pieces_, extra = len % pieces_;
+  const int64_t b = begin + j * base + std::min<int64_t>(j, extra);
+  return {b, b + base + (j < extra ? 1 : 0)};
+}
+
+void AllReducePipelinedRing::Post(State* st, Op op, int step, int j) const {
+  const int r = p_.rank;
+  // The chunk each operation moves (see AllReduceRing): the reduce-scatter
+  // sends chunk r - s and receives r - s - 1; the all-gather sends r + 1 - s
+  // and receives r - s.
+  int chunk = 0;
+  switch (op) {
+    case Op::kScatterSend:
+      chunk = Mod(r - step);
+      break;
+    case Op::kScatterRecv:
+      chunk = Mod(r - step - 1);
+      break;
+    case Op::kGatherSend:
+      chunk = Mod(r + 1 - step);
+      break;
+    case Op::kGatherRecv:
+      chunk = Mod(r - step);
+      break;
+  }
+  const auto [begin, end] = Piece(chunk, j);
+  if (begin == end) return;
+  {
+    MutexLock l(&st->mu);
+    if (!st->status.ok()) return;
+    ++st->outstanding;
+  }
+  const size_t bytes = static_cast<size_t>(end - begin) * elem_bytes_;
+  char* out = st->out + begin * static_cast<int64_t>(elem_bytes_);
+  auto cb = [this, st, op, step, j](const absl::Status& s) { Done(st, op, step, j, s); };
+  const bool gather = op == Op::kGatherSend || op == Op::kGatherRecv;
+  const uint64_t tag = Tag(gather, step, j);
+  if (op == Op::kScatterRecv || op == Op::kGatherRecv) {
+    st->t->RecvAsync(st->left, tag, out, bytes, std::move(cb));
+  } else {
+    // The first step sends the rank's own input: nothing was copied to
+    // `output` for it.
+    const char* src = op == Op::kScatterSend && step == 0
+                          ? st->in + begin * static_cast<int64_t>(elem_bytes_)
+                          : out;
+    st->t->SendAsync(st->right, tag, src, bytes, std::move(cb));
+  }
+}
+
+void AllReducePipelinedRing::Done(State* st, Op op, int step, int j, const absl::Status& s) const {
+  const int n = p_.size;
+  if (s.ok()) {
+    switch (op) {
+      case Op::kScatterRecv: {
+        // The peer's partial sum of this piece is in `output`; add this
+        // rank's input while it is in cache and pass it on.
+        const auto [begin, end] = Piece(Mod(p_.rank - step - 1), j);
+        char* acc = st->out + begin * static_cast<int64_t>(elem_bytes_);
+        MergeInto(p_.merge_op, p_.dtype, acc, st->in + begin * static_cast<int64_t>(elem_bytes_),
+                  end - begin);
+        if (step + 1 < n - 1) {
+          Post(st, Op::kScatterSend, step + 1, j);
+        } else {
+          // Fully reduced here: its owner applies Div once per element.
+          if (p_.final_op == FinalOp::kDiv) DivideBy(p_.dtype, acc, end - begin, n);
+          Post(st, Op::kGatherSend, 0, j);
+        }
+        break;
+      }
+      case Op::kScatterSend:
+        // Its region of `output` may now be overwritten by the final values.
+        if (step > 0) Post(st, Op::kGatherRecv, step, j);
+        break;
+      case Op::kGatherRecv:
+        if (step + 1 < n - 1) Post(st, Op::kGatherSend, step + 1, j);
+        break;
+      case Op::kGatherSend:
+        break;
+    }
+  }
+  bool first_error = false;
+  {
+    MutexLock l(&st->mu);
+    if (!s.ok() && st->status.ok()) {
+      st->status = s;
+      first_error = true;
+    }
+  }
+  // The pieces already posted on either side would wait for operations
+  // this rank will no longer post: abort, so that every one of them ends.
+  if (first_error) st->t->Abort(s);
+  MutexLock l(&st->mu);
+  if (--st->outstanding == 0) st->idle.SignalAll();
+}
+
+absl::Status AllReducePipelinedRing::Run(Transport& t, const void* input, void* output) {
+  const int n = p_.size, r = p_.rank;
+  if (n == 1) {
+    CopyBytes(output, input, p_.num_elements * elem_bytes_);
+    return absl::OkStatus();
+  }
+  if (t.size() != n || t.rank() != r) {
+    return absl::InternalError(absl::StrCat("pipelined ring all-reduce for rank ", r, " of ", n,
+                                            " runs over a transport of rank ", t.rank(), " of ",
+                                            t.size()));
+  }
+  State st;
+  st.t = &t;
+  st.in = static_cast<const char*>(input);
+  st.out = static_cast<char*>(output);
+  st.right = (r + 1) % n;
+  st.left = (r + n - 1) % n;
+  {
+    // Held while posting, so that the count cannot reach 0 early.
+    MutexLock l(&st.mu);
+    st.outstanding = 1;
+  }
+  // Receives first, so that their grants are on the way before any data.
+  for (int j = 0; j < pieces_; ++j) {
+    for (int s = 0; s < n - 1; ++s) Post(&st, Op::kScatterRecv, s, j);
+    Post(&st, Op::kGatherRecv, 0, j);
+  }
+  for (int j = 0; j < pieces_; ++j) Post(&st, Op::kScatterSend, 0, j);
+  MutexLock l(&st.mu);
+  if (--st.outstanding > 0) {
+    while (st.outstanding > 0) st.idle.Wait(&st.mu);
+  }
+  return st.status;
+}
+
+STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllReduce, "pipelined_ring",
+                                     AllReducePipelinedRing);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreatePipelinedRingAllReduce(
+    const AlgorithmParams& params, size_t piece_bytes) {
+  if (params.type != CollectiveType::kAllReduce) {
+    return absl::InvalidArgumentError("pipelined_ring is an all-reduce algorithm");
+  }
+  if (piece_bytes == 0) return absl::InvalidArgumentError("pipelined_ring: piece_bytes must be >= 1");
+  STRATA_RETURN_IF_ERROR(CheckReducible(params.dtype));
+  return std::unique_ptr<CollectiveAlgorithm>(new AllReducePipelinedRing(params, piece_bytes));
+}
+
+absl::StatusOr<std::string> SelectCrossProcessAlgorithm(CollectiveType type, const std::string& hint,
+                                                        int group_size, int64_t bytes_per_rank,
+                                                        const std::string& transport_kind) {
+  if (type == CollectiveType::kAllReduce && (hint == "auto" || hint.empty()) &&
+      transport_kind == "tcp") {
+    return std::string("pipelined_ring");
+  }
+  return SelectAlgorithm(type, hint, group_size, bytes_per_rank, /*same_address_space=*/false,
+                         transport_kind);
+}
+
+}  // namespace strata

@@ -1,0 +1,71 @@
+// AllReducePipelinedRing: the ring all-reduce (reduce-scatter, then
+// all-gather) for transports whose messages cost a round trip to set up and
+// whose bytes cost CPU time to move, i.e. TcpTransport. Registered as
+// all-reduce "pipelined_ring"; SelectCrossProcessAlgorithm picks it under
+// hint auto when the transport's kind() is "tcp".
+//
+// Against AllReduceRing it differs in three ways, each measured on loopback
+// with cross_process_bench (docs/performance.md):
+//   - every ring chunk is cut into pieces (`piece_bytes`, default 512 KiB),
+//     and every step of a piece starts as soon as that piece's previous step
+//     is done, not when the whole previous step is: a piece received in the
+//     reduce-scatter is merged while it is still in cache and sent on at
+//     once, while the later pieces are still arriving, and the all-gather of
+//     the first pieces overlaps the reduce-scatter of the last;
+//   - every receive whose destination is free is posted up front (the
+//     all-gather's into regions still being sent, as soon as that send is
+//     done), so the receiver-driven rendezvous of a large message costs no
+//     round trip per step: the grants travel while earlier data streams;
+//   - the reduce-scatter receives straight into `output` and merges the
+//     rank's own input into it (sum is commutative, so the bits are the
+//     ring's), so there is no scratch buffer and no initial copy of the
+//     input.
+// The merges and the sends that follow them run in the transport's
+// completion callbacks (TcpTransport: its I/O thread), so the calling
+// thread sleeps once per all-reduce rather than once per step.
+//
+//   AlgorithmParams p;  // rank, size, dtype, num_elements, merge_op, final_op
+//   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(
+//       CollectiveType::kAllReduce, "pipelined_ring", p));
+//   STRATA_RETURN_IF_ERROR(alg->Run(tcp_transport, input, output));
+//
+// Tags: 2 (size - 1) per piece; the piece count is capped so that they stay
+// below 1000 (the cross-worker executor gives an algorithm 1023). Every rank
+// ends with bitwise the same result. A transport error aborts the transport
+// (so the peers' pending pieces fail too) and is returned once every posted
+// operation has finished.
+//
+// Thread-safety: one object per rank per collective; Run may be called again
+// after it returned. Ownership: holds no buffers between runs.
+#ifndef STRATA_RUNTIME_COLLECTIVE_TCP_TRANSPORT_ALL_REDUCE_H_
+#define STRATA_RUNTIME_COLLECTIVE_TCP_TRANSPORT_ALL_REDUCE_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/collective/algorithm.h"
+#include "runtime/collective/transport.h"
+
+namespace strata {
+
+// Default piece size of AllReducePipelinedRing.
+inline constexpr size_t kPipelinedRingPieceBytes = 512 << 10;
+
+// An AllReducePipelinedRing with pieces of about `piece_bytes` (>= 1; the
+// tag cap may make them larger). InvalidArgument for a non-all-reduce or an
+// unreducible dtype.
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreatePipelinedRingAllReduce(
+    const AlgorithmParams& params, size_t piece_bytes = kPipelinedRingPieceBytes);
+
+// SelectAlgorithm, except that an all-reduce with hint "auto" (or empty) over
+// a transport of kind "tcp" gets "pipelined_ring". Every rank computes the
+// same answer from the same arguments.
+absl::StatusOr<std::string> SelectCrossProcessAlgorithm(CollectiveType type, const std::string& hint,
+                                                        int group_size, int64_t bytes_per_rank,
+                                                        const std::string& transport_kind);
+
+}  // namespace strata
+
+#endif  // STRATA_RUNTIME_COLLECTIVE_TCP_TRANSPORT_ALL_REDUCE_H_
