@@ -11,6 +11,10 @@
 // Each rank uses its own recycling device allocator (as a virtual CPU device
 // does) and keeps its input across iterations; outputs are dropped at the end
 // of each iteration, so their buffers are recycled, not page-faulted afresh.
+// Ranks wait for their result in Execute (blocking, as a kernel's caller
+// would), not by polling: polling waiters (sched_yield up to 30-2000 us
+// before sleeping) measured slower on the shared 2-core machine, where they
+// take cores from the ranks doing the reduction.
 //
 //   bazel run -c opt //runtime/collective:collective_bench --
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
