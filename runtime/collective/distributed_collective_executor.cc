@@ -316,10 +316,8 @@ void DistributedCollectiveExecutor::Fail(const absl::Status& status) {
     if (!fatal_.ok()) return;
     fatal_ = status;
   }
-  // Reported before the abort: the abort ends the pending runs, and a
-  // caller that sees its collective fail may already look for the report.
-  if (on_fatal_error_) on_fatal_error_(status);
   transport_->Abort(status);
+  if (on_fatal_error_) on_fatal_error_(status);
 }
 
 absl::Status DistributedCollectiveExecutor::ExchangeDescriptors(Transport& t, const Descriptor& mine,

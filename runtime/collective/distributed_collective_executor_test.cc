@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "graph/allocator.h"
 #include "graph/mutex.h"
@@ -256,6 +258,12 @@ TEST(DistributedCollectiveExecutorTest, ShapeMismatchIsInvalidArgumentOnEveryWor
   }
 }
 
+// Waits (at most a minute, a hang guard) until worker r reported its fatal error.
+void WaitForFatalCall(Cluster& c, int r) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (c.fatal_calls[r] == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+}
+
 TEST(DistributedCollectiveExecutorTest, MissingWorkerTimesOutNamingItAndBreaksTheCommunicator) {
   constexpr int w = 3;
   Cluster c(w, absl::Milliseconds(500));
@@ -268,6 +276,9 @@ TEST(DistributedCollectiveExecutorTest, MissingWorkerTimesOutNamingItAndBreaksTh
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(out[r].code(), absl::StatusCode::kDeadlineExceeded) << out[r];
     EXPECT_TRUE(Contains(out[r], "still waiting for " + Task(2))) << out[r];
+    // The report follows the transport's abort, which is what ended the
+    // collective: it may come just after.
+    WaitForFatalCall(c, r);
     EXPECT_EQ(c.fatal_calls[r], 1);
     EXPECT_EQ(c.workers[r]->fatal_error().code(), absl::StatusCode::kDeadlineExceeded);
   }

@@ -869,7 +869,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(int rank, int siz
     cpu_set_t cpus;
     const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
     const bool fits = size <= usable;
-    resolved.spin_duration = fits ? absl::Milliseconds(20) : absl::Microseconds(20);
+    resolved.spin_duration = fits ? absl::Milliseconds(20) : absl::ZeroDuration();
     resolved.yield_duration = fits ? absl::Microseconds(100) : absl::Milliseconds(2);
   }
   return std::unique_ptr<Transport>(new ShmTransportImpl(rank, layout, base, resolved));
