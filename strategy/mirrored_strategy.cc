@@ -6,6 +6,7 @@
 #include "graph/ops/core_ops.h"
 #include "graph/status.h"
 #include "strategy/mirrored_variable.h"
+#include "strategy/strategy_devices.h"
 
 namespace strata {
 namespace distribute {
@@ -13,13 +14,24 @@ namespace distribute {
 absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
     const std::vector<std::string>& devices, const DeviceOptions& machine,
     const StrategyOptions& options) {
-  // No GPU devices exist yet, so the default is the first CPU, as
-  // tf.distribute.MirroredStrategy() does on a machine without GPUs.
-  const std::vector<std::string> specs = devices.empty() ? std::vector<std::string>{"/cpu:0"}
-                                                         : devices;
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> resolved, ResolveDevices(specs, machine));
-  return std::unique_ptr<MirroredStrategy>(
-      new MirroredStrategy(std::move(resolved), machine, options));
+  // None given: every GPU, else the first CPU, as
+  // tf.distribute.MirroredStrategy() does.
+  STRATA_ASSIGN_OR_RETURN(PreparedDevices local,
+                          PrepareDevices(devices, machine, /*default_to_gpus=*/true));
+  STRATA_RETURN_IF_ERROR(CheckNotMixed("MirroredStrategy", local.devices));
+  std::unique_ptr<MirroredStrategy> s(new MirroredStrategy(local.devices, local.options, options));
+  if (local.device_mgr != nullptr) {
+    std::unique_ptr<CollectiveExecutor> executor;
+    if (AllGpus(local.devices)) {
+      // GPU replicas all-reduce with NCCL (one process: ncclCommInitAll
+      // over the replicas' GPUs, made by the first collective).
+      STRATA_ASSIGN_OR_RETURN(GpuCollectives nccl,
+                              MakeGpuCollectives(*local.device_mgr, local.devices, {}));
+      executor = std::move(nccl.executor);
+    }
+    s->AdoptDevices(std::move(local.device_mgr), std::move(executor));
+  }
+  return s;
 }
 
 absl::StatusOr<std::unique_ptr<train::Variable>> MirroredStrategy::CreateDistributedVariable(

@@ -14,9 +14,13 @@
 // Devices are given in TensorFlow's grammar ("/cpu:0", "/device:CPU:1",
 // "/gpu:1", "/job:localhost/replica:0/task:0/device:CPU:2"), each naming one
 // device of `machine`, in replica order. None given: every local GPU, or the
-// first CPU when there is none (Strata has no GPU devices yet, so: /cpu:0).
-// Errors: InvalidArgument naming an unknown, ambiguous, malformed or
-// duplicated device.
+// first CPU when there is none (GPUs exist only in a --config=cuda build).
+// When every replica is a GPU the strategy owns the devices (device_mgr())
+// and all-reduces with NCCL (NcclCollectiveExecutor, set in
+// session_options()); docs/strategy.md, "GPUs and NCCL". Errors:
+// InvalidArgument naming an unknown (a missing GPU too, with the reason),
+// ambiguous, malformed or duplicated device, or replicas mixing GPUs and
+// CPUs.
 //
 // Thread-safety and ownership: as for Strategy (strategy.h).
 #ifndef STRATA_STRATEGY_MIRRORED_STRATEGY_H_

@@ -15,6 +15,7 @@
 #include "runtime/coordination/coordination_client.h"
 #include "runtime/coordination/coordination_service.h"
 #include "runtime/coordination/grpc_server.h"
+#include "strategy/strategy_devices.h"
 
 namespace strata {
 namespace distribute {
@@ -28,6 +29,10 @@ struct MultiWorkerMirroredStrategy::Runtime {
   std::unique_ptr<CoordinationClient> client;
   std::string transport_kind;
   std::unique_ptr<DistributedCollectiveExecutor> executor;
+  // GPU replicas: NCCL instead of `executor` (strategy_devices.h), and how
+  // the cluster's error aborts whichever executor the strategy uses.
+  std::unique_ptr<CollectiveExecutor> gpu_executor;
+  std::function<void(const absl::Status&)> abort_collectives;
   bool shut_down = false;
 };
 
@@ -100,9 +105,14 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   DeviceOptions machine = machine_in;
   machine.job = cluster.task_type();
   machine.task = cluster.task_index();
-  const std::vector<std::string> specs =
-      devices.empty() ? std::vector<std::string>{"/cpu:0"} : devices;
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> resolved, ResolveDevices(specs, machine));
+  // None given: every local GPU, else the first CPU. GPU replicas reduce
+  // with NCCL across the workers, with no shm/TCP data plane.
+  STRATA_ASSIGN_OR_RETURN(PreparedDevices local,
+                          PrepareDevices(devices, machine, /*default_to_gpus=*/true));
+  STRATA_RETURN_IF_ERROR(CheckNotMixed("MultiWorkerMirroredStrategy", local.devices));
+  machine = local.options;
+  std::vector<std::string> resolved = local.devices;
+  const bool use_nccl = local.device_mgr != nullptr && AllGpus(resolved);
 
   const std::vector<TaskId> tasks = TrainingTasks(cluster);
   std::vector<std::string> task_names;
@@ -166,7 +176,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   STRATA_RETURN_IF_ERROR(ParseHostPort(chief_address, &chief_host, &chief_port));
   const std::string prefix = absl::StrCat("mwms-", chief_port, "-", fingerprint);
   std::unique_ptr<Transport> transport;
-  if (num_workers > 1) {
+  if (use_nccl) kind = "nccl";
+  if (num_workers > 1 && !use_nccl) {
     if (kind == "shm") {
       ShmTransportOptions o;
       o.key_prefix = absl::StrCat(prefix, "-shm");
@@ -194,21 +205,52 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // 4. The executor: local, then across workers. A failed cross-worker
   // collective is the cluster's error; the cluster's error fails the
   // collectives.
-  DistributedCollectiveExecutorOptions eo;
-  eo.worker_rank = worker;
-  eo.num_workers = num_workers;
-  eo.worker_names = task_names;
-  eo.transport = std::move(transport);
   CoordinationClient* client = rt->client.get();
-  eo.on_fatal_error = [client, task_names](const absl::Status& s) {
+  auto report = [client, task_names](const absl::Status& s) {
     (void)client->ReportError(absl::Status(s.code(), NameRanks(std::string(s.message()), task_names)));
   };
-  STRATA_ASSIGN_OR_RETURN(rt->executor, DistributedCollectiveExecutor::Create(std::move(eo)));
-  DistributedCollectiveExecutor* executor = rt->executor.get();
-  rt->client->SetErrorCallback([executor](absl::Status s) { executor->Abort(s); });
+  if (use_nccl) {
+    // NCCL's unique ids go through the coordination service's store, under
+    // a prefix of this cluster incarnation (the chief's): the store's keys
+    // are insert-once.
+    const std::string incarnation_key = absl::StrCat(prefix, "/nccl_incarnation");
+    std::string incarnation;
+    if (worker == 0) {
+      incarnation = absl::StrCat(absl::Hex(rt->client->incarnation()));
+      STRATA_RETURN_IF_ERROR(rt->client->Insert(incarnation_key, incarnation));
+    } else {
+      STRATA_ASSIGN_OR_RETURN(incarnation,
+                              rt->client->Get(incarnation_key, multi_worker.startup_timeout));
+    }
+    GpuCollectiveOptions go;
+    go.worker_rank = worker;
+    go.num_workers = num_workers;
+    go.worker_names = task_names;
+    go.store = rt->client.get();
+    go.key_prefix = absl::StrCat("nccl/", incarnation);
+    go.on_fatal_error = report;
+    STRATA_ASSIGN_OR_RETURN(GpuCollectives nccl,
+                            MakeGpuCollectives(*local.device_mgr, resolved, std::move(go)));
+    rt->gpu_executor = std::move(nccl.executor);
+    rt->abort_collectives = std::move(nccl.abort);
+  } else {
+    DistributedCollectiveExecutorOptions eo;
+    eo.worker_rank = worker;
+    eo.num_workers = num_workers;
+    eo.worker_names = task_names;
+    eo.transport = std::move(transport);
+    eo.on_fatal_error = report;
+    STRATA_ASSIGN_OR_RETURN(rt->executor, DistributedCollectiveExecutor::Create(std::move(eo)));
+    DistributedCollectiveExecutor* executor = rt->executor.get();
+    rt->abort_collectives = [executor](const absl::Status& s) { executor->Abort(s); };
+  }
+  rt->client->SetErrorCallback(rt->abort_collectives);
 
   std::unique_ptr<MultiWorkerMirroredStrategy> s(new MultiWorkerMirroredStrategy(
       std::move(resolved), machine, options, cluster, std::move(rt)));
+  // The devices outlive the NCCL executor in `rt` (a member of the derived
+  // class, destroyed first).
+  if (local.device_mgr != nullptr) s->AdoptDevices(std::move(local.device_mgr));
   return s;
 }
 
@@ -222,7 +264,9 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<std::string
       cluster_(std::move(cluster)),
       runtime_(std::move(runtime)) {
   for (const TaskId& t : TrainingTasks(cluster_)) task_names_.push_back(ClusterSpec::TaskPrefix(t));
-  set_collective_executor(runtime_->executor.get());
+  set_collective_executor(runtime_->gpu_executor != nullptr
+                              ? runtime_->gpu_executor.get()
+                              : static_cast<CollectiveExecutor*>(runtime_->executor.get()));
 }
 
 absl::Status MultiWorkerMirroredStrategy::NameTasks(const absl::Status& status) const {
@@ -241,10 +285,9 @@ absl::Status MultiWorkerMirroredStrategy::cluster_error() const {
 }
 
 void MultiWorkerMirroredStrategy::OnClusterError(std::function<void(absl::Status)> callback) {
-  DistributedCollectiveExecutor* executor = runtime_->executor.get();
   runtime_->client->SetErrorCallback(
-      [executor, callback = std::move(callback)](absl::Status s) {
-        executor->Abort(s);
+      [abort = runtime_->abort_collectives, callback = std::move(callback)](absl::Status s) {
+        abort(s);
         callback(s);
       });
 }

@@ -89,7 +89,11 @@ class MultiWorkerMirroredStrategy : public MirroredStrategy {
   bool is_chief() const { return worker_index() == 0; }
   // This task, "/job:worker/replica:0/task:1".
   std::string task_name() const { return cluster_.TaskPrefix(); }
-  // "shm" or "tcp": what carries the cross-worker collectives.
+  // "shm" or "tcp": what carries the cross-worker collectives; "nccl" when
+  // the local devices are GPUs (NCCL carries them, no shm/TCP data plane;
+  // its unique ids go through the coordination service's key-value store
+  // under a prefix of the chief's incarnation, and the cluster's error
+  // aborts the NCCL communicators).
   std::string transport_kind() const;
 
   // The cluster's first error (a lost or restarted task, an error a task

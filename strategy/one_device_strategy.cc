@@ -4,15 +4,21 @@
 #include <vector>
 
 #include "graph/status.h"
+#include "strategy/strategy_devices.h"
 
 namespace strata {
 namespace distribute {
 
 absl::StatusOr<std::unique_ptr<OneDeviceStrategy>> OneDeviceStrategy::Create(
     const std::string& device, const DeviceOptions& machine, const StrategyOptions& options) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> devices, ResolveDevices({device}, machine));
-  return std::unique_ptr<OneDeviceStrategy>(
-      new OneDeviceStrategy(std::move(devices), machine, options));
+  STRATA_ASSIGN_OR_RETURN(PreparedDevices local,
+                          PrepareDevices({device}, machine, /*default_to_gpus=*/false));
+  std::unique_ptr<OneDeviceStrategy> s(
+      new OneDeviceStrategy(std::move(local.devices), local.options, options));
+  // One replica makes no collectives; a GPU's devices are shared by the
+  // strategy's sessions.
+  if (local.device_mgr != nullptr) s->AdoptDevices(std::move(local.device_mgr));
+  return s;
 }
 
 absl::StatusOr<std::unique_ptr<train::Variable>> OneDeviceStrategy::CreateDistributedVariable(

@@ -29,8 +29,11 @@ namespace distribute {
 
 class OneDeviceStrategy : public Strategy {
  public:
-  // `device` in TensorFlow's grammar ("/cpu:0", "/device:CPU:1") must name
-  // one device of `machine`; InvalidArgument naming it otherwise.
+  // `device` in TensorFlow's grammar ("/cpu:0", "/device:CPU:1", "/gpu:0"
+  // in a --config=cuda build) must name one device of `machine`;
+  // InvalidArgument naming it otherwise (for a GPU that is not there, with
+  // the reason). A GPU's devices are made by the strategy and shared by its
+  // sessions (session_options()).
   static absl::StatusOr<std::unique_ptr<OneDeviceStrategy>> Create(
       const std::string& device, const DeviceOptions& machine = DeviceOptions(),
       const StrategyOptions& options = StrategyOptions());

@@ -18,6 +18,7 @@
 #include "strategy/gradient_bucketing.h"
 #include "strategy/mirrored_variable.h"
 #include "strategy/replica_context.h"
+#include "strategy/strategy_devices.h"
 #include "train/initializers.h"
 
 namespace strata {
@@ -97,8 +98,16 @@ Strategy::~Strategy() = default;
 SessionOptions Strategy::session_options() const {
   SessionOptions o;
   o.devices = machine_;
+  o.device_mgr = device_mgr_.get();
   o.collective_executor = collective_executor_;
   return o;
+}
+
+void Strategy::AdoptDevices(std::unique_ptr<DeviceMgr> devices,
+                            std::unique_ptr<CollectiveExecutor> executor) {
+  device_mgr_ = std::move(devices);
+  owned_executor_ = std::move(executor);
+  if (owned_executor_ != nullptr) collective_executor_ = owned_executor_.get();
 }
 
 StrategyScope Strategy::Scope() { return StrategyScope(this); }
@@ -113,46 +122,7 @@ std::vector<std::string> Strategy::LocalDevices(const DeviceOptions& machine) {
 
 absl::StatusOr<std::vector<std::string>> Strategy::ResolveDevices(
     const std::vector<std::string>& specs, const DeviceOptions& machine) {
-  const std::vector<std::string> local = LocalDevices(machine);
-  std::vector<DeviceName> parsed_local;
-  for (const std::string& d : local) {
-    STRATA_ASSIGN_OR_RETURN(DeviceName n, DeviceName::Parse(d));
-    parsed_local.push_back(n);
-  }
-  const std::string listing = absl::StrJoin(local, ", ");
-  std::vector<std::string> out;
-  absl::flat_hash_map<std::string, std::string> spec_of;  // full name -> the spec naming it
-  for (const std::string& spec : specs) {
-    absl::StatusOr<DeviceName> n = DeviceName::Parse(spec);
-    if (!n.ok()) return AnnotateStatus(n.status(), "strategy devices: ");
-    if (!n->has_type || !n->has_id) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strategy devices: '", spec, "' does not name one device (give a type and an id, e.g. "
-          "\"/cpu:0\" or \"/device:GPU:1\")"));
-    }
-    std::vector<std::string> matches;
-    for (size_t i = 0; i < local.size(); ++i) {
-      if (n->Matches(parsed_local[i])) matches.push_back(local[i]);
-    }
-    if (matches.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("strategy devices: unknown device '", spec,
-                                                     "'; this machine has ", listing));
-    }
-    if (matches.size() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat("strategy devices: '", spec, "' matches ",
-                                                     matches.size(), " devices (",
-                                                     absl::StrJoin(matches, ", "),
-                                                     "); name one"));
-    }
-    auto [it, inserted] = spec_of.emplace(matches[0], spec);
-    if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("strategy devices: '", spec, "' and '",
-                                                     it->second, "' are the same device ",
-                                                     matches[0]));
-    }
-    out.push_back(matches[0]);
-  }
-  return out;
+  return ResolveDeviceSpecs(specs, LocalDevices(machine));
 }
 
 absl::StatusOr<std::unique_ptr<train::Variable>> Strategy::CreateVariable(

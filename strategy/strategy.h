@@ -52,6 +52,11 @@
 // optimizer updating the primary from every replica): InvalidArgument naming
 // the node and the variable.
 //
+// GPUs (a --config=cuda build): devices may be "/gpu:N"; the strategy then
+// makes the process's devices and shares them with its sessions
+// (session_options(), device_mgr()), and GPU replicas all-reduce with NCCL
+// (strategy_devices.h, docs/strategy.md).
+//
 // Thread-safety: build graphs with one thread, as for Scope; the scope and
 // the replica context are per thread. The strategy may be shared by the
 // sessions that run its graphs. Ownership: the strategy must outlive the
@@ -69,6 +74,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/scope.h"
+#include "kernels/collective.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
 #include "train/data/dataset.h"
@@ -177,7 +183,15 @@ class Strategy {
   const StrategyOptions& options() const { return options_; }
   // The devices the strategy was created against: give the session these.
   const DeviceOptions& machine() const { return machine_; }
+  // What a session running the strategy's graphs needs: the machine, the
+  // collective executor and, with GPUs, the strategy's own devices.
   SessionOptions session_options() const;
+  // With GPU replicas: the process's devices, made once by the strategy and
+  // shared by its sessions (session_options().device_mgr), so that its
+  // collective executor (NCCL) and the kernels use the same device objects
+  // and streams; variables then persist across those sessions. nullptr for
+  // CPU-only strategies (each session makes its own devices, as before).
+  DeviceMgr* device_mgr() const { return device_mgr_.get(); }
   // The collective group of the replicas (unique per strategy object).
   int collective_group_key() const { return group_key_; }
   // With several workers: the group of each worker's first device (one
@@ -225,6 +239,10 @@ class Strategy {
   // Where the sessions of this strategy's graphs run their collectives
   // (SessionOptions::collective_executor); nullptr: each session's own.
   void set_collective_executor(CollectiveExecutor* executor) { collective_executor_ = executor; }
+  // Takes the devices (strategy_devices.h) and an executor over them (the
+  // executor is destroyed first); either may be null.
+  void AdoptDevices(std::unique_ptr<DeviceMgr> devices,
+                    std::unique_ptr<CollectiveExecutor> executor = nullptr);
   // The next instance key of the worker group (graph building is the same
   // code on every worker, so every worker hands out the same keys).
   int NextWorkerInstanceKey() { return next_worker_instance_key_++; }
@@ -236,11 +254,12 @@ class Strategy {
       const strata::Scope& scope, const train::VariableArgs& args,
       const train::VariableCreatorFn& next) = 0;
 
-  // Resolves device specs against the machine's devices: each must name
-  // exactly one local device, none twice. InvalidArgument naming the spec.
+  // Resolves device specs against the machine's CPU devices: each must
+  // name exactly one local device, none twice. InvalidArgument naming the
+  // spec. (GPUs: PrepareDevices in strategy_devices.h.)
   static absl::StatusOr<std::vector<std::string>> ResolveDevices(
       const std::vector<std::string>& specs, const DeviceOptions& machine);
-  // The full names of the devices `machine` describes.
+  // The full names of the CPU devices `machine` describes.
   static std::vector<std::string> LocalDevices(const DeviceOptions& machine);
 
  private:
@@ -258,6 +277,9 @@ class Strategy {
   const std::vector<std::string> devices_;
   const DeviceOptions machine_;
   const StrategyOptions options_;
+  // Declared before the executor, which borrows its devices.
+  std::unique_ptr<DeviceMgr> device_mgr_;
+  std::unique_ptr<CollectiveExecutor> owned_executor_;
   CollectiveExecutor* collective_executor_ = nullptr;
   const int num_workers_ = 1;
   const int worker_index_ = 0;

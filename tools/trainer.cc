@@ -5,6 +5,8 @@
 //
 //   bazel run //tools:trainer -- --model=mlp --hidden=128,64 --epochs=30
 //   bazel-bin/tools/trainer --strategy=mirrored --num_cpu_devices=4 --trace_out=/tmp/trace.json
+//   bazel-bin/tools/trainer --devices=/gpu:0 --model=cnn         # built with --config=cuda
+//   bazel-bin/tools/trainer --strategy=mirrored                  # every GPU (NCCL), else /cpu:0
 //   bazel-bin/tools/trainer --data=csv:/data/train.csv --optimizer=sgd --learning_rate=0.1
 //       --checkpoint_dir=/tmp/run --save_every_steps=100 --metrics_out=/tmp/run/metrics.jsonl
 //
@@ -61,8 +63,10 @@ ABSL_FLAG(std::string, collective_transport, "auto",
           "multi_worker_mirrored: auto (shared memory when every task is on one host, else TCP), "
           "shm or tcp");
 ABSL_FLAG(std::string, devices, "",
-          "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 (default: one_device /cpu:0, "
-          "mirrored every CPU device)");
+          "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1 (GPUs need a "
+          "build with --config=cuda; docs/gpu.md). Default: one_device /cpu:0; mirrored and "
+          "multi_worker_mirrored every CPU device of --num_cpu_devices if given, else every GPU, "
+          "else /cpu:0");
 ABSL_FLAG(int32_t, num_cpu_devices, 0,
           "virtual CPU devices simulating a multi-device machine (0: as many as --devices names, "
           "at least 1)");
@@ -88,6 +92,7 @@ int main(int argc, char** argv) {
       "Trains a classifier on one device or mirrored over several.\n"
       "  trainer --model=mlp --hidden=128,64 --data=digits --epochs=30\n"
       "  trainer --strategy=mirrored --num_cpu_devices=4 --trace_out=/tmp/trace.json\n"
+      "  trainer --devices=/gpu:0 --model=cnn   (a --config=cuda build)\n"
       "  trainer --data=csv:train.csv --checkpoint_dir=/tmp/run --save_every_steps=100");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {

@@ -35,6 +35,7 @@
 #include "strategy/one_device_strategy.h"
 #include "strategy/replica_context.h"
 #include "strategy/strategy.h"
+#include "strategy/strategy_devices.h"
 #include "tools/trainer_data.h"
 #include "train/learning_rate.h"
 #include "train/losses.h"
@@ -177,9 +178,25 @@ double DefaultLearningRate(const std::string& optimizer) {
   return 1e-3;  // adam
 }
 
-// The virtual CPU devices of the simulated machine.
+// The virtual CPU devices of the simulated machine (GPUs named in
+// --devices are not CPUs).
 int NumCpuDevices(const TrainerConfig& c) {
-  return c.num_cpu_devices > 0 ? c.num_cpu_devices : std::max<int>(1, static_cast<int>(c.devices.size()));
+  if (c.num_cpu_devices > 0) return c.num_cpu_devices;
+  const int gpus = static_cast<int>(
+      std::count_if(c.devices.begin(), c.devices.end(),
+                    [](const std::string& d) { return distribute::AnyGpu({d}); }));
+  return std::max<int>(1, static_cast<int>(c.devices.size()) - gpus);
+}
+
+// The replicas' devices of a mirrored strategy: --devices, else every CPU
+// device of --num_cpu_devices, else none (the strategy's default: every GPU,
+// or /cpu:0 where there is none).
+std::vector<std::string> MirroredSpecs(const TrainerConfig& c, const DeviceOptions& machine) {
+  std::vector<std::string> specs = c.devices;
+  if (specs.empty() && c.num_cpu_devices > 0) {
+    for (int i = 0; i < machine.num_cpu_devices; ++i) specs.push_back(absl::StrCat("/cpu:", i));
+  }
+  return specs;
 }
 
 // What a checkpoint must agree with to be resumed by this run (not the
@@ -210,10 +227,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Trainer
     STRATA_ASSIGN_OR_RETURN(ClusterSpec cluster,
                             from_flags ? ClusterSpecFromFlags(c.cluster_spec, c.task_type, c.task_index)
                                        : ClusterSpecFromEnvironment());
-    std::vector<std::string> specs = c.devices;
-    if (specs.empty()) {
-      for (int i = 0; i < machine.num_cpu_devices; ++i) specs.push_back(absl::StrCat("/cpu:", i));
-    }
+    const std::vector<std::string> specs = MirroredSpecs(c, machine);
     distribute::MultiWorkerOptions mw;
     mw.heartbeat_timeout = absl::Seconds(c.heartbeat_timeout_seconds);
     mw.startup_timeout = absl::Seconds(c.startup_timeout_seconds);
@@ -223,11 +237,13 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Trainer
     if (!m.ok()) return AnnotateStatus(m.status(), absl::StrCat(cluster.TaskPrefix(), ": "));
     return std::unique_ptr<distribute::Strategy>(*std::move(m));
   } else {
-    std::vector<std::string> specs = c.devices;
-    if (specs.empty()) {
-      for (int i = 0; i < machine.num_cpu_devices; ++i) specs.push_back(absl::StrCat("/cpu:", i));
-    }
-    s = distribute::MirroredStrategy::Create(specs, machine, options);
+    s = distribute::MirroredStrategy::Create(MirroredSpecs(c, machine), machine, options);
+  }
+  if (!s.ok() && distribute::AnyGpu(c.devices)) {
+    // Likely a GPU that is not there (no GPU, too few, a build without CUDA).
+    return absl::Status(s.status().code(), absl::StrCat(
+        "--devices=", absl::StrJoin(c.devices, ","), ": ", s.status().message(),
+        " (GPUs need a trainer built with --config=cuda on a machine with GPUs; docs/gpu.md)"));
   }
   if (!s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(

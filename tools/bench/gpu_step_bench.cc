@@ -1,0 +1,209 @@
+// gpu_step_bench: the time of one training step of an MLP in Strata on one
+// device, for tools/bench/gpu_step_bench.py, which runs it beside the same
+// step in PyTorch eager on the same GPU.
+//
+//   bazel build --config=cuda //tools:gpu_step_bench
+//   bazel-bin/tools/gpu_step_bench --device=/gpu:0 --json      # 784-512-512-10, batch 256
+//   bazel-bin/tools/gpu_step_bench --device=/cpu:0             # any build: the CPU step
+//
+// The step: forward (Dense+ReLU, Dense+ReLU, Dense logits), sparse softmax
+// cross-entropy, backward and plain SGD on every weight, as one Session::Run
+// of the train op built with the same model code as the trainer
+// (OneDeviceStrategy on --device, train::MakeMlp, a DistributedOptimizer).
+// The batch is a constant on the device (PyTorch's peer keeps its batch on
+// the GPU too), so the step is the model's work, not the input's. A Run
+// returns once the step has finished on the GPU (the session synchronizes
+// the device at the end of each step), so each timed Run is one complete
+// step; --fetch_loss also copies the loss back, as a training loop printing
+// it would.
+//
+// Output: a line per statistic, or with --json one JSON object:
+//   {"framework":"strata","device":"...","step_ms_median":...,"step_ms_mean":...,
+//    "step_ms_p10":...,"step_ms_p90":...,"steps":...,"loss_first":...,"loss_last":...}
+// Exit status 1 with the reason on stderr when the device is not there (a
+// build without CUDA, a machine without a GPU) or the step fails.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "graph/ops/core_ops.h"
+#include "graph/status.h"
+#include "runtime/session.h"
+#include "strategy/distributed_optimizer.h"
+#include "strategy/one_device_strategy.h"
+#include "strategy/replica_context.h"
+#include "train/losses.h"
+#include "train/models.h"
+#include "train/optimizers.h"
+#include "train/variable.h"
+#include "unsupported/Eigen/CXX11/ThreadPool"
+
+ABSL_FLAG(std::string, device, "/gpu:0", "the device of the step (/gpu:0, /cpu:0)");
+ABSL_FLAG(int64_t, batch, 256, "examples per step");
+ABSL_FLAG(int64_t, features, 784, "input features");
+ABSL_FLAG(std::string, hidden, "512,512", "hidden layer sizes");
+ABSL_FLAG(int64_t, classes, 10, "classes");
+ABSL_FLAG(double, learning_rate, 0.01, "SGD learning rate");
+ABSL_FLAG(int64_t, warmup, 20, "untimed steps first (allocator, cuBLAS and NCCL set-up)");
+ABSL_FLAG(int64_t, steps, 200, "timed steps");
+ABSL_FLAG(bool, fetch_loss, false, "fetch the loss every step (a device-to-host copy)");
+ABSL_FLAG(bool, json, false, "print one JSON object");
+
+namespace strata {
+namespace {
+
+// Runs what it is given on the calling thread: one op at a time, as an
+// eager framework issues them (the trainer's choice for one replica too).
+class InlinePool : public Eigen::ThreadPoolInterface {
+ public:
+  void Schedule(std::function<void()> fn) override { fn(); }
+  void Cancel() override {}
+  int NumThreads() const override { return 1; }
+  int CurrentThreadId() const override { return 0; }
+};
+
+struct Stats {
+  double median = 0, mean = 0, p10 = 0, p90 = 0;
+};
+
+Stats Summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  Stats s;
+  const size_t n = ms.size();
+  s.median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  for (double v : ms) s.mean += v / n;
+  s.p10 = ms[n / 10];
+  s.p90 = ms[std::min(n - 1, n * 9 / 10)];
+  return s;
+}
+
+absl::Status Main() {
+  const std::string device = absl::GetFlag(FLAGS_device);
+  const int64_t batch = absl::GetFlag(FLAGS_batch);
+  const int64_t features = absl::GetFlag(FLAGS_features);
+  const int64_t classes = absl::GetFlag(FLAGS_classes);
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup);
+  const int64_t steps = absl::GetFlag(FLAGS_steps);
+  if (batch < 1 || features < 1 || classes < 2 || steps < 1 || warmup < 0) {
+    return absl::InvalidArgumentError(
+        "--batch, --features and --steps must be >= 1, --classes >= 2, --warmup >= 0");
+  }
+  std::vector<int64_t> hidden;
+  for (absl::string_view h : absl::StrSplit(absl::GetFlag(FLAGS_hidden), ',', absl::SkipEmpty())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(h, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--hidden: '", h, "' is not a positive size"));
+    }
+    hidden.push_back(v);
+  }
+
+  DeviceOptions machine;
+  machine.num_cpu_devices = 1;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::OneDeviceStrategy> strategy,
+                          distribute::OneDeviceStrategy::Create(device, machine));
+  const std::string full_device = strategy->devices()[0];
+
+  // The batch: N(0, 1) features, uniform labels, fixed seed.
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  Tensor x(DT_FLOAT, TensorShape{batch, features});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.data<float>()[i] = normal(rng);
+  Tensor y(DT_INT32, TensorShape{batch});
+  for (int64_t i = 0; i < batch; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(rng() % classes);
+
+  Scope root = Scope::NewRootScope();
+  distribute::StrategyScope in_scope = strategy->Scope();
+  const Scope on_device = root.WithDevice(full_device);
+  Output xc = ops::Const(on_device.WithOpName("x"), x);
+  Output yc = ops::Const(on_device.WithOpName("y"), y);
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<train::Sequential> model,
+                          train::MakeMlp(hidden, classes, /*seed=*/1));
+  distribute::DistributedOptimizer<train::SGD> sgd(absl::GetFlag(FLAGS_learning_rate));
+  auto step_fn = [&](distribute::ReplicaContext& ctx,
+                     const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
+    STRATA_ASSIGN_OR_RETURN(Output logits, model->Build(ctx.scope(), in[0]));
+    Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
+    STRATA_ASSIGN_OR_RETURN(Node* train_op,
+                            train::Minimize(ctx.scope(), loss, model->reads(), &sgd));
+    return distribute::ReplicaResult{{loss}, {train_op}};
+  };
+  STRATA_ASSIGN_OR_RETURN(distribute::RunResult step,
+                          strategy->Run(root, step_fn,
+                                        {distribute::PerReplica({xc}), distribute::PerReplica({yc})}));
+  Node* init = train::GlobalVariablesInitializer(root);
+  STRATA_RETURN_IF_ERROR(root.status());
+
+  InlinePool inline_pool;
+  SessionOptions options = strategy->session_options();
+  options.inter_op_pool = &inline_pool;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root, options));
+  STRATA_RETURN_IF_ERROR(session->Run({}, {}, {init->name()}, nullptr));
+
+  const std::string loss_name = step.values[0][0].name();
+  const bool fetch = absl::GetFlag(FLAGS_fetch_loss);
+  auto run_step = [&](float* loss) -> absl::Status {
+    std::vector<Tensor> out;
+    STRATA_RETURN_IF_ERROR(session->Run({}, fetch || loss != nullptr ? std::vector<std::string>{loss_name}
+                                                                    : std::vector<std::string>{},
+                                        {step.op->name()}, &out));
+    if (loss != nullptr) *loss = out[0].data<float>()[0];
+    return absl::OkStatus();
+  };
+  float loss_first = 0, loss_last = 0;
+  STRATA_RETURN_IF_ERROR(run_step(&loss_first));
+  for (int64_t i = 1; i < warmup; ++i) STRATA_RETURN_IF_ERROR(run_step(nullptr));
+  std::vector<double> ms;
+  ms.reserve(steps);
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(run_step(nullptr));
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  STRATA_RETURN_IF_ERROR(run_step(&loss_last));
+  const Stats s = Summarize(ms);
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf(
+        "{\"framework\":\"strata\",\"device\":\"%s\",\"batch\":%lld,\"features\":%lld,"
+        "\"hidden\":\"%s\",\"classes\":%lld,\"fetch_loss\":%s,\"steps\":%lld,"
+        "\"step_ms_median\":%.5f,\"step_ms_mean\":%.5f,\"step_ms_p10\":%.5f,\"step_ms_p90\":%.5f,"
+        "\"loss_first\":%.6g,\"loss_last\":%.6g}\n",
+        full_device.c_str(), static_cast<long long>(batch), static_cast<long long>(features),
+        absl::GetFlag(FLAGS_hidden).c_str(), static_cast<long long>(classes),
+        fetch ? "true" : "false", static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90,
+        loss_first, loss_last);
+  } else {
+    std::printf("strata step on %s: MLP %lld-%s-%lld, batch %lld, SGD\n", full_device.c_str(),
+                static_cast<long long>(features), absl::StrJoin(hidden, "-").c_str(),
+                static_cast<long long>(classes), static_cast<long long>(batch));
+    std::printf("  %lld steps: median %.4f ms, mean %.4f ms, p10 %.4f ms, p90 %.4f ms\n",
+                static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90);
+    std::printf("  loss %.5g at the first step, %.5g after %lld steps\n", loss_first, loss_last,
+                static_cast<long long>(warmup + steps + 1));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  absl::Status s = strata::Main();
+  if (!s.ok()) {
+    std::fprintf(stderr, "gpu_step_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""One MLP training step in Strata and in PyTorch eager on the same GPU.
+
+Runs, side by side in one run on one GPU:
+
+  1. one training step of the 784-512-512-10 MLP at batch 256 (forward,
+     sparse softmax cross-entropy, backward, SGD), the batch resident on the
+     GPU: Strata's `gpu_step_bench` (tools/bench/gpu_step_bench.cc, one
+     Session::Run of the train op per step, which returns once the step has
+     finished on the GPU) against the same step in PyTorch eager, timed the
+     same way (torch.cuda.synchronize() after each step) and also pipelined
+     (N steps, one synchronize: what an eager loop that never reads the loss
+     gets). The ratio Strata / PyTorch uses the per-step synchronized time;
+     issue 6's target is <= 1.0;
+  2. cuBLAS MatMul TFLOP/s: Strata's MatMul kernel (`gpu_kernels_bench`,
+     kernels/gpu/) next to torch.matmul on the same shapes and dtypes (the
+     MLP's forward and backward products and 4096^3), both timed with CUDA
+     events around 50 back-to-back launches, float32 without TF32.
+
+Both use full float32 (no TF32): Strata's float MatMul computes in
+CUBLAS_COMPUTE_32F; PyTorch is told allow_tf32 = False.
+
+Where there is no GPU (or PyTorch has no CUDA) the script exits 1 saying so;
+it never reports numbers it did not measure. `--device=cpu` runs part 1 on
+the CPU instead (both frameworks), to check the script on any machine.
+
+On a lent GPU machine (no Bazel there), after bundling (docs/gpu.md,
+"Running on a lent GPU machine"):
+
+  python3 gpu_step_bench.py --strata_bench=./gpu_step_bench/gpu_step_bench \\
+      --kernels_bench=./gpu_kernels_bench/gpu_kernels_bench --json_out=gpu_step.json
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def fail(msg):
+    print(f"gpu_step_bench.py: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def find(path, candidates):
+    if path:
+        if not os.path.exists(path):
+            fail(f"{path} does not exist")
+        return path
+    for c in candidates:
+        if os.path.exists(c):
+            return c
+    fail("cannot find " + " or ".join(candidates) + " (pass the path)")
+
+
+def summarize(ms):
+    ms = sorted(ms)
+    n = len(ms)
+    return {
+        "step_ms_median": statistics.median(ms),
+        "step_ms_mean": sum(ms) / n,
+        "step_ms_p10": ms[n // 10],
+        "step_ms_p90": ms[min(n - 1, n * 9 // 10)],
+    }
+
+
+def torch_step(torch, args, device):
+    """The same step as gpu_step_bench.cc, in PyTorch eager."""
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(1)
+    sizes = [args.features] + [int(h) for h in args.hidden.split(",") if h] + [args.classes]
+    params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        limit = (6.0 / (fan_in + fan_out)) ** 0.5  # Glorot uniform, as train::Dense
+        w = (torch.rand(fan_in, fan_out, generator=g) * 2 - 1) * limit
+        params.append(w.to(device).requires_grad_())
+        params.append(torch.zeros(fan_out, device=device, requires_grad=True))
+    x = torch.randn(args.batch, args.features, generator=g).to(device)
+    y = torch.randint(0, args.classes, (args.batch,), generator=g).to(device)
+    opt = torch.optim.SGD(params, lr=args.learning_rate)
+
+    def step():
+        h = x
+        for i in range(0, len(params), 2):
+            h = h @ params[i] + params[i + 1]
+            if i + 2 < len(params):
+                h = F.relu(h)
+        loss = F.cross_entropy(h, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    sync = (lambda: torch.cuda.synchronize()) if device == "cuda" else (lambda: None)
+    loss_first = float(step())
+    for _ in range(args.warmup - 1):
+        step()
+    sync()
+    ms = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        loss = step()
+        if args.fetch_loss:
+            float(loss)
+        sync()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        loss = step()
+        if args.fetch_loss:
+            float(loss)
+    sync()
+    pipelined = (time.perf_counter() - t0) * 1e3 / args.steps
+    loss_last = float(step())
+    out = {"framework": "torch", "version": torch.__version__, "device": device,
+           "steps": args.steps, "loss_first": loss_first, "loss_last": loss_last,
+           "step_ms_pipelined": pipelined}
+    out.update(summarize(ms))
+    return out
+
+
+def strata_step(args, device):
+    cmd = [args.strata_bench, f"--device=/{'gpu' if device == 'cuda' else 'cpu'}:0", "--json",
+           f"--batch={args.batch}", f"--features={args.features}", f"--hidden={args.hidden}",
+           f"--classes={args.classes}", f"--learning_rate={args.learning_rate}",
+           f"--warmup={args.warmup}", f"--steps={args.steps}",
+           f"--fetch_loss={'true' if args.fetch_loss else 'false'}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} failed (exit {r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
+    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        fail(f"{args.strata_bench} printed no result: {r.stdout.strip()} {r.stderr.strip()}")
+    return json.loads(lines[-1])
+
+
+TORCH_DTYPES = {"float": "float32", "half": "float16", "bfloat16": "bfloat16"}
+
+
+def matmul_table(torch, args):
+    """Strata's MatMul kernel (gpu_kernels_bench) next to torch.matmul."""
+    r = subprocess.run([args.kernels_bench, "--benchmark_format=json",
+                        "--benchmark_filter=BM_MatMul"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{args.kernels_bench} failed (exit {r.returncode}): {r.stderr.strip()}")
+    try:
+        report = json.loads(r.stdout[r.stdout.index("{"):])
+    except ValueError:
+        fail(f"{args.kernels_bench} measured nothing: {r.stdout.strip()} {r.stderr.strip()}")
+    rows = []
+    for b in report.get("benchmarks", []):
+        if b.get("error_occurred"):
+            fail(f"{args.kernels_bench}: {b['name']}: {b.get('error_message')}")
+        parts = b["name"].split("/")
+        m, k, n, ta, tb = (int(v) for v in parts[1:6])
+        dtype = b.get("label", "float").split(" ")[0]
+        # From the manual (CUDA event) time per iteration of 50 launches, not
+        # the benchmark's rate counter (google-benchmark divides rates by CPU
+        # time).
+        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+        manual_seconds = b["real_time"] * unit
+        tdt = getattr(torch, TORCH_DTYPES[dtype])
+        a = torch.zeros((k, m) if ta else (m, k), device="cuda", dtype=tdt)
+        bb = torch.zeros((n, k) if tb else (k, n), device="cuda", dtype=tdt)
+        aa = a.t() if ta else a
+        bm = bb.t() if tb else bb
+        for _ in range(5):
+            torch.matmul(aa, bm)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        best = 0.0
+        for _ in range(args.matmul_reps):
+            start.record()
+            for _ in range(50):
+                torch.matmul(aa, bm)
+            stop.record()
+            stop.synchronize()
+            sec = start.elapsed_time(stop) / 1e3
+            best = max(best, 2.0 * m * n * k * 50 / sec / 1e12)
+        rows.append({"m": m, "k": k, "n": n, "ta": bool(ta), "tb": bool(tb), "dtype": dtype,
+                     "strata_tflops": 2.0 * m * n * k * 50 / manual_seconds / 1e12,
+                     "torch_tflops": best})
+    if not rows:
+        fail(f"{args.kernels_bench} reported no MatMul benchmark")
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--strata_bench", default="", help="gpu_step_bench (bundled wrapper or bazel-bin)")
+    p.add_argument("--kernels_bench", default="", help="gpu_kernels_bench (bundled wrapper or bazel-bin)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--features", type=int, default=784)
+    p.add_argument("--hidden", default="512,512")
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--learning_rate", type=float, default=0.01)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--fetch_loss", action="store_true", help="read the loss back every step")
+    p.add_argument("--matmul_reps", type=int, default=20)
+    p.add_argument("--no_matmul", action="store_true", help="skip the MatMul table")
+    p.add_argument("--json_out", default="", help="also write every figure here")
+    args = p.parse_args()
+    if args.steps < 10 or args.warmup < 1:
+        fail("--steps must be >= 10 and --warmup >= 1")
+
+    try:
+        import torch
+    except ImportError as e:
+        fail(f"PyTorch is not importable ({e}); the comparison needs it")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            fail(f"no GPU: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none; "
+                 "this benchmark needs one (--device=cpu checks the script on the CPU)")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    args.strata_bench = find(args.strata_bench, [
+        os.path.join(os.getcwd(), "gpu_step_bench", "gpu_step_bench"),
+        os.path.join(root, "bazel-bin", "tools", "gpu_step_bench")])
+    if args.device == "cuda" and not args.no_matmul:
+        args.kernels_bench = find(args.kernels_bench, [
+            os.path.join(os.getcwd(), "gpu_kernels_bench", "gpu_kernels_bench"),
+            os.path.join(root, "bazel-bin", "kernels", "gpu", "gpu_kernels_bench")])
+
+    gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
+    print(f"MLP {args.features}-{args.hidden.replace(',', '-')}-{args.classes}, batch {args.batch}, "
+          f"SGD, float32; {args.steps} timed steps after {args.warmup}; {gpu_name}; "
+          f"torch {torch.__version__}")
+    strata = strata_step(args, args.device)
+    ref = torch_step(torch, args, args.device)
+    ratio = strata["step_ms_median"] / ref["step_ms_median"]
+    print()
+    print(f"{'framework':<34} {'median ms':>10} {'mean ms':>10} {'p10 ms':>10} {'p90 ms':>10}")
+    print(f"{'Strata (Session::Run, synced)':<34} {strata['step_ms_median']:>10.4f} "
+          f"{strata['step_ms_mean']:>10.4f} {strata['step_ms_p10']:>10.4f} {strata['step_ms_p90']:>10.4f}")
+    print(f"{'PyTorch eager (synced each step)':<34} {ref['step_ms_median']:>10.4f} "
+          f"{ref['step_ms_mean']:>10.4f} {ref['step_ms_p10']:>10.4f} {ref['step_ms_p90']:>10.4f}")
+    print(f"{'PyTorch eager (pipelined)':<34} {ref['step_ms_pipelined']:>10.4f}")
+    print()
+    print(f"Strata / PyTorch eager (median, synced): {ratio:.3f}x "
+          f"(target <= 1.0x: {'met' if ratio <= 1.0 else 'NOT met'}); "
+          f"vs pipelined: {strata['step_ms_median'] / ref['step_ms_pipelined']:.3f}x")
+    print(f"loss: Strata {strata['loss_first']:.4f} -> {strata['loss_last']:.4f}, "
+          f"PyTorch {ref['loss_first']:.4f} -> {ref['loss_last']:.4f}")
+    result = {"device": gpu_name, "strata": strata, "torch": ref, "ratio_median": ratio}
+
+    if args.device == "cuda" and not args.no_matmul:
+        rows = matmul_table(torch, args)
+        print()
+        print(f"{'MatMul [m x k] x [k x n]':<30} {'dtype':<9} {'Strata TFLOP/s':>15} "
+              f"{'torch TFLOP/s':>14} {'ratio':>7}")
+        for r in rows:
+            shape = f"[{r['m']}x{r['k']}]x[{r['k']}x{r['n']}]" + (" ta" if r["ta"] else "") + \
+                (" tb" if r["tb"] else "")
+            print(f"{shape:<30} {r['dtype']:<9} {r['strata_tflops']:>15.2f} {r['torch_tflops']:>14.2f} "
+                  f"{r['strata_tflops'] / r['torch_tflops']:>7.3f}")
+        result["matmul"] = rows
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
