@@ -3,7 +3,7 @@
 # benchmarks, runs every benchmark beside its peers in one run, and writes
 # docs/performance.md with docs/perf/*.svg (tools/bench/suite/run.py).
 #
-#   tools/perf.sh            # full mode: more repetitions and rounds (about 15 minutes here)
+#   tools/perf.sh            # full mode: more repetitions and rounds (27 minutes here under load)
 #   tools/perf.sh --quick    # under 5 minutes on the 2-core machine once built
 #
 # --no-setup skips tools/setup.sh --peers; --no-build runs the opt binaries already built.

@@ -398,6 +398,14 @@ def section_failure(d, plots_dir):
                          f"<= {bound:g} s: {'met' if ok else 'NOT met'}"])
     skipped = "".join(f"\n- skipped {s['scenario']} (heartbeat {s['heartbeat_s']:g} s): {s['why'][:300]}"
                       for s in d.get("skipped", []))
+    for x in d["results"]:  # survivors that did not end as the issue asks: name them
+        for sv in x["survivors"]:
+            if sv["code"] is None or (sv["code"] > 0 and sv["named"]):
+                continue
+            how = (f"died of signal {-sv['code']}" if sv["code"] < 0 else f"exited {sv['code']}")
+            skipped += (f"\n- {x['scenario']}, heartbeat {x['heartbeat_s']:g} s, loss {x['repeat']}: worker "
+                        f"{sv['task']} {how} after {sv['seconds']:.2f} s"
+                        + ("" if sv["named"] else " without naming the lost task"))
     return (f"`tools/bench/failure_detection.py`: {d['workers']} trainer processes "
             "(`--strategy=multi_worker_mirrored`, shared-memory data plane) training; once the chief has "
             "saved step 20, one task gets the signal; time from the signal to the last survivor's exit, "
