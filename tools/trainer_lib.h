@@ -116,8 +116,10 @@ struct TrainerConfig {
   double heartbeat_timeout_seconds = 10;
   double startup_timeout_seconds = 120;
   std::string collective_transport = "auto";
-  // Device specs ("/cpu:0", "/device:CPU:1", ...), in replica order. Empty:
-  // one_device uses /cpu:0, mirrored every CPU device of the machine.
+  // Device specs ("/cpu:0", "/device:CPU:1", "/gpu:0" in a --config=cuda
+  // build, ...), in replica order. Empty: one_device uses /cpu:0; the
+  // mirrored strategies every CPU device when num_cpu_devices is set, else
+  // every GPU, else /cpu:0.
   std::vector<std::string> devices;
   // Virtual CPU devices of the simulated machine; 0 = as many as `devices`
   // names (at least 1).
