@@ -24,6 +24,14 @@ namespace distribute {
 // the executor (uses the transport and reports to the client) first, the
 // server (the chief's coordination service) last.
 struct MultiWorkerMirroredStrategy::Runtime {
+  // The client's error callback aborts the executor: its threads stop
+  // first, else a cluster error arriving while a failed run tears down
+  // called Abort on a destroyed executor (trainers died of SIGSEGV in
+  // DistributedCollectiveExecutor::Fail, before printing their error).
+  ~Runtime() {
+    if (client != nullptr) client->Stop();
+  }
+
   MultiWorkerOptions options;
   std::unique_ptr<GrpcServer> server;
   std::unique_ptr<CoordinationClient> client;
@@ -287,8 +295,10 @@ absl::Status MultiWorkerMirroredStrategy::cluster_error() const {
 void MultiWorkerMirroredStrategy::OnClusterError(std::function<void(absl::Status)> callback) {
   runtime_->client->SetErrorCallback(
       [abort = runtime_->abort_collectives, callback = std::move(callback)](absl::Status s) {
-        abort(s);
+        // The user's first: aborting may wait on the chief (the executor
+        // reports its error there), up to an RPC timeout when it is gone.
         callback(s);
+        abort(s);
       });
 }
 

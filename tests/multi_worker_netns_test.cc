@@ -79,7 +79,7 @@ const std::string& OneProcessCheckpoint() {
   static const std::string* const prefix = [] {
     const std::string dir = TempDir("one_process");
     Exit e = RunTrainer(TrainFlags(kSteps, dir), "one_process");
-    EXPECT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(e.code, 0) << Describe(e);
     return new std::string(Checkpoint(dir, kSteps));
   }();
   return *prefix;
@@ -122,7 +122,7 @@ TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess)
   }
   for (int i = 0; i < 2; ++i) {
     Exit e = Wait(tasks[i]);
-    EXPECT_EQ(e.code, 0) << "worker " << i << ":\n" << e.err;
+    EXPECT_EQ(e.code, 0) << "worker " << i << " " << Describe(e);
   }
   if (HasFailure()) return;
   EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
@@ -214,7 +214,7 @@ std::string Absolute(const std::string& path) {
 
 // Starts the trainer inside network namespace `ns` (`ip netns exec`, which
 // execs the trainer in place: the pid is the trainer's), stderr to
-// `stderr_path`, with `env` added to this process's environment.
+// `stderr_path` (stdout to StdoutPathFor(stderr_path)), with `env` added to this process's environment.
 Process SpawnIn(const std::string& ns, const std::vector<std::string>& args,
                 const std::string& stderr_path, const std::string& env) {
   std::vector<std::string> argv_s = {"ip", "netns", "exec", ns, Absolute(Runfile("tools/trainer"))};
@@ -234,10 +234,12 @@ Process SpawnIn(const std::string& ns, const std::vector<std::string>& args,
   envp.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   Process p;
   p.stderr_path = stderr_path;
+  p.stdout_path = StdoutPathFor(stderr_path);
+  posix_spawn_file_actions_addopen(&fa, 1, p.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   const int rc = posix_spawnp(&p.pid, "ip", &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   EXPECT_EQ(rc, 0) << "cannot start ip netns exec";
@@ -272,7 +274,7 @@ Exit WaitWithin(const Process& p, double seconds, const std::string& who) {
   }
   kill(p.pid, SIGKILL);
   Exit e = Wait(p);
-  ADD_FAILURE() << who << " still ran " << seconds << " s later (killed it now):\n" << e.err;
+  ADD_FAILURE() << who << " still ran " << seconds << " s later (killed it now); it " << Describe(e);
   return e;
 }
 
@@ -287,7 +289,7 @@ TEST(MultiWorkerNetnsTest, WorkersOnTwoHostsTrainTheWeightsOfOneProcess) {
   for (int i = 0; i < 2; ++i) {
     // A hung task is killed, so that the namespaces are always removed.
     Exit e = WaitWithin(tasks[i], 120, absl::StrCat("worker ", i));
-    EXPECT_EQ(e.code, 0) << "worker " << i << " in " << net.name(i) << ":\n" << e.err;
+    EXPECT_EQ(e.code, 0) << "worker " << i << " in " << net.name(i) << " " << Describe(e);
   }
   if (HasFailure()) return;
   EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
@@ -342,10 +344,9 @@ TEST(MultiWorkerNetnsTest, AWorkerKilledOnAnotherHostEndsTheChiefNamingIt) {
   Exit e = WaitWithin(tasks[0], heartbeat + 30, "the chief");
   const double seconds = std::chrono::duration<double>(Clock::now() - lost_at).count();
   Wait(tasks[1]);
-  EXPECT_NE(e.code, 0) << "the chief did not fail";
+  EXPECT_NE(e.code, 0) << "the chief did not fail: " << Describe(e);
   EXPECT_TRUE(absl::StrContains(e.err, "/job:worker/replica:0/task:1"))
-      << "the chief does not name the lost task:\n"
-      << e.err;
+      << "the chief does not name the lost task; it " << Describe(e);
   std::fprintf(stderr, "the chief exited %.2f s after worker 1 (other host) got SIGKILL\n",
                seconds);
 }
@@ -369,10 +370,9 @@ TEST(MultiWorkerNetnsTest, AHostThatDropsOffTheNetworkEndsBothSidesNamingTheOthe
   for (int i : {0, 1}) {
     Exit e = WaitWithin(tasks[i], heartbeat + 30, absl::StrCat("worker ", i));
     const double seconds = std::chrono::duration<double>(Clock::now() - lost_at).count();
-    EXPECT_NE(e.code, 0) << "worker " << i << " did not fail";
+    EXPECT_NE(e.code, 0) << "worker " << i << " did not fail: " << Describe(e);
     EXPECT_TRUE(absl::StrContains(e.err, expected[i]))
-        << "worker " << i << " does not name " << expected[i] << ":\n"
-        << e.err;
+        << "worker " << i << " does not name " << expected[i] << "; it " << Describe(e);
     std::fprintf(stderr, "worker %d exited %.2f s after worker 1's link went down\n", i, seconds);
   }
 }

@@ -106,14 +106,14 @@ std::string Checkpoint(const std::string& dir, int step) {
 
 void ExpectAllSucceeded(const std::vector<Exit>& exits) {
   for (size_t i = 0; i < exits.size(); ++i) {
-    EXPECT_EQ(exits[i].code, 0) << "worker " << i << ":\n" << exits[i].err;
+    EXPECT_EQ(exits[i].code, 0) << "worker " << i << " " << Describe(exits[i]);
   }
 }
 
 TEST(MultiWorkerTest, TwoAndFourWorkersTrainTheWeightsOfOneProcess) {
   const std::string one = TempDir("one_process");
   Exit e = RunTrainer(TrainFlags(30, one), "one_process");
-  ASSERT_EQ(e.code, 0) << e.err;
+  ASSERT_EQ(e.code, 0) << Describe(e);
   for (int n : {2, 4}) {
     SCOPED_TRACE(absl::StrCat(n, " workers"));
     const std::string ckpt = TempDir(absl::StrCat("workers_", n, "_ckpt"));
@@ -158,9 +158,9 @@ void LoseWorkerMidRun(int signal_number, const std::string& name) {
   for (int i : {0, 2}) {
     Exit e = Wait(c.tasks[i]);
     const double seconds = std::chrono::duration<double>(Clock::now() - lost_at).count();
-    EXPECT_NE(e.code, 0) << "worker " << i << " did not fail";
+    EXPECT_NE(e.code, 0) << "worker " << i << " did not fail: " << Describe(e);
     EXPECT_TRUE(absl::StrContains(e.err, "/job:worker/replica:0/task:1"))
-        << "worker " << i << " does not name the lost task:\n" << e.err;
+        << "worker " << i << " does not name the lost task; it " << Describe(e);
     // Not a speed measurement: a hang detector, with room for a loaded CI
     // machine (the bound is the heartbeat timeout + 5 s).
     EXPECT_LT(seconds, heartbeat + 30) << "worker " << i << " took " << seconds << " s";
@@ -191,7 +191,7 @@ TEST(MultiWorkerTest, ARestartedClusterEndsBitwiseIdenticalToAnUninterruptedOne)
   std::vector<std::string> crashing = flags;
   crashing.push_back("--crash_at_step=25");  // every worker dies after step 25
   std::vector<Exit> crashed = WaitAll(StartCluster(2, "crashing", crashing));
-  EXPECT_EQ(crashed[0].signal, SIGKILL) << crashed[0].err;
+  EXPECT_EQ(crashed[0].signal, SIGKILL) << Describe(crashed[0]);
   ExpectAllSucceeded(WaitAll(StartCluster(2, "resuming", flags)));
   int compared = 0;
   ExpectSameTensors(Checkpoint(straight, 40), Checkpoint(resumed, 40), &compared);
@@ -224,7 +224,7 @@ TEST(MultiWorkerTest, MalformedTfConfigFailsAtStartUpNamingTheField) {
                       absl::StrCat(dir, "/stderr_", i, ".txt"),
                       {"TF_CONFIG=" + cases[i].tf_config});
     Exit e = Wait(p);
-    EXPECT_EQ(e.code, 1) << cases[i].tf_config << "\n" << e.err;
+    EXPECT_EQ(e.code, 1) << cases[i].tf_config << "\n" << Describe(e);
     EXPECT_TRUE(absl::StrContains(e.err, "InvalidArgument") ||
                 absl::StrContains(e.err, "INVALID_ARGUMENT"))
         << e.err;
@@ -250,8 +250,8 @@ TEST(MultiWorkerTest, TasksWhoseClusterSpecsDisagreeAllFailFast) {
   Exit e0 = Wait(w0);
   Exit e1 = Wait(w1);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  EXPECT_NE(e0.code, 0) << e0.err;
-  EXPECT_NE(e1.code, 0) << e1.err;
+  EXPECT_NE(e0.code, 0) << Describe(e0);
+  EXPECT_NE(e1.code, 0) << Describe(e1);
   EXPECT_TRUE(absl::StrContains(e1.err, "fingerprint") || absl::StrContains(e1.err, "cluster"))
       << e1.err;
   // Fast: well before the 60 s start-up timeout.

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
@@ -41,6 +42,8 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::string StdoutPathFor(const std::string& stderr_path) { return stderr_path + ".stdout"; }
+
 Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path,
               const std::vector<std::string>& env) {
   std::vector<std::string> argv_s = {Runfile("tools/trainer")};
@@ -51,10 +54,12 @@ Process Spawn(const std::vector<std::string>& args, const std::string& stderr_pa
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   Process p;
   p.stderr_path = stderr_path;
+  p.stdout_path = StdoutPathFor(stderr_path);
+  posix_spawn_file_actions_addopen(&fa, 1, p.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<std::string> env_s;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -81,9 +86,30 @@ Exit Wait(const Process& p) {
   int status = 0;
   if (waitpid(p.pid, &status, 0) != p.pid) return e;
   if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+  if (WIFSIGNALED(status)) {
+    e.signal = WTERMSIG(status);
+    e.core_dumped = WCOREDUMP(status);
+  }
   e.err = ReadFile(p.stderr_path);
+  if (!p.stdout_path.empty()) e.out = ReadFile(p.stdout_path);
   return e;
+}
+
+std::string Describe(const Exit& e, size_t stdout_tail) {
+  std::string out;
+  if (e.signal != 0) {
+    const char* name = strsignal(e.signal);
+    out = absl::StrCat("killed by signal ", e.signal, " (", name == nullptr ? "?" : name, ")",
+                       e.core_dumped ? ", core dumped" : "");
+  } else {
+    out = absl::StrCat("exited with code ", e.code);
+  }
+  absl::StrAppend(&out, "\n--- stderr (", e.err.size(), " bytes) ---\n", e.err);
+  if (!e.err.empty() && e.err.back() != '\n') out += '\n';
+  const size_t from = e.out.size() > stdout_tail ? e.out.size() - stdout_tail : 0;
+  absl::StrAppend(&out, "--- stdout (", e.out.size(), " bytes", from > 0 ? ", the tail" : "",
+                  ") ---\n", absl::string_view(e.out).substr(from));
+  return out;
 }
 
 Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {

@@ -1,9 +1,10 @@
 // Helpers for end-to-end tests that run tools/trainer as a real process:
-// spawn it with flags (its stderr kept in a file), wait for it, read its
-// JSON-lines metrics, and compare two checkpoints tensor by tensor.
+// spawn it with flags (its stderr and stdout kept in files), wait for it,
+// say how it ended, read its JSON-lines metrics, and compare two checkpoints
+// tensor by tensor.
 //
 //   Exit e = RunTrainer({"--steps=40", "--metrics_out=" + dir + "/m.jsonl"}, "short");
-//   ASSERT_EQ(e.code, 0) << e.err;
+//   ASSERT_EQ(e.code, 0) << Describe(e);  // "killed by signal 11 (...)", stderr, stdout
 //   double acc = FinalMetric(dir + "/m.jsonl", "test_accuracy");
 //
 // The trainer and the digits data come from the test's runfiles (the test
@@ -30,20 +31,32 @@ std::string ReadFile(const std::string& path);
 struct Process {
   pid_t pid = -1;
   std::string stderr_path;
+  std::string stdout_path;  // StdoutPathFor(stderr_path)
 };
 
 struct Exit {
-  int code = -1;    // exit status, or -1 if killed
-  int signal = 0;   // the signal that killed it
-  std::string err;  // its stderr
+  int code = -1;             // exit status, or -1 if killed
+  int signal = 0;            // the signal that killed it
+  bool core_dumped = false;  // ... and whether it dumped core
+  std::string err;           // its stderr
+  std::string out;           // its stdout
 };
 
+// Where Spawn sends the stdout of a process whose stderr goes to
+// `stderr_path`: the same path with ".stdout" appended.
+std::string StdoutPathFor(const std::string& stderr_path);
+
 // Starts the trainer with `args` (plus --digits_path to the bundled data);
-// stdout goes to /dev/null, stderr to `stderr_path`. `env` ("NAME=value")
-// is added to (or replaces entries of) this process's environment.
+// stderr goes to `stderr_path`, stdout to StdoutPathFor(stderr_path). `env`
+// ("NAME=value") is added to (or replaces entries of) this process's
+// environment.
 Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path,
               const std::vector<std::string>& env = {});
 Exit Wait(const Process& p);
+// How `e` ended, for a failed expectation: "exited with code 1" or "killed
+// by signal 11 (Segmentation fault), core dumped", then its stderr and the
+// last `stdout_tail` bytes of its stdout.
+std::string Describe(const Exit& e, size_t stdout_tail = 4096);
 // Spawn + Wait, stderr kept under a directory named after `name`.
 Exit RunTrainer(const std::vector<std::string>& args, const std::string& name);
 

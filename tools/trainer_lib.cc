@@ -813,20 +813,25 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
   absl::StatusOr<TrainerResult> r = Train(c, strategy.get(), log);
   if (!r.ok()) {
     const absl::Status cluster = multi_worker->cluster_error();
-    finished->store(true);
     if (!cluster.ok()) {
       // The cause is elsewhere in the cluster; this worker's step only
       // stopped because of it.
-      return absl::Status(cluster.code(), absl::StrCat("cluster error: ", cluster.message()));
+      r = absl::Status(cluster.code(), absl::StrCat("cluster error: ", cluster.message()));
+    } else {
+      const absl::Status mine =
+          multi_worker->NameTasks(AnnotateStatus(r.status(), absl::StrCat(task, ": ")));
+      multi_worker->ReportError(mine);
+      r = mine;
     }
-    const absl::Status mine =
-        multi_worker->NameTasks(AnnotateStatus(r.status(), absl::StrCat(task, ": ")));
-    multi_worker->ReportError(mine);
-    return mine;
+  } else {
+    const absl::Status shutdown = multi_worker->Shutdown();
+    if (!shutdown.ok()) r = AnnotateStatus(shutdown, absl::StrCat(task, ": shutdown: "));
   }
-  absl::Status shutdown = multi_worker->Shutdown();
+  // The caller prints the error only once this returns: the teardown
+  // (threads joined, transport closed) stays under the exit watchdog, so a
+  // teardown that hangs still ends the process naming the error.
+  strategy.reset();
   finished->store(true);
-  if (!shutdown.ok()) return AnnotateStatus(shutdown, absl::StrCat(task, ": shutdown: "));
   return r;
 }
 

@@ -75,7 +75,7 @@ CoordinationClient::CoordinationClient(CoordinationClientOptions options)
   service_task_ = options_.service_task;
 }
 
-CoordinationClient::~CoordinationClient() { StopThreads(); }
+CoordinationClient::~CoordinationClient() { Stop(); }
 
 std::string CoordinationClient::ServiceTaskName() const {
   MutexLock l(&mu_);
@@ -163,9 +163,9 @@ absl::StatusOr<std::vector<std::string>> CoordinationClient::Register() {
     if (service_task_.empty()) service_task_ = resp.service_task();
     if (resp.heartbeat_timeout_ms() > 0)
       heartbeat_timeout_ = absl::Milliseconds(resp.heartbeat_timeout_ms());
+    heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+    poll_thread_ = std::thread([this] { PollLoop(); });
   }
-  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
-  poll_thread_ = std::thread([this] { PollLoop(); });
   return std::vector<std::string>(resp.devices().begin(), resp.devices().end());
 }
 
@@ -331,7 +331,7 @@ absl::Status CoordinationClient::Shutdown(absl::Duration timeout) {
     s = Call(&CoordinationService::Stub::ShutdownTask, "ShutdownTask", req, &resp,
              timeout + kRpcSlack, /*blocking=*/true);
   }
-  StopThreads();
+  Stop();
   return s;
 }
 
@@ -361,17 +361,22 @@ absl::StatusOr<std::string> CoordinationClient::Get(const std::string& key,
   return std::move(*resp.mutable_value());
 }
 
-void CoordinationClient::StopThreads() {
+void CoordinationClient::Stop() {
+  std::vector<std::thread> threads;
   {
     MutexLock l(&mu_);
     stopping_ = true;
     for (const auto& call : in_flight_) call.first->TryCancel();
+    // Taken under the lock, so that two Stop()s (the owner's, and a
+    // callback's Shutdown()) never join one thread twice. The callback's
+    // own thread stays for the destructor to join.
+    for (std::thread* t : {&heartbeat_thread_, &poll_thread_}) {
+      if (t->joinable() && t->get_id() != std::this_thread::get_id()) {
+        threads.push_back(std::move(*t));
+      }
+    }
   }
-  // The callback may call Shutdown() from the poll thread; that thread is
-  // then joined by the destructor instead.
-  for (std::thread* t : {&heartbeat_thread_, &poll_thread_}) {
-    if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
-  }
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace strata

@@ -32,7 +32,9 @@
 // the error is already known) and must not destroy the client. Ownership:
 // the destructor stops the background threads at once; destroying the
 // client without Shutdown() is, for the others, this task dying: they
-// declare it lost after the heartbeat timeout.
+// declare it lost after the heartbeat timeout. Whatever the callback uses
+// must outlive the client, or be torn down only after Stop(): once Stop()
+// returns the callback is not running and never runs again.
 #ifndef STRATA_RUNTIME_COORDINATION_COORDINATION_CLIENT_H_
 #define STRATA_RUNTIME_COORDINATION_COORDINATION_CLIENT_H_
 
@@ -111,6 +113,13 @@ class CoordinationClient : public KeyValueStore {
   absl::Status Insert(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
 
+  // Stops heartbeats and polling at once, without the shutdown barrier (for
+  // the others, as if this task died), and cancels calls in flight. Returns
+  // once the background threads ended: a callback they were running has
+  // returned, and none runs later. Idempotent; called by the destructor.
+  // From within the callback it does not wait for the calling thread.
+  void Stop();
+
   // The cluster's first error as this client knows it; OK if none.
   absl::Status error() const;
   uint64_t incarnation() const { return options_.incarnation; }
@@ -136,7 +145,6 @@ class CoordinationClient : public KeyValueStore {
   void SetError(absl::Status error);
   void HeartbeatLoop();
   void PollLoop();
-  void StopThreads();
   // Waits up to `d`; false once the client stops.
   bool SleepFor(absl::Duration d);
   std::string ServiceTaskName() const;
@@ -158,8 +166,8 @@ class CoordinationClient : public KeyValueStore {
   // Calls in flight -> whether they are `blocking` (see Call).
   std::map<grpc::ClientContext*, bool> in_flight_ ABSL_GUARDED_BY(mu_);
 
-  std::thread heartbeat_thread_;
-  std::thread poll_thread_;
+  std::thread heartbeat_thread_ ABSL_GUARDED_BY(mu_);
+  std::thread poll_thread_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata

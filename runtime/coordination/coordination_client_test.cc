@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <random>
 #include <string>
@@ -273,6 +274,41 @@ TEST_F(CoordinationClientTest, ReportedErrorReachesEveryTaskAndAbortsBlockedCall
   clients_[2]->SetErrorCallback(late.Callback());
   EXPECT_EQ(late.count(), 0);  // already delivered to the first callback
   EXPECT_EQ(clients_[2]->WaitForBarrier("b", absl::Seconds(5)).code(), absl::StatusCode::kInternal);
+}
+
+// What an owner relies on to tear down what its callback uses (the
+// strategy's collective executor): once Stop() returns, the callback has
+// returned and never runs again. Stop() from inside the callback returns
+// too.
+TEST_F(CoordinationClientTest, StopWaitsForTheCallbackInFlight) {
+  StartCluster();
+  Notification entered;
+  std::atomic<bool> returned{false};
+  std::atomic<int> calls{0};
+  clients_[0]->SetErrorCallback([&](absl::Status) {
+    ++calls;
+    entered.Notify();
+    // Long enough that a Stop() which did not wait would see it unfinished.
+    absl::SleepFor(absl::Milliseconds(300));
+    returned = true;
+  });
+  CoordinationClient* self_stopping = clients_[1].get();
+  clients_[1]->SetErrorCallback([&, self_stopping](absl::Status s) {
+    self_stopping->Stop();
+    sinks_[1]->Callback()(std::move(s));
+  });
+  EXPECT_TRUE(clients_[2]->ReportError(absl::InternalError("disk full")).ok());
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(kWaitForError));
+  clients_[0]->Stop();
+  EXPECT_TRUE(returned.load());
+  EXPECT_THAT(sinks_[1]->Wait().message(), HasSubstr("disk full"));
+  // Stopped: calls end at once, and the callback never runs again.
+  EXPECT_EQ(clients_[0]->Get("k", absl::Seconds(20)).status().code(),
+            absl::StatusCode::kInternal);  // the error it already knows
+  EXPECT_EQ(clients_[0]->Insert("k", "v").code(), absl::StatusCode::kCancelled);
+  clients_[0]->Stop();  // idempotent
+  clients_.clear();
+  EXPECT_EQ(calls.load(), 1);
 }
 
 TEST_F(CoordinationClientTest, RestartedTaskIsDetected) {
