@@ -85,17 +85,24 @@ const std::string& OneProcessCheckpoint() {
   return *prefix;
 }
 
-// A port on 127.0.0.1 that was free a moment ago.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+// n distinct ports on 127.0.0.1 that were free a moment ago. The sockets
+// stay bound until all are picked: the kernel hands a closed port out again,
+// and two tasks given one address fail at start-up.
+std::vector<int> FreePorts(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds) close(fd);
+  return ports;
 }
 
 // Waits until the chief's checkpoint of `step` exists, up to a minute.
@@ -112,8 +119,9 @@ TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess)
   const std::string one = OneProcessCheckpoint();
   const std::string dir = TempDir("tcp_loopback");
   const std::string ckpt = TempDir("tcp_loopback_ckpt");
-  const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", FreePort()),
-                                          absl::StrCat("127.0.0.1:", FreePort())};
+  const std::vector<int> ports = FreePorts(2);
+  const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", ports[0]),
+                                          absl::StrCat("127.0.0.1:", ports[1])};
   std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, ckpt), 2);
   flags.push_back("--collective_transport=tcp");
   std::vector<Process> tasks;

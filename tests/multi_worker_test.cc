@@ -34,24 +34,32 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A port on 127.0.0.1 that was free a moment ago.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+// n distinct ports on 127.0.0.1 that were free a moment ago. The sockets
+// stay bound until all are picked: the kernel hands a closed port out again,
+// and two tasks given one address fail at start-up.
+std::vector<int> FreePorts(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds) close(fd);
+  return ports;
 }
+
+int FreePort() { return FreePorts(1)[0]; }
 
 // The "cluster" JSON of n workers on free loopback ports.
 std::string WorkerCluster(int n) {
   std::vector<std::string> addrs;
-  for (int i = 0; i < n; ++i) addrs.push_back(absl::StrCat("\"127.0.0.1:", FreePort(), "\""));
+  for (int port : FreePorts(n)) addrs.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
   return absl::StrCat("{\"worker\":[", absl::StrJoin(addrs, ","), "]}");
 }
 
@@ -235,7 +243,8 @@ TEST(MultiWorkerTest, MalformedTfConfigFailsAtStartUpNamingTheField) {
 
 TEST(MultiWorkerTest, TasksWhoseClusterSpecsDisagreeAllFailFast) {
   const std::string dir = TempDir("disagree");
-  const int p0 = FreePort(), p1 = FreePort(), p2 = FreePort();
+  const std::vector<int> ports = FreePorts(3);
+  const int p0 = ports[0], p1 = ports[1], p2 = ports[2];
   const std::string two = absl::StrCat("{\"worker\":[\"127.0.0.1:", p0, "\",\"127.0.0.1:", p1, "\"]}");
   const std::string three = absl::StrCat("{\"worker\":[\"127.0.0.1:", p0, "\",\"127.0.0.1:", p1,
                                          "\",\"127.0.0.1:", p2, "\"]}");
