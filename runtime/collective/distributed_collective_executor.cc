@@ -449,6 +449,16 @@ absl::Status DistributedCollectiveExecutor::RunAllReduce(Instance& inst, Transpo
   STRATA_ASSIGN_OR_RETURN(std::string name,
                           SelectCrossProcessAlgorithm(ap.type, p.communication_hint, num_workers_,
                                           n * DataTypeSize(p.dtype), t.kind()));
+  // AllReduceShm ("shm") needs a communicator's collectives one at a time,
+  // in the same order on every rank: it shares one workspace and checks only
+  // sizes, so two equal-sized gradients swapped between workers would be
+  // summed with each other. This executor runs instances concurrently, each
+  // started when this worker's graph reaches it (the trainer's per-tensor
+  // all-reduces start in different orders on its two workers: linked in,
+  // AllReduceShm failed on the first step). The ring moves its chunks
+  // through the transport's send/receive under this run's tags, which
+  // match by instance in any order.
+  if (name == "shm") name = "ring";
   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
   const void* in = inputs[0]->raw_data();

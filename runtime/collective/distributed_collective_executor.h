@@ -9,8 +9,10 @@
 //   - all-reduce is hierarchical: the L local inputs are reduced in one pass
 //     into a scratch buffer, the W local sums are all-reduced across workers
 //     (algorithm from SelectCrossProcessAlgorithm(..., transport->kind()):
-//     over TCP the pipelined ring), and the L local outputs share that one
-//     buffer;
+//     over TCP the pipelined ring; over shared memory the ring, never
+//     AllReduceShm, whose one workspace needs every worker to run the
+//     collectives in one agreed order), and the L local outputs share that
+//     one buffer;
 //     Div divides by the global group_size;
 //   - all-gather: output is worker-major, then local device order (a
 //     device's global rank is worker_rank * L + its index among this

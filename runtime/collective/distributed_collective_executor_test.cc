@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,8 @@
 #include "graph/scope.h"
 #include "kernels/cancellation.h"
 #include "runtime/collective/in_process_transport.h"
+#include "runtime/collective/shm_transport.h"
+#include "runtime/coordination/key_value_store.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -224,6 +227,87 @@ TEST(DistributedCollectiveExecutorTest, ConcurrentInstancesIssuedInOppositeOrder
     ASSERT_EQ(st->statuses.size(), 4u);
     for (const absl::Status& s : st->statuses) ASSERT_TRUE(s.ok()) << s;
     for (float v : st->results) EXPECT_EQ(v, 1.0f);  // 10i + 0 + 10i + 1 - 20i
+  }
+}
+
+// Over shared memory (with AllReduceShm linked in, as wherever shm carries
+// collectives), equal-sized instances started in opposite orders on the two
+// workers, concurrently, each get their own sum: nothing pairs one worker's
+// instance with another instance of the peer.
+TEST(DistributedCollectiveExecutorTest, ShmConcurrentEqualSizedInstancesInOppositeOrders) {
+  constexpr int w = 2, kInstances = 4;
+  constexpr int64_t kElements = 70000;  // several of AllReduceShm's chunks
+  InMemoryKeyValueStore kv;
+  std::vector<std::unique_ptr<Transport>> transports(w);
+  {
+    std::vector<std::thread> connect;
+    for (int r = 0; r < w; ++r) {
+      connect.emplace_back([&, r] {
+        ShmTransportOptions o;
+        o.key_prefix = absl::StrCat("dce-test-", getpid());
+        auto t = ConnectShmTransport(r, w, kv, o);
+        ASSERT_TRUE(t.ok()) << t.status();
+        transports[r] = std::move(*t);
+      });
+    }
+    for (std::thread& t : connect) t.join();
+  }
+  ASSERT_TRUE(transports[0] != nullptr && transports[1] != nullptr);
+  std::vector<std::unique_ptr<DistributedCollectiveExecutor>> workers;
+  for (int r = 0; r < w; ++r) {
+    DistributedCollectiveExecutorOptions o;
+    o.worker_rank = r;
+    o.num_workers = w;
+    o.transport = std::move(transports[r]);
+    o.default_timeout = absl::Seconds(20);
+    auto ce = DistributedCollectiveExecutor::Create(std::move(o));
+    ASSERT_TRUE(ce.ok()) << ce.status();
+    workers.push_back(std::move(*ce));
+  }
+  for (int round = 0; round < 5; ++round) {
+    struct State {
+      Mutex mu;
+      std::vector<std::string> errors;
+      Notification all_done;
+      int remaining = w * kInstances;
+    };
+    auto st = std::make_shared<State>();
+    for (int r = 0; r < w; ++r) {
+      for (int k = 0; k < kInstances; ++k) {
+        const int instance = r == 0 ? 1 + k : kInstances - k;
+        CollectiveParams p =
+            Params(CollectiveType::kAllReduce, w, instance, r, 0, TensorShape{kElements});
+        p.step_id = round;
+        std::vector<float> v(kElements, float(instance * 10 + r));
+        workers[r]->ExecuteAsync(
+            p, Tensor::FromVector<float>(v, TensorShape{kElements}), CpuAllocator(), nullptr,
+            [st, instance, r](absl::Status s, Tensor t) {
+              std::string error;
+              if (!s.ok()) {
+                error = s.ToString();
+              } else {
+                const float want = float(instance * 20 + 1);  // 10i + 0 + 10i + 1
+                for (int64_t i = 0; i < t.NumElements() && error.empty(); ++i) {
+                  if (t.data<float>()[i] != want) {
+                    error = absl::StrCat("worker ", r, " instance ", instance, " element ", i, ": ",
+                                         t.data<float>()[i], ", want ", want);
+                  }
+                }
+              }
+              bool last;
+              {
+                MutexLock lock(&st->mu);
+                if (!error.empty()) st->errors.push_back(error);
+                last = --st->remaining == 0;
+              }
+              if (last) st->all_done.Notify();
+            });
+      }
+    }
+    st->all_done.WaitForNotification();
+    MutexLock lock(&st->mu);
+    for (const std::string& e : st->errors) ADD_FAILURE() << e;
+    if (!st->errors.empty()) return;
   }
 }
 
