@@ -228,6 +228,10 @@ absl::Status CoordinationServiceImpl::Heartbeat(const std::string& task, uint64_
       return absl::FailedPreconditionError(absl::StrCat(
           "heartbeat from task ", task, ", which has already failed: ", error_.message()));
     case TaskState::kShutdown:
+      // Sent before the task had the shutdown barrier's answer (it stops its
+      // heartbeats once it has): on its way out, not in error. Failing it
+      // made the task's client abort its own passing ShutdownTask.
+      if (t.incarnation == incarnation) return absl::OkStatus();
       return absl::FailedPreconditionError(
           absl::StrCat("heartbeat from task ", task, ", which has shut down"));
     case TaskState::kRegistered:

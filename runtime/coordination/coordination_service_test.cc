@@ -293,6 +293,28 @@ TEST(CoordinationServiceTest, ShutdownBarrierPassesAndNamesMissingTasks) {
   EXPECT_THAT(st.message(), HasSubstr(kW1));
 }
 
+// A heartbeat the task sent before its ShutdownTask's answer reached it
+// arrives after the barrier passed: the task is leaving, not failing.
+TEST(CoordinationServiceTest, HeartbeatCrossingThePassedShutdownBarrierIsNoError) {
+  auto s = MakeService();
+  std::vector<absl::Status> registered;
+  std::vector<std::thread> threads = RegisterOthers(s.get(), kChief, &registered);
+  ASSERT_TRUE(s->RegisterTask(kChief, 1, Devices(kChief), "abc", absl::Seconds(20)).ok());
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& st : registered) ASSERT_TRUE(st.ok()) << st;
+  std::thread a([&] { EXPECT_TRUE(s->ShutdownTask(kW0, absl::Seconds(20)).ok()); });
+  std::thread b([&] { EXPECT_TRUE(s->ShutdownTask(kW1, absl::Seconds(20)).ok()); });
+  EXPECT_TRUE(s->ShutdownTask(kChief, absl::Seconds(20)).ok());
+  a.join();
+  b.join();
+  EXPECT_TRUE(s->Heartbeat(kChief, 1).ok());
+  EXPECT_TRUE(Poll(s.get(), kW0, absl::Milliseconds(1)).ok());
+  // Another process under the task's name is still refused.
+  absl::Status other = s->Heartbeat(kChief, 99);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.message(), HasSubstr("shut down"));
+}
+
 TEST(CoordinationServiceTest, StopWakesBlockedCalls) {
   auto s = MakeService();
   std::thread getter([&] {
