@@ -108,6 +108,31 @@ absl::Status ParseFile(const std::string& path, absl::string_view text, Parsed* 
   return absl::OkStatus();
 }
 
+// The loaded tensors plus what a pipeline rewrite needs to load another
+// share of the files (auto_shard.h): the files and the options.
+class CsvDataset : public RandomAccessDataset {
+ public:
+  CsvDataset(DatasetPtr tensors, std::vector<std::string> files, CsvOptions options)
+      : tensors_(std::move(tensors)), files_(std::move(files)), options_(options) {}
+  int64_t Cardinality() const override { return tensors_->Cardinality(); }
+  absl::Status Get(int64_t index, Example* out) const override { return tensors_->Get(index, out); }
+  std::string DebugString() const override { return tensors_->DebugString(); }
+  std::optional<DatasetNode> AsNode() const override {
+    DatasetNode node;
+    node.op = "Csv";
+    node.files = files_;
+    // Another share must have these files' columns: a worker whose files
+    // differ fails naming the file instead of building another model.
+    node.rebuild = [options = options_](const DatasetNode& n) { return LoadCsv(n.files, options); };
+    return node;
+  }
+
+ private:
+  const DatasetPtr tensors_;
+  const std::vector<std::string> files_;
+  const CsvOptions options_;
+};
+
 std::string BaseName(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -140,8 +165,13 @@ absl::StatusOr<DatasetPtr> LoadCsv(const std::vector<std::string>& files, const 
   Tensor y = Tensor::FromVector<int32_t>(p.labels);
   // The name (and so saved iterator state) depends on the files' names and
   // sizes, not on where they were read from.
-  return FromTensors({std::move(x), std::move(y)},
-                     absl::StrCat("Csv(", absl::StrJoin(names, ","), ";n=", n, ",d=", d, ")"));
+  STRATA_ASSIGN_OR_RETURN(
+      DatasetPtr tensors,
+      FromTensors({std::move(x), std::move(y)},
+                  absl::StrCat("Csv(", absl::StrJoin(names, ","), ";n=", n, ",d=", d, ")")));
+  CsvOptions fixed = options;
+  fixed.num_features = d;
+  return DatasetPtr(std::make_shared<CsvDataset>(std::move(tensors), files, fixed));
 }
 
 std::vector<std::string> ShardFiles(const std::vector<std::string>& files, int64_t num_shards,

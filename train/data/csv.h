@@ -7,6 +7,8 @@
 //   // Multi-worker, shard by file: each worker loads its own files.
 //   STRATA_ASSIGN_OR_RETURN(DatasetPtr mine,
 //                           LoadCsv(ShardFiles(all_files, num_workers, worker_index)));
+//   // Or let AutoShard (auto_shard.h) rewrite a whole pipeline over LoadCsv:
+//   // the dataset remembers its files and options, and loads another share.
 //
 // Format: one example per line, comma-separated numbers (whitespace around
 // fields and CRLF line ends are fine, blank lines are skipped). The first

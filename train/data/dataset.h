@@ -38,7 +38,9 @@
 #define STRATA_TRAIN_DATA_DATASET_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,6 +96,23 @@ class IteratorBase {
   virtual absl::Status Restore(StateReader* r) = 0;
 };
 
+class Dataset;
+using DatasetPtr = std::shared_ptr<const Dataset>;
+
+// A dataset seen as one node of its pipeline, for rewrites that rebuild a
+// pipeline with some nodes changed (auto_shard.h), as tf.data rewrites its
+// dataset graph: what the node is, what it reads, the arguments a rewrite
+// may change, and how to make it again from them.
+struct DatasetNode {
+  std::string op;                  // "Batch", "Shuffle", "Csv", ...
+  std::vector<DatasetPtr> inputs;  // the datasets it reads (none for a source)
+  std::vector<std::string> files;  // a file source's files, in reading order
+  int64_t batch_size = 0;          // Batch's
+  // Makes the dataset again from `node`: this node with some of the fields
+  // above changed (the others it keeps from the original).
+  std::function<absl::StatusOr<DatasetPtr>(const DatasetNode& node)> rebuild;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -109,9 +128,12 @@ class Dataset {
   // Describes the pipeline, sizes and seeds included: saved state carries a
   // hash of it, so state is never restored into a different pipeline.
   virtual std::string DebugString() const = 0;
+  // This dataset as a pipeline node; nullopt for one that rewrites cannot
+  // see through or rebuild (the default: in-memory sources, custom
+  // datasets). The transformations of transforms.h and the CSV source are
+  // nodes.
+  virtual std::optional<DatasetNode> AsNode() const { return std::nullopt; }
 };
-
-using DatasetPtr = std::shared_ptr<const Dataset>;
 
 // Base of random-access datasets: the iterator walks indices 0..n-1.
 class RandomAccessDataset : public Dataset {

@@ -30,6 +30,15 @@ class PrefetchDataset : public Dataset {
     // pipeline's identity: state saved with prefetch 2 restores with 8.
     return absl::StrCat("Prefetch<-", input_->DebugString());
   }
+  std::optional<DatasetNode> AsNode() const override {
+    DatasetNode node;
+    node.op = "Prefetch";
+    node.inputs.push_back(input_);
+    node.rebuild = [buffer_size = buffer_size_](const DatasetNode& n) {
+      return Prefetch(n.inputs[0], buffer_size);
+    };
+    return node;
+  }
 
   class Iterator : public IteratorBase {
    public:

@@ -19,6 +19,16 @@ absl::Status CheckInput(absl::string_view op, const DatasetPtr& input) {
   return absl::OkStatus();
 }
 
+// A one-input transformation as a pipeline node.
+DatasetNode Node(std::string op, DatasetPtr input,
+                 std::function<absl::StatusOr<DatasetPtr>(const DatasetNode&)> rebuild) {
+  DatasetNode node;
+  node.op = std::move(op);
+  node.inputs.push_back(std::move(input));
+  node.rebuild = std::move(rebuild);
+  return node;
+}
+
 // ---------------------------------------------------------------- Shuffle
 
 uint64_t Mix(uint64_t x) {
@@ -50,6 +60,10 @@ class ShuffleDataset : public Dataset {
   int64_t Cardinality() const override { return input_->Cardinality(); }
   std::string DebugString() const override {
     return absl::StrCat("Shuffle(seed=", seed_, ")<-", input_->DebugString());
+  }
+  std::optional<DatasetNode> AsNode() const override {
+    const uint64_t seed = seed_;
+    return Node("Shuffle", input_, [seed](const DatasetNode& n) { return Shuffle(n.inputs[0], seed); });
   }
 
   class Iterator : public IteratorBase {
@@ -143,6 +157,14 @@ class BatchDataset : public Dataset {
   std::string DebugString() const override {
     return absl::StrCat("Batch(", batch_size_, drop_ ? ",drop" : "", ")<-", input_->DebugString());
   }
+  std::optional<DatasetNode> AsNode() const override {
+    const bool drop = drop_;
+    DatasetNode node = Node("Batch", input_, [drop](const DatasetNode& n) {
+      return Batch(n.inputs[0], n.batch_size, drop);
+    });
+    node.batch_size = batch_size_;
+    return node;
+  }
 
   class Iterator : public IteratorBase {
    public:
@@ -200,6 +222,10 @@ class RepeatDataset : public Dataset {
   }
   std::string DebugString() const override {
     return absl::StrCat("Repeat(", count_, ")<-", input_->DebugString());
+  }
+  std::optional<DatasetNode> AsNode() const override {
+    const int64_t count = count_;
+    return Node("Repeat", input_, [count](const DatasetNode& n) { return Repeat(n.inputs[0], count); });
   }
 
   class Iterator : public IteratorBase {
@@ -283,9 +309,10 @@ class RepeatDataset : public Dataset {
 // Random access if the input is; otherwise it streams and discards.
 class SelectDataset : public Dataset {
  public:
-  SelectDataset(DatasetPtr input, int64_t offset, int64_t stride, int64_t limit, std::string what)
-      : input_(std::move(input)), offset_(offset), stride_(stride), limit_(limit),
-        what_(std::move(what)) {}
+  SelectDataset(DatasetPtr input, std::string op, int64_t offset, int64_t stride, int64_t limit,
+                std::string what)
+      : input_(std::move(input)), op_(std::move(op)), offset_(offset), stride_(stride),
+        limit_(limit), what_(std::move(what)) {}
 
   int64_t Cardinality() const override {
     const int64_t n = input_->Cardinality();
@@ -303,6 +330,13 @@ class SelectDataset : public Dataset {
     return input_->Get(offset_ + index * stride_, out);
   }
   std::string DebugString() const override { return absl::StrCat(what_, "<-", input_->DebugString()); }
+  std::optional<DatasetNode> AsNode() const override {
+    return Node(op_, input_, [op = op_, offset = offset_, stride = stride_, limit = limit_,
+                              what = what_](const DatasetNode& n) -> absl::StatusOr<DatasetPtr> {
+      STRATA_RETURN_IF_ERROR(CheckInput(op, n.inputs[0]));
+      return DatasetPtr(std::make_shared<SelectDataset>(n.inputs[0], op, offset, stride, limit, what));
+    });
+  }
 
   class StreamIterator : public IteratorBase {
    public:
@@ -354,6 +388,7 @@ class SelectDataset : public Dataset {
 
  private:
   const DatasetPtr input_;
+  const std::string op_;  // "Take", "Skip" or "Shard"
   const int64_t offset_, stride_, limit_;
   const std::string what_;
 };
@@ -372,6 +407,11 @@ class MapDataset : public Dataset {
   }
   std::string DebugString() const override {
     return absl::StrCat("Map(", name_, ")<-", input_->DebugString());
+  }
+  std::optional<DatasetNode> AsNode() const override {
+    return Node("Map", input_, [fn = fn_, name = name_](const DatasetNode& n) {
+      return Map(n.inputs[0], fn, name);
+    });
   }
 
   class Iterator : public IteratorBase {
@@ -435,14 +475,14 @@ absl::StatusOr<DatasetPtr> Take(DatasetPtr input, int64_t count) {
   STRATA_RETURN_IF_ERROR(CheckInput("Take", input));
   if (count < 0) return BadArg("Take", absl::StrCat("count must be >= 0, got ", count));
   return DatasetPtr(
-      std::make_shared<SelectDataset>(std::move(input), 0, 1, count, absl::StrCat("Take(", count, ")")));
+      std::make_shared<SelectDataset>(std::move(input), "Take", 0, 1, count, absl::StrCat("Take(", count, ")")));
 }
 
 absl::StatusOr<DatasetPtr> Skip(DatasetPtr input, int64_t count) {
   STRATA_RETURN_IF_ERROR(CheckInput("Skip", input));
   if (count < 0) return BadArg("Skip", absl::StrCat("count must be >= 0, got ", count));
   return DatasetPtr(
-      std::make_shared<SelectDataset>(std::move(input), count, 1, -1, absl::StrCat("Skip(", count, ")")));
+      std::make_shared<SelectDataset>(std::move(input), "Skip", count, 1, -1, absl::StrCat("Skip(", count, ")")));
 }
 
 absl::StatusOr<DatasetPtr> Shard(DatasetPtr input, int64_t num_shards, int64_t index) {
@@ -452,7 +492,7 @@ absl::StatusOr<DatasetPtr> Shard(DatasetPtr input, int64_t num_shards, int64_t i
                                         " of ", num_shards));
   }
   return DatasetPtr(std::make_shared<SelectDataset>(
-      std::move(input), index, num_shards, -1, absl::StrCat("Shard(", num_shards, ",", index, ")")));
+      std::move(input), "Shard", index, num_shards, -1, absl::StrCat("Shard(", num_shards, ",", index, ")")));
 }
 
 absl::StatusOr<DatasetPtr> Map(DatasetPtr input, MapFn fn, std::string name) {
