@@ -29,10 +29,10 @@ void MergeInto(MergeOp op, DataType dtype, void* acc, const void* in, int64_t n)
 void DivideBy(DataType dtype, void* acc, int64_t n, int64_t divisor);
 // out[i] = op(...op(op(inputs[0][i], inputs[1][i]), inputs[2][i])...), then
 // divided by `divisor` when final_op is Div, for begin <= i < end; `out` is
-// indexed like the inputs (element i at out + i). Works block by block so a
-// block of `out` stays in L1 while all num_inputs >= 1 inputs are merged
-// into it: each input is read once and `out` written once. `out` may not
-// overlap any input.
+// indexed like the inputs (element i at out + i). Up to 4 inputs are merged
+// in one pass (more take a pass per 3 more, over L1-sized blocks of `out`),
+// so memory sees each input once and `out` once. `out` may not overlap any
+// input.
 void ReduceInputs(MergeOp op, FinalOp final_op, DataType dtype, const void* const* inputs,
                   int num_inputs, int64_t begin, int64_t end, void* out, int64_t divisor);
 
