@@ -19,7 +19,7 @@
 namespace strata {
 namespace {
 
-constexpr int kRankCounts[] = {1, 2, 3, 4, 8};
+constexpr int kRankCounts[] = {1, 2, 3, 4, 6, 8};
 
 // Runs `name` on `n` ranks; rank r reads inputs[r] (empty: no input) and
 // writes outputs[r] (pre-sized). Returns each rank's status.
