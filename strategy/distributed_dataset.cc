@@ -9,9 +9,9 @@
 namespace strata {
 namespace distribute {
 
-absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributedDataset::Create(
-    const Strategy& strategy, data::DatasetPtr batches, std::vector<InputSpec> specs) {
-  if (batches == nullptr) return absl::InvalidArgumentError("DistributeDataset: no dataset");
+namespace {
+
+absl::Status CheckSpecs(const std::vector<InputSpec>& specs) {
   if (specs.empty()) {
     return absl::InvalidArgumentError("DistributeDataset: no input specs (one per component)");
   }
@@ -27,10 +27,60 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributedDataset::Create(
           "DistributeDataset: input '", s.name, "' is a scalar; batches need a dimension 0"));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> InputContext::PerReplicaBatchSize(int64_t global_batch) const {
+  if (num_replicas_in_sync < 1 || global_batch % num_replicas_in_sync != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the global batch size ", global_batch, " is not a multiple of the ", num_replicas_in_sync,
+        " replicas in sync"));
+  }
+  return global_batch / num_replicas_in_sync;
+}
+
+absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributedDataset::Create(
+    const Strategy& strategy, data::DatasetPtr batches, std::vector<InputSpec> specs,
+    const DistributeOptions& options) {
+  if (batches == nullptr) return absl::InvalidArgumentError("DistributeDataset: no dataset");
+  STRATA_RETURN_IF_ERROR(CheckSpecs(specs));
+  // Every worker makes the same choice: the pipeline and the cluster's size
+  // are the same everywhere, so FILE is chosen on all workers or on none.
+  absl::StatusOr<data::AutoShardResult> shard = data::AutoShard(
+      std::move(batches), strategy.num_workers(), strategy.worker_index(), options.auto_shard_policy);
+  if (!shard.ok()) return AnnotateStatus(shard.status(), "DistributeDataset: ");
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it,
-                          data::DatasetIterator::Create(std::move(batches)));
+                          data::DatasetIterator::Create(shard->dataset));
   return std::unique_ptr<DistributedDataset>(
-      new DistributedDataset(strategy, std::move(specs), std::move(it)));
+      new DistributedDataset(strategy, std::move(specs), *std::move(shard), std::move(it)));
+}
+
+absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributedDataset::CreateFromFunction(
+    const Strategy& strategy, const DatasetFn& fn, std::vector<InputSpec> specs) {
+  if (!fn) return absl::InvalidArgumentError("DistributeDatasetsFromFunction: no function");
+  STRATA_RETURN_IF_ERROR(CheckSpecs(specs));
+  InputContext ctx;
+  ctx.num_input_pipelines = strategy.num_workers();
+  ctx.input_pipeline_id = strategy.worker_index();
+  ctx.num_replicas_in_sync = strategy.num_replicas_in_sync();
+  absl::StatusOr<data::DatasetPtr> ds = fn(ctx);
+  if (!ds.ok()) {
+    return AnnotateStatus(ds.status(), absl::StrCat("DistributeDatasetsFromFunction: input pipeline ",
+                                                    ctx.input_pipeline_id, ": "));
+  }
+  if (*ds == nullptr) {
+    return absl::InvalidArgumentError("DistributeDatasetsFromFunction: the function returned no dataset");
+  }
+  data::AutoShardResult shard;
+  shard.dataset = *ds;
+  shard.policy = data::AutoShardPolicy::kOff;
+  shard.reason = "the dataset function makes this worker's pipeline";
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it,
+                          data::DatasetIterator::Create(*std::move(ds)));
+  return std::unique_ptr<DistributedDataset>(
+      new DistributedDataset(strategy, std::move(specs), std::move(shard), std::move(it)));
 }
 
 absl::StatusOr<std::vector<PerReplica>> DistributedDataset::Inputs(const strata::Scope& scope) {
@@ -62,7 +112,10 @@ absl::Status DistributedDataset::GetNext(std::vector<std::pair<std::string, Tens
   data::Example batch;
   STRATA_RETURN_IF_ERROR(iterator_->GetNext(&batch, end_of_sequence));
   if (*end_of_sequence) return absl::OkStatus();
-  const int n = strategy_.num_replicas_in_sync();
+  const int local = strategy_.num_local_replicas();
+  // The parts the batch is cut into: the local replicas' of a per-worker
+  // batch, every replica's of a global one.
+  const int n = per_worker_batches() ? local : strategy_.num_replicas_in_sync();
   if (batch.size() != specs_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("DistributedDataset: a batch has ",
                                                    batch.size(), " components, the specs ",
@@ -81,6 +134,13 @@ absl::Status DistributedDataset::GetNext(std::vector<std::pair<std::string, Tens
           "DistributedDataset: input '", spec.name, "' is a scalar, not a batch"));
     }
     if (t.dim_size(0) % n != 0) {
+      if (per_worker_batches() && strategy_.num_workers() > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "DistributedDataset: this worker's batch of ", t.dim_size(0), " examples (input '",
+            spec.name, "', ", data::AutoShardPolicyName(policy()), " sharding) does not split evenly over its ",
+            n, " local replicas; use a global batch size that is a multiple of ",
+            strategy_.num_replicas_in_sync(), " and batch with drop_remainder"));
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           "DistributedDataset: the global batch of ", t.dim_size(0), " examples (input '",
           spec.name, "') does not split evenly over ", n,
@@ -88,12 +148,13 @@ absl::Status DistributedDataset::GetNext(std::vector<std::pair<std::string, Tens
           " and batch with drop_remainder"));
     }
   }
-  // Global replica g = worker * local + r takes part g of the global batch,
-  // as replica g of one worker with n devices would: the cluster trains on
-  // the examples one process would, and no two workers share an example.
-  const int local = strategy_.num_local_replicas();
+  // DATA: global replica g = worker * local + r takes part g of the global
+  // batch, as replica g of one worker with n devices would: the cluster
+  // trains on the examples one process would, and no two workers share an
+  // example. Per-worker batches: local replica r takes part r.
+  const int first = per_worker_batches() ? 0 : strategy_.worker_index() * local;
   STRATA_ASSIGN_OR_RETURN(std::vector<data::Example> parts,
-                          data::SplitBatch(batch, n, strategy_.worker_index() * local, local));
+                          data::SplitBatch(batch, n, first, local));
   for (size_t k = 0; k < specs_.size(); ++k) {
     for (int r = 0; r < local; ++r) {
       const Tensor& t = parts[r][k];

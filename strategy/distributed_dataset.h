@@ -16,6 +16,28 @@
 //   STRATA_RETURN_IF_ERROR(dist->GetNext(&feeds, &end));
 //   STRATA_RETURN_IF_ERROR(session->Run(feeds, {}, {step.op->name()}, nullptr));
 //
+// Several workers (MultiWorkerMirroredStrategy): the input is auto-sharded
+// as tf.distribute does (data::AutoShard, train/data/auto_shard.h), by the
+// policy of DistributeOptions (AUTO by default):
+//   FILE  where the pipeline reads at least as many files as there are
+//         workers (LoadCsv under transformations of transforms.h, with a
+//         Batch): each worker's pipeline reads only its share of the files
+//         and its Batch(B) becomes Batch(B / workers); each element is then
+//         this worker's batch, split over its local replicas.
+//   DATA  otherwise: every worker reads every global batch and its global
+//         replica g = worker * local + r takes part g of it, as replica g of
+//         one process with every device would: the cluster trains on the
+//         examples one process would.
+//   OFF   (asked for only) every worker reads every example, in per-worker
+//         batches of B / workers.
+// policy() says which was applied (OFF for one worker: nothing changes),
+// reason() why, files() the worker's files under FILE. No two workers train
+// on the same example within an epoch under FILE or DATA. Under FILE the
+// iterator state (SaveState) is this worker's own: each worker restores the
+// state it saved. DistributeDatasetsFromFunction (as tf.distribute's) leaves
+// the sharding to a function that makes each worker's pipeline of
+// per-worker batches (policy() is then OFF: nothing is rewritten).
+//
 // Uneven batches are an error, not silently re-weighted: a global batch
 // whose size is not a multiple of the replica count would give replicas
 // batches of different sizes, and the mean of their mean gradients would
@@ -31,6 +53,8 @@
 #ifndef STRATA_STRATEGY_DISTRIBUTED_DATASET_H_
 #define STRATA_STRATEGY_DISTRIBUTED_DATASET_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +66,7 @@
 #include "graph/tensor_shape.h"
 #include "graph/types.h"
 #include "strategy/strategy.h"
+#include "train/data/auto_shard.h"
 #include "train/data/dataset.h"
 
 namespace strata {
@@ -55,20 +80,47 @@ struct InputSpec {
   PartialTensorShape shape;
 };
 
+struct DistributeOptions {
+  // How the input is sharded across workers (ignored with one worker):
+  // AUTO (FILE where it applies, else DATA), FILE (an error where it does
+  // not apply), DATA or OFF, as tf.data.experimental.AutoShardPolicy.
+  data::AutoShardPolicy auto_shard_policy = data::AutoShardPolicy::kAuto;
+};
+
+// What a DistributeDatasetsFromFunction function is told about its input
+// pipeline (tf.distribute.InputContext).
+struct InputContext {
+  int num_input_pipelines = 1;  // one per worker
+  int input_pipeline_id = 0;    // this worker's index
+  int num_replicas_in_sync = 1;
+  // global_batch / num_replicas_in_sync; InvalidArgument if it does not
+  // divide.
+  absl::StatusOr<int64_t> PerReplicaBatchSize(int64_t global_batch) const;
+};
+// A DatasetFn (strategy.h) returns this worker's pipeline; its elements are
+// this worker's batches (e.g. Batch(global / num_input_pipelines) over its
+// own shard).
+
 class DistributedDataset {
  public:
   // InvalidArgument for no specs, an empty or repeated name, or a spec of
-  // rank 0 (a batch needs a dimension 0 to split).
-  static absl::StatusOr<std::unique_ptr<DistributedDataset>> Create(const Strategy& strategy,
-                                                                    data::DatasetPtr batches,
-                                                                    std::vector<InputSpec> specs);
+  // rank 0 (a batch needs a dimension 0 to split); with several workers,
+  // AutoShard's errors (a global batch that does not split over the
+  // workers, FILE where it does not apply).
+  static absl::StatusOr<std::unique_ptr<DistributedDataset>> Create(
+      const Strategy& strategy, data::DatasetPtr batches, std::vector<InputSpec> specs,
+      const DistributeOptions& options = DistributeOptions());
+  // `fn`'s pipeline gives this worker's batches, split over its local
+  // replicas. The specs' errors as Create; fn's own, annotated.
+  static absl::StatusOr<std::unique_ptr<DistributedDataset>> CreateFromFunction(
+      const Strategy& strategy, const DatasetFn& fn, std::vector<InputSpec> specs);
 
   // One PerReplica per spec: placeholders "<name>/replica_<r>" (under
   // `scope`) on replica r's device. Made on the first call; later calls
   // return the same ones.
   absl::StatusOr<std::vector<PerReplica>> Inputs(const strata::Scope& scope);
 
-  // The next global batch as per-replica feeds for Session::Run, or
+  // The next batch as per-replica feeds for Session::Run, or
   // *end_of_sequence. Errors: see the file comment.
   absl::Status GetNext(std::vector<std::pair<std::string, Tensor>>* feeds, bool* end_of_sequence);
 
@@ -77,14 +129,25 @@ class DistributedDataset {
   absl::Status RestoreState(const std::string& state) { return iterator_->RestoreState(state); }
 
   const std::vector<InputSpec>& specs() const { return specs_; }
+  // The sharding applied (FILE, DATA or OFF), why, and this worker's files
+  // under FILE.
+  data::AutoShardPolicy policy() const { return shard_.policy; }
+  const std::string& reason() const { return shard_.reason; }
+  const std::vector<std::string>& files() const { return shard_.files; }
+  // True when each element is this worker's batch (FILE, OFF, a function's
+  // pipeline, one worker); false when it is a global batch of which this
+  // worker keeps its part (DATA).
+  bool per_worker_batches() const { return shard_.policy != data::AutoShardPolicy::kData; }
 
  private:
   DistributedDataset(const Strategy& strategy, std::vector<InputSpec> specs,
-                     std::unique_ptr<data::DatasetIterator> iterator)
-      : strategy_(strategy), specs_(std::move(specs)), iterator_(std::move(iterator)) {}
+                     data::AutoShardResult shard, std::unique_ptr<data::DatasetIterator> iterator)
+      : strategy_(strategy), specs_(std::move(specs)), shard_(std::move(shard)),
+        iterator_(std::move(iterator)) {}
 
   const Strategy& strategy_;
   const std::vector<InputSpec> specs_;
+  const data::AutoShardResult shard_;
   std::unique_ptr<data::DatasetIterator> iterator_;
   std::vector<PerReplica> inputs_;  // made by the first Inputs
 };

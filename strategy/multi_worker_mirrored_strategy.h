@@ -26,10 +26,13 @@
 //
 // Variables are initialised on the chief and broadcast: every worker's
 // first copy starts from the chief's initial value (SyncInitialValue), the
-// other local copies from that. The input: each worker takes its share of
-// every global batch (DistributedDataset), so the cluster trains on the
-// examples one process with all the replicas would, and no two workers on
-// the same example. Only the chief should write checkpoints; every worker
+// other local copies from that. The input is auto-sharded
+// (DistributedDataset, AUTO by default): by file where the pipeline reads at
+// least as many files as there are workers (each worker reads its own
+// files, in batches of global / workers), else by example (each worker
+// takes its share of every global batch, so the cluster trains on the
+// examples one process with all the replicas would); either way no two
+// workers train on the same example. Only the chief should write checkpoints; every worker
 // can restore one (the trainer does both).
 //
 // Failures: heartbeats run in the background; a lost task (killed, frozen,

@@ -344,6 +344,16 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDataset(
   return DistributedDataset::Create(*this, std::move(batches), std::move(specs));
 }
 
+absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDataset(
+    data::DatasetPtr batches, std::vector<InputSpec> specs, const DistributeOptions& options) const {
+  return DistributedDataset::Create(*this, std::move(batches), std::move(specs), options);
+}
+
+absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasetsFromFunction(
+    const DatasetFn& fn, std::vector<InputSpec> specs) const {
+  return DistributedDataset::CreateFromFunction(*this, fn, std::move(specs));
+}
+
 absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     const strata::Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) {
   ReplicaContext* ctx = ReplicaContext::Current();

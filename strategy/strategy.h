@@ -86,7 +86,10 @@ namespace distribute {
 
 class DistributedDataset;
 class ReplicaContext;
+struct DistributeOptions;
+struct InputContext;
 struct InputSpec;
+using DatasetFn = std::function<absl::StatusOr<data::DatasetPtr>(const InputContext&)>;
 
 // How per-replica values combine (Reduce, AllReduce).
 enum class ReduceOp { kSum, kMean };
@@ -219,9 +222,19 @@ class Strategy {
   absl::StatusOr<Output> Reduce(const strata::Scope& scope, ReduceOp op, const PerReplica& value);
 
   // Splits each global batch of `batches` (a batched dataset whose elements
-  // match `specs`) into one batch per replica (distributed_dataset.h).
+  // match `specs`) into one batch per replica (distributed_dataset.h); with
+  // several workers the input is auto-sharded first (AUTO: by file where
+  // the pipeline reads at least as many files as there are workers, else by
+  // example), or as `options` asks.
   absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributeDataset(
       data::DatasetPtr batches, std::vector<InputSpec> specs) const;
+  absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributeDataset(
+      data::DatasetPtr batches, std::vector<InputSpec> specs,
+      const DistributeOptions& options) const;
+  // `fn` makes each worker's pipeline of per-worker batches, sharding it
+  // itself (tf.distribute's distribute_datasets_from_function).
+  absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributeDatasetsFromFunction(
+      const DatasetFn& fn, std::vector<InputSpec> specs) const;
 
   // For DistributedOptimizer: inside Run, all-reduces (mean) the replica's
   // gradients in buckets and pairs each with the replica's own copy of its
