@@ -1,6 +1,7 @@
 // Elementwise reduction kernels the collective algorithms use to merge a
 // peer's chunk into their own: MergeInto (Add, Mul, Min, Max) and DivideBy
-// (the Div final op), for float, double, int32 and int64.
+// (the Div final op), for float, double, int32, int64, half and bfloat16
+// (the narrow types are widened to float to merge, and rounded back).
 //
 //   STRATA_RETURN_IF_ERROR(CheckReducible(DT_FLOAT, MergeOp::kAdd));
 //   MergeInto(MergeOp::kAdd, DT_FLOAT, acc, peer_chunk, n);   // acc[i] = acc[i] + peer[i]
@@ -28,7 +29,8 @@ void MergeInto(MergeOp op, DataType dtype, void* acc, const void* in, int64_t n)
 // acc[i] /= divisor for i < n.
 void DivideBy(DataType dtype, void* acc, int64_t n, int64_t divisor);
 // out[i] = op(...op(op(inputs[0][i], inputs[1][i]), inputs[2][i])...), then
-// divided by `divisor` when final_op is Div, for begin <= i < end; `out` is
+// divided by `divisor` when final_op is Div, for begin <= i < end (half and
+// bfloat16: the whole fold in float, rounded once); `out` is
 // indexed like the inputs (element i at out + i). Up to 4 inputs are merged
 // in one pass (more take a pass per 3 more, over L1-sized blocks of `out`),
 // so memory sees each input once and `out` once. `out` may not overlap any
