@@ -26,8 +26,8 @@
 ABSL_FLAG(std::string, model, "mlp", "mlp or cnn (the CNN needs square images, e.g. the 8x8 digits)");
 ABSL_FLAG(std::string, hidden, "128,64", "the MLP's hidden layer sizes, comma-separated");
 ABSL_FLAG(std::string, data, "digits",
-          "digits, csv:PATH (numbers only, label in the last column, optional header) or "
-          "synthetic:N[:FEATURES[:CLASSES]]");
+          "digits, csv:PATH[,PATH...] (numbers only, label in the last column, optional header; a "
+          "PATH may be a directory or a glob pattern) or synthetic:N[:FEATURES[:CLASSES]]");
 ABSL_FLAG(std::string, digits_path, "",
           "the digits CSV; default: found in the runfiles or the source tree");
 ABSL_FLAG(double, test_fraction, 0.2, "fraction of the examples held out for testing (split fixed by --seed)");
@@ -62,6 +62,10 @@ ABSL_FLAG(double, startup_timeout, 120,
 ABSL_FLAG(std::string, collective_transport, "auto",
           "multi_worker_mirrored: auto (shared memory when every task is on one host, else TCP), "
           "shm or tcp");
+ABSL_FLAG(std::string, input_sharding, "auto",
+          "multi_worker_mirrored: auto (file when --data=csv names at least as many files as "
+          "workers, else data), file (each worker loads only its share of the files) or data "
+          "(every worker loads everything and takes its share of every global batch)");
 ABSL_FLAG(std::string, devices, "",
           "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1 (GPUs need a "
           "build with --config=cuda; docs/gpu.md). Default: one_device /cpu:0; mirrored and "
@@ -142,6 +146,7 @@ int main(int argc, char** argv) {
   c.heartbeat_timeout_seconds = absl::GetFlag(FLAGS_heartbeat_timeout);
   c.startup_timeout_seconds = absl::GetFlag(FLAGS_startup_timeout);
   c.collective_transport = absl::GetFlag(FLAGS_collective_transport);
+  c.input_sharding = absl::GetFlag(FLAGS_input_sharding);
   c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
   c.trace_out = absl::GetFlag(FLAGS_trace_out);
   c.trace_steps = absl::GetFlag(FLAGS_trace_steps);

@@ -1,10 +1,14 @@
 #include "tools/trainer_data.h"
 
+#include <dirent.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <set>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -88,8 +92,10 @@ uint64_t SplitMix(uint64_t x) {
 // within the epoch), so a restored iterator continues exactly.
 class ShuffledBatchDataset : public data::Dataset {
  public:
-  ShuffledBatchDataset(Tensor x, Tensor y, int64_t batch, uint64_t seed, std::string name)
-      : x_(std::move(x)), y_(std::move(y)), batch_(batch), seed_(seed), name_(std::move(name)) {}
+  ShuffledBatchDataset(Tensor x, Tensor y, int64_t batch, uint64_t seed, std::string name,
+                       int64_t start)
+      : x_(std::move(x)), y_(std::move(y)), batch_(batch), seed_(seed), name_(std::move(name)),
+        start_(start) {}
 
   int64_t Cardinality() const override { return data::kInfiniteCardinality; }
   std::string DebugString() const override {
@@ -105,7 +111,8 @@ class ShuffledBatchDataset : public data::Dataset {
    public:
     explicit Iterator(const ShuffledBatchDataset* ds)
         : ds_(ds), per_epoch_(ds->x_.dim_size(0) / ds->batch_) {
-      SetEpoch(0);
+      SetEpoch(ds->start_ / per_epoch_);
+      index_ = ds->start_ % per_epoch_;
     }
 
     absl::Status GetNext(data::Example* out, bool* end_of_sequence) override {
@@ -172,6 +179,7 @@ class ShuffledBatchDataset : public data::Dataset {
   const int64_t batch_;
   const uint64_t seed_;
   const std::string name_;
+  const int64_t start_;  // the first batch a new iterator yields
 };
 
 }  // namespace
@@ -218,8 +226,14 @@ absl::StatusOr<SourceSpec> ParseDataSpec(const std::string& text) {
   if (text == "digits") return spec;
   if (absl::StartsWith(text, "csv:")) {
     spec.kind = SourceSpec::Kind::kCsv;
-    spec.path = text.substr(4);
-    if (spec.path.empty()) return absl::InvalidArgumentError("--data=csv:PATH needs a path");
+    spec.paths = absl::StrSplit(text.substr(4), ',');
+    for (const std::string& p : spec.paths) {
+      if (p.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--data=", text, ": an empty path (csv:PATH[,PATH...]; a PATH may be a file, a "
+            "directory or a glob pattern)"));
+      }
+    }
     return spec;
   }
   if (absl::StartsWith(text, "synthetic:")) {
@@ -251,8 +265,57 @@ absl::StatusOr<SourceSpec> ParseDataSpec(const std::string& text) {
       "--data=", text, ": expected digits, csv:PATH or synthetic:N[:FEATURES[:CLASSES]]"));
 }
 
+absl::StatusOr<std::vector<std::string>> ExpandCsvPaths(const SourceSpec& spec) {
+  std::vector<std::string> out;
+  const std::string flag = absl::StrCat("--data=", spec.description, ": ");
+  for (const std::string& p : spec.paths) {
+    std::vector<std::string> found;
+    struct stat st;
+    if (p.find_first_of("*?[") != std::string::npos) {
+      glob_t g{};
+      const int rc = glob(p.c_str(), GLOB_ERR, nullptr, &g);
+      if (rc == 0) {
+        for (size_t i = 0; i < g.gl_pathc; ++i) {
+          if (IsFile(g.gl_pathv[i])) found.emplace_back(g.gl_pathv[i]);
+        }
+      }
+      globfree(&g);
+      if (rc != 0 && rc != GLOB_NOMATCH) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, "cannot expand the pattern '", p, "'"));
+      }
+      if (found.empty()) return absl::NotFoundError(absl::StrCat(flag, "no file matches '", p, "'"));
+    } else if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      DIR* dir = opendir(p.c_str());
+      if (dir == nullptr) {
+        return absl::ErrnoToStatus(errno, absl::StrCat(flag, "cannot list the directory '", p, "'"));
+      }
+      while (const dirent* e = readdir(dir)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string path = absl::StrCat(p, absl::EndsWith(p, "/") ? "" : "/", e->d_name);
+        if (IsFile(path)) found.push_back(path);
+      }
+      closedir(dir);
+      if (found.empty()) return absl::NotFoundError(absl::StrCat(flag, "the directory '", p, "' holds no file"));
+    } else {
+      found.push_back(p);  // LoadCsv names it if it is missing
+    }
+    // Sorted, so that every worker sees the files in one order.
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  std::set<std::string> seen;
+  for (const std::string& f : out) {
+    if (!seen.insert(f).second) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, "the file '", f, "' is listed twice"));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<TrainerData> LoadTrainerData(const SourceSpec& spec, const std::string& digits_path,
-                                            double test_fraction, uint64_t seed) {
+                                            double test_fraction, uint64_t seed,
+                                            const std::vector<std::string>* files,
+                                            bool check_classes) {
   data::DatasetPtr all;
   switch (spec.kind) {
     case SourceSpec::Kind::kDigits: {
@@ -260,7 +323,11 @@ absl::StatusOr<TrainerData> LoadTrainerData(const SourceSpec& spec, const std::s
       break;
     }
     case SourceSpec::Kind::kCsv: {
-      STRATA_ASSIGN_OR_RETURN(all, data::LoadCsv({spec.path}));
+      std::vector<std::string> expanded;
+      if (files == nullptr) {
+        STRATA_ASSIGN_OR_RETURN(expanded, ExpandCsvPaths(spec));
+      }
+      STRATA_ASSIGN_OR_RETURN(all, data::LoadCsv(files != nullptr ? *files : expanded));
       break;
     }
     case SourceSpec::Kind::kSynthetic: {
@@ -319,7 +386,7 @@ absl::StatusOr<TrainerData> LoadTrainerData(const SourceSpec& spec, const std::s
         "--data=", spec.description, ": the largest label is ", max_label,
         "; labels must be class indices 0, 1, 2, ... (at most ", kMaxClasses, " classes)"));
   }
-  if (out.num_classes < 2) {
+  if (check_classes && out.num_classes < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--data=", spec.description, ": every label is 0; a classifier needs at least 2 classes"));
   }
@@ -333,6 +400,43 @@ absl::StatusOr<std::pair<Tensor, Tensor>> ComputeStats(const TrainerData& d) {
   STRATA_ASSIGN_OR_RETURN(data::DatasetPtr ds, data::FromTensors({d.train_x, d.train_y}, d.name));
   STRATA_ASSIGN_OR_RETURN(data::FeatureStats stats, data::ComputeFeatureStats(ds));
   return std::make_pair(stats.mean, stats.stddev);
+}
+
+std::vector<double> FeatureSums(const TrainerData& d) {
+  const int64_t n = d.train_x.dim_size(0), f = d.num_features;
+  std::vector<double> sums(static_cast<size_t>(f), 0.0);
+  const float* x = d.train_x.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < f; ++j) sums[j] += x[i * f + j];
+  }
+  return sums;
+}
+
+std::vector<double> SquaredDeviationSums(const TrainerData& d, const std::vector<double>& mean) {
+  const int64_t n = d.train_x.dim_size(0), f = d.num_features;
+  std::vector<double> sums(static_cast<size_t>(f), 0.0);
+  const float* x = d.train_x.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < f; ++j) {
+      const double dev = x[i * f + j] - mean[j];
+      sums[j] += dev * dev;
+    }
+  }
+  return sums;
+}
+
+Tensor MeanFromSums(const std::vector<double>& sums, double count) {
+  Tensor t(DT_FLOAT, TensorShape{static_cast<int64_t>(sums.size())});
+  for (size_t j = 0; j < sums.size(); ++j) t.data<float>()[j] = static_cast<float>(sums[j] / count);
+  return t;
+}
+
+Tensor StddevFromSums(const std::vector<double>& squared_deviation_sums, double count) {
+  Tensor t(DT_FLOAT, TensorShape{static_cast<int64_t>(squared_deviation_sums.size())});
+  for (size_t j = 0; j < squared_deviation_sums.size(); ++j) {
+    t.data<float>()[j] = static_cast<float>(std::sqrt(squared_deviation_sums[j] / count));
+  }
+  return t;
 }
 
 absl::Status StandardizeInPlace(TrainerData* d, const Tensor& mean, const Tensor& stddev) {
@@ -363,7 +467,8 @@ absl::Status StandardizeInPlace(TrainerData* d, const Tensor& mean, const Tensor
 }
 
 absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& d, int64_t batch,
-                                                  uint64_t seed, int64_t prefetch) {
+                                                  uint64_t seed, int64_t prefetch,
+                                                  int64_t start_batch) {
   const int64_t n = d.train_x.dim_size(0);
   if (batch < 1 || n < batch) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", batch, " is larger than the ",
@@ -372,7 +477,8 @@ absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& d, int64_t 
   // The shuffle's seed differs from the split's so that the epoch-0 order
   // is not a function of the split's permutation.
   data::DatasetPtr ds = std::make_shared<ShuffledBatchDataset>(
-      d.train_x, d.train_y, batch, seed * 0x9E3779B97F4A7C15ull + 1, d.name);
+      d.train_x, d.train_y, batch, seed * 0x9E3779B97F4A7C15ull + 1, d.name,
+      std::max<int64_t>(0, start_batch));
   if (prefetch > 0) {
     STRATA_ASSIGN_OR_RETURN(ds, data::Prefetch(ds, prefetch));
   }

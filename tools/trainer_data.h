@@ -7,6 +7,8 @@
 //   STRATA_ASSIGN_OR_RETURN(TrainerData d, LoadTrainerData(spec, digits_path, 0.2, seed));
 //   STRATA_RETURN_IF_ERROR(StandardizeInPlace(&d, stats));     // stats = ComputeStats(d)
 //   STRATA_ASSIGN_OR_RETURN(auto it, MakeTrainIterator(d, /*batch=*/32, seed, /*prefetch=*/2));
+//   // csv:a.csv,dir/,parts/*.csv.gz -> the files, sorted within a directory or pattern:
+//   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandCsvPaths(csv_spec));
 //
 // Thread-safety: plain values and pure functions; the iterator is used by
 // one thread. Ownership: TrainerData's tensors are shared with the datasets
@@ -17,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "graph/tensor.h"
@@ -28,15 +32,15 @@ namespace trainer {
 struct SourceSpec {
   enum class Kind { kDigits, kCsv, kSynthetic };
   Kind kind = Kind::kDigits;
-  std::string path;            // kCsv
+  std::vector<std::string> paths;  // kCsv: files, directories or glob patterns
   int64_t num_examples = 0;    // kSynthetic
   int64_t num_features = 64;   // kSynthetic
   int64_t num_classes = 10;    // kSynthetic
   std::string description;     // as given, for messages and pipeline names
 };
 
-// "digits", "csv:PATH", "synthetic:N[:FEATURES[:CLASSES]]"; InvalidArgument
-// naming --data otherwise.
+// "digits", "csv:PATH[,PATH...]", "synthetic:N[:FEATURES[:CLASSES]]";
+// InvalidArgument naming --data otherwise (an empty path included).
 absl::StatusOr<SourceSpec> ParseDataSpec(const std::string& text);
 
 struct TrainerData {
@@ -47,14 +51,37 @@ struct TrainerData {
   std::string name;         // identifies source, split and preprocessing
 };
 
-// Loads the source (the digits from `digits_path`), checks labels (integers
-// in [0, classes), classes >= 2) and splits off round(n * test_fraction)
-// test examples with a permutation drawn from `seed`.
+// The CSV files of a kCsv spec, in order: each path as given if it is a
+// file; a directory's regular files (names not starting with '.'), sorted;
+// a glob pattern's matches (*, ? or [ in the path), sorted. NotFound for a
+// missing path, an empty directory or a pattern without matches;
+// InvalidArgument for a file listed twice.
+absl::StatusOr<std::vector<std::string>> ExpandCsvPaths(const SourceSpec& spec);
+
+// Loads the source (the digits from `digits_path`; for kCsv the files of
+// ExpandCsvPaths, or `files` if given: a worker's share), checks labels
+// (integers >= 0, and with `check_classes` at least 2 classes) and splits
+// off round(n * test_fraction) test examples with a permutation drawn from
+// `seed`. num_classes is the largest label + 1 (a worker's share may hold
+// fewer classes than the whole: combine across workers, then check).
 absl::StatusOr<TrainerData> LoadTrainerData(const SourceSpec& spec, const std::string& digits_path,
-                                            double test_fraction, uint64_t seed);
+                                            double test_fraction, uint64_t seed,
+                                            const std::vector<std::string>* files = nullptr,
+                                            bool check_classes = true);
 
 // Per-feature mean and stddev of the training split (float [d] each).
 absl::StatusOr<std::pair<Tensor, Tensor>> ComputeStats(const TrainerData& data);
+
+// The same statistics from sums that may span several workers' training
+// splits, in two passes (each summed across workers by the caller):
+// FeatureSums gives per-feature sums of x; StatsFromSums turns the
+// cluster's sums and count into the mean; SquaredDeviationSums then gives
+// the per-feature sums of (x - mean)^2, and StddevFromSums the stddev.
+std::vector<double> FeatureSums(const TrainerData& data);
+std::vector<double> SquaredDeviationSums(const TrainerData& data, const std::vector<double>& mean);
+// mean (or stddev) as float [d] from `sums` over `count` examples.
+Tensor MeanFromSums(const std::vector<double>& sums, double count);
+Tensor StddevFromSums(const std::vector<double>& squared_deviation_sums, double count);
 
 // Replaces both splits' features by (x - mean) / stddev (a stddev below
 // 1e-6 counts as 1, as data::Standardize does).
@@ -63,9 +90,12 @@ absl::Status StandardizeInPlace(TrainerData* data, const Tensor& mean, const Ten
 // Batches of the training split, forever: each epoch a permutation drawn
 // from (seed, epoch), cut into n / batch batches (the remainder is dropped),
 // then Prefetch(prefetch) if prefetch > 0. An iterator's state is (epoch,
-// batch). InvalidArgument if the split has fewer than `batch` examples.
+// batch); a new iterator starts at batch `start_batch` of that sequence
+// (not part of the pipeline's identity: saved states stay interchangeable).
+// InvalidArgument if the split has fewer than `batch` examples.
 absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& data, int64_t batch,
-                                                  uint64_t seed, int64_t prefetch);
+                                                  uint64_t seed, int64_t prefetch,
+                                                  int64_t start_batch = 0);
 // An iterator over MakeTrainBatches(data, batch, seed, prefetch).
 absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& data,
                                                                          int64_t batch,

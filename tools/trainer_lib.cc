@@ -37,6 +37,8 @@
 #include "strategy/strategy.h"
 #include "strategy/strategy_devices.h"
 #include "tools/trainer_data.h"
+#include "train/data/auto_shard.h"
+#include "train/data/csv.h"
 #include "train/learning_rate.h"
 #include "train/losses.h"
 #include "train/models.h"
@@ -272,21 +274,33 @@ struct TrainGraph {
   std::unique_ptr<train::Optimizer> optimizer;
 };
 
+// `batches`: global batches, or with `per_worker_batches` this worker's
+// (FILE sharding: the pipeline over its own files).
 absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
                                                        int64_t total_steps,
                                                        distribute::Strategy* strategy,
-                                                       data::DatasetPtr batches) {
+                                                       data::DatasetPtr batches,
+                                                       bool per_worker_batches) {
   auto g = std::make_unique<TrainGraph>();
   g->strategy = strategy;
   distribute::Strategy& s = *g->strategy;
   const Scope& root = g->root;
   distribute::StrategyScope in_scope = s.Scope();
 
-  // Input: each global batch split over the replicas ("x/replica_<r>", ...).
-  STRATA_ASSIGN_OR_RETURN(g->input,
-                          s.DistributeDataset(std::move(batches),
-                                              {{"x", DT_FLOAT, PartialTensorShape({-1, d.num_features})},
-                                               {"y", DT_INT32, PartialTensorShape({-1})}}));
+  // Input: each batch split over the replicas ("x/replica_<r>", ...).
+  std::vector<distribute::InputSpec> specs = {{"x", DT_FLOAT, PartialTensorShape({-1, d.num_features})},
+                                              {"y", DT_INT32, PartialTensorShape({-1})}};
+  if (per_worker_batches) {
+    STRATA_ASSIGN_OR_RETURN(g->input, s.DistributeDatasetsFromFunction(
+                                          [&](const distribute::InputContext&) { return batches; },
+                                          std::move(specs)));
+  } else {
+    // The trainer's pipeline is in memory, not over files: every worker
+    // takes its part of every global batch.
+    distribute::DistributeOptions options;
+    options.auto_shard_policy = data::AutoShardPolicy::kData;
+    STRATA_ASSIGN_OR_RETURN(g->input, s.DistributeDataset(std::move(batches), std::move(specs), options));
+  }
   STRATA_ASSIGN_OR_RETURN(std::vector<distribute::PerReplica> inputs, g->input->Inputs(root));
 
   // The model code, the same under every strategy.
@@ -379,11 +393,11 @@ Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
   return out;
 }
 
-// Mean loss and accuracy over the test set, in chunks.
-absl::Status Evaluate(Session* session, const TrainGraph& g, const TrainerData& d,
-                      TrainerResult* result) {
+// Sums of the loss and of the accuracy over the test set, in chunks, and
+// the count: {loss_sum, accuracy_sum, n}.
+absl::StatusOr<std::vector<double>> EvaluateSums(Session* session, const TrainGraph& g,
+                                                 const TrainerData& d) {
   const int64_t n = d.test_x.dim_size(0);
-  if (n == 0) return absl::OkStatus();
   double loss_sum = 0, acc_sum = 0;
   std::vector<Tensor> out;
   for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
@@ -395,9 +409,154 @@ absl::Status Evaluate(Session* session, const TrainGraph& g, const TrainerData& 
     loss_sum += static_cast<double>(*out[0].data<float>()) * (end - begin);
     acc_sum += static_cast<double>(*out[1].data<float>()) * (end - begin);
   }
-  result->test_loss = loss_sum / n;
-  result->test_accuracy = acc_sum / n;
-  return absl::OkStatus();
+  return std::vector<double>{loss_sum, acc_sum, static_cast<double>(n)};
+}
+
+// Sums `local` element-wise over the workers of `s` (every worker must call
+// it, in the same order: a collective of the worker group); `local` itself
+// with one worker. A small graph and session of its own: replica 0 feeds
+// `local`, the other local replicas zeros.
+absl::StatusOr<std::vector<double>> SumAcrossWorkers(distribute::Strategy* s,
+                                                     const std::vector<double>& local) {
+  if (s->num_workers() == 1) return local;
+  const int64_t n = static_cast<int64_t>(local.size());
+  Scope root = Scope::NewRootScope();
+  std::vector<Output> per;
+  for (int r = 0; r < s->num_local_replicas(); ++r) {
+    per.push_back(ops::Placeholder(root.WithOpName(absl::StrCat("local_values/replica_", r))
+                                       .WithDevice(s->devices()[r]),
+                                   DT_DOUBLE, PartialTensorShape({n})));
+  }
+  STRATA_ASSIGN_OR_RETURN(Output total, s->Reduce(root.NewSubScope("sum_across_workers"),
+                                                  distribute::ReduceOp::kSum,
+                                                  distribute::PerReplica(per)));
+  STRATA_RETURN_IF_ERROR(root.status());
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root, s->session_options()));
+  Tensor mine(DT_DOUBLE, TensorShape{n}), zeros(DT_DOUBLE, TensorShape{n});
+  for (int64_t i = 0; i < n; ++i) {
+    mine.data<double>()[i] = local[i];
+    zeros.data<double>()[i] = 0;
+  }
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (int r = 0; r < s->num_local_replicas(); ++r) feeds.emplace_back(per[r].name(), r == 0 ? mine : zeros);
+  std::vector<Tensor> out;
+  STRATA_RETURN_IF_ERROR(session->Run(feeds, {total.name()}, {}, &out));
+  return std::vector<double>(out[0].data<double>(), out[0].data<double>() + n);
+}
+
+// How this process reads the input.
+struct InputPlan {
+  data::AutoShardPolicy policy = data::AutoShardPolicy::kOff;  // OFF: one worker
+  std::string why;                     // for the log line
+  std::vector<std::string> all_files;  // --data=csv: every file, sorted per path
+  std::vector<std::string> files;      // FILE: this worker's share
+  int num_workers = 1;
+  int worker = 0;
+  bool by_file() const { return policy == data::AutoShardPolicy::kFile; }
+};
+
+std::string BaseNames(const std::vector<std::string>& paths) {
+  std::vector<std::string> names;
+  for (const std::string& p : paths) {
+    const size_t slash = p.rfind('/');
+    names.push_back(slash == std::string::npos ? p : p.substr(slash + 1));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+// The policy --input_sharding asks for, resolved as data::AutoShard does:
+// the same on every worker (same flags, same file list).
+absl::StatusOr<InputPlan> PlanInput(const TrainerConfig& c, const SourceSpec& spec,
+                                    const distribute::Strategy& s) {
+  InputPlan plan;
+  plan.num_workers = s.num_workers();
+  plan.worker = s.worker_index();
+  if (spec.kind == SourceSpec::Kind::kCsv) {
+    STRATA_ASSIGN_OR_RETURN(plan.all_files, ExpandCsvPaths(spec));
+  }
+  STRATA_ASSIGN_OR_RETURN(data::AutoShardPolicy requested, data::ParseAutoShardPolicy(c.input_sharding));
+  absl::StatusOr<data::AutoShardPolicy> policy = data::ResolveAutoShardPolicy(
+      requested, static_cast<int64_t>(plan.all_files.size()), plan.num_workers);
+  if (!policy.ok()) {
+    return AnnotateStatus(policy.status(), absl::StrCat("--input_sharding=", c.input_sharding,
+                                                        " with --data=", c.data, ": "));
+  }
+  plan.policy = *policy;
+  const std::string n_files = absl::StrCat(plan.all_files.size(), " file(s) for ", plan.num_workers, " workers");
+  if (plan.by_file()) {
+    plan.files = data::ShardFiles(plan.all_files, plan.num_workers, plan.worker);
+    plan.why = requested == data::AutoShardPolicy::kAuto ? absl::StrCat("auto: ", n_files)
+                                                         : "--input_sharding=file";
+  } else if (requested == data::AutoShardPolicy::kData) {
+    plan.why = "--input_sharding=data";
+  } else {
+    plan.why = spec.kind == SourceSpec::Kind::kCsv
+                   ? absl::StrCat("auto: only ", n_files)
+                   : absl::StrCat("auto: --data=", c.data, " is not a list of files");
+  }
+  return plan;
+}
+
+// FILE: combines what every worker must agree on across the workers, after
+// each loaded its own share into `d`: checks that they saw the same files
+// and features and that each has a batch's worth of training examples; sets
+// the class count to the cluster's and returns the cluster's {train, test}
+// example counts. Every worker makes the same checks on the same sums, so
+// they all fail alike.
+absl::StatusOr<std::pair<int64_t, int64_t>> CombineShards(distribute::Strategy* s, const InputPlan& plan,
+                                                          int64_t local_batch, TrainerData* d) {
+  constexpr int kFields = 5;  // files seen, features, classes, train, test
+  std::vector<double> census(static_cast<size_t>(kFields * plan.num_workers), 0.0);
+  double* mine = census.data() + kFields * plan.worker;
+  mine[0] = static_cast<double>(plan.all_files.size());
+  mine[1] = static_cast<double>(d->num_features);
+  mine[2] = static_cast<double>(d->num_classes);
+  mine[3] = static_cast<double>(d->train_x.dim_size(0));
+  mine[4] = static_cast<double>(d->test_x.dim_size(0));
+  STRATA_ASSIGN_OR_RETURN(census, SumAcrossWorkers(s, census));
+  int64_t classes = 0, train = 0, test = 0;
+  for (int w = 0; w < plan.num_workers; ++w) {
+    const double* v = census.data() + kFields * w;
+    const std::string who = absl::StrCat("worker ", w, " (files ",
+                                         BaseNames(data::ShardFiles(plan.all_files, plan.num_workers, w)), ")");
+    if (static_cast<size_t>(v[0]) != plan.all_files.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--data: worker ", w, " sees ", v[0], " files, worker ", plan.worker, " ",
+          plan.all_files.size(), "; every worker must see the same files"));
+    }
+    if (static_cast<int64_t>(v[1]) != d->num_features) {
+      return absl::InvalidArgumentError(absl::StrCat("--data: ", who, " has ", v[1],
+                                                     " features, worker ", plan.worker, "'s ",
+                                                     d->num_features));
+    }
+    if (static_cast<int64_t>(v[3]) < local_batch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data: ", who, " holds ", v[3], " training examples, fewer than its batch of ",
+          local_batch, " (--global_batch_size / workers); use fewer workers or a smaller batch"));
+    }
+    classes = std::max(classes, static_cast<int64_t>(v[2]));
+    train += static_cast<int64_t>(v[3]);
+    test += static_cast<int64_t>(v[4]);
+  }
+  if (classes < 2) {
+    return absl::InvalidArgumentError(
+        "--data: every label is 0 on every worker; a classifier needs at least 2 classes");
+  }
+  d->num_classes = classes;
+  return std::make_pair(train, test);
+}
+
+// FILE: the feature statistics over every worker's training split.
+absl::StatusOr<std::pair<Tensor, Tensor>> CombinedStats(distribute::Strategy* s, const TrainerData& d) {
+  std::vector<double> sums = FeatureSums(d);
+  sums.push_back(static_cast<double>(d.train_x.dim_size(0)));
+  STRATA_ASSIGN_OR_RETURN(sums, SumAcrossWorkers(s, sums));
+  const double count = sums.back();
+  sums.pop_back();
+  std::vector<double> mean(sums.size());
+  for (size_t j = 0; j < sums.size(); ++j) mean[j] = sums[j] / count;
+  STRATA_ASSIGN_OR_RETURN(std::vector<double> dev, SumAcrossWorkers(s, SquaredDeviationSums(d, mean)));
+  return std::make_pair(MeanFromSums(sums, count), StddevFromSums(dev, count));
 }
 
 bool SameBytes(const Tensor& a, const Tensor& b) {
@@ -504,6 +663,11 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
     return bad("gradient_bucket_bytes", "must be >= 0, or -1 for the strategy's default");
   }
   if (c.trace_steps < 1) return bad("trace_steps", "must be >= 1");
+  absl::StatusOr<data::AutoShardPolicy> sharding = data::ParseAutoShardPolicy(c.input_sharding);
+  if (!sharding.ok() || *sharding == data::AutoShardPolicy::kOff) {
+    return bad("input_sharding", absl::StrCat("unknown policy '", c.input_sharding,
+                                              "'; expected auto, file or data"));
+  }
   return ParseDataSpec(c.data).status();
 }
 
@@ -538,12 +702,37 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   if (spec.kind == SourceSpec::Kind::kDigits) {
     STRATA_ASSIGN_OR_RETURN(digits_path, FindDigitsCsv(c.digits_path, c.argv0));
   }
-  STRATA_ASSIGN_OR_RETURN(TrainerData data, LoadTrainerData(spec, digits_path, c.test_fraction,
-                                                            static_cast<uint64_t>(c.seed)));
+  // Several workers: FILE (each loads its share of the files) or DATA
+  // (each loads everything and keeps its part of every global batch).
+  STRATA_ASSIGN_OR_RETURN(InputPlan plan, PlanInput(c, spec, *strategy));
+  const int64_t local_batch =
+      plan.by_file() ? c.global_batch_size / plan.num_workers : c.global_batch_size;
+  const std::vector<std::string>* files =
+      plan.by_file() ? &plan.files : plan.all_files.empty() ? nullptr : &plan.all_files;
+  STRATA_ASSIGN_OR_RETURN(TrainerData data,
+                          LoadTrainerData(spec, digits_path, c.test_fraction, static_cast<uint64_t>(c.seed),
+                                          files, /*check_classes=*/!plan.by_file()));
   result.num_features = data.num_features;
-  result.num_classes = data.num_classes;
   result.train_examples = data.train_x.dim_size(0);
   result.test_examples = data.test_x.dim_size(0);
+  if (plan.by_file()) {
+    STRATA_ASSIGN_OR_RETURN(std::tie(result.train_examples, result.test_examples),
+                            CombineShards(strategy, plan, local_batch, &data));
+  }
+  result.num_classes = data.num_classes;
+  if (multi_worker != nullptr) {
+    // One line per worker, even from quiet ones: which examples it reads.
+    Log(log, false, absl::StrCat(
+        multi_worker->task_name(), ": input sharding ", data::AutoShardPolicyName(plan.policy), " (",
+        plan.why, "): ",
+        plan.by_file()
+            ? absl::StrCat("reads ", plan.files.size(), " of ", plan.all_files.size(), " files (",
+                           BaseNames(plan.files), "), ", data.train_x.dim_size(0), " of the ",
+                           result.train_examples, " training examples, in batches of ", local_batch,
+                           " of each global batch of ", c.global_batch_size)
+            : absl::StrCat("reads all the data and keeps its part of every global batch of ",
+                           c.global_batch_size)));
+  }
   const int64_t steps_per_epoch = result.train_examples / c.global_batch_size;
   if (steps_per_epoch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", c.global_batch_size,
@@ -557,10 +746,16 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   result.total_steps = c.steps > 0 ? c.steps : epochs * steps_per_epoch;
   Tensor mean, stddev;
   if (c.standardize) {
-    STRATA_ASSIGN_OR_RETURN(std::tie(mean, stddev), ComputeStats(data));
+    // FILE: every worker standardizes with the statistics of the cluster's
+    // training examples, so the replicas see the same preprocessing.
+    STRATA_ASSIGN_OR_RETURN(std::tie(mean, stddev),
+                            plan.by_file() ? CombinedStats(strategy, data) : ComputeStats(data));
   }
-  const std::string fingerprint =
-      ConfigFingerprint(c, absl::StrCat(data.name, c.standardize ? "+standardized" : ""));
+  // A FILE run's input positions are per worker: its checkpoints resume
+  // only a FILE run of as many workers.
+  const std::string fingerprint = ConfigFingerprint(
+      c, absl::StrCat(data.name, c.standardize ? "+standardized" : "",
+                      plan.by_file() ? absl::StrCat(",input=FILE/", plan.num_workers) : ""));
 
   // 2. The newest intact checkpoint, if any; corrupt newer ones are skipped.
   std::unique_ptr<CheckpointManager> manager;
@@ -612,12 +807,17 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
 
   // 3. Graph (with the input pipeline) and session; variables from the
   // initializers or the checkpoint, the input at the checkpoint's position.
+  // FILE: each worker's sequence is its own, and the checkpoint holds the
+  // chief's position only; every worker's input is a pure function of the
+  // step (one batch per step), so each starts at the checkpoint's step.
   STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches,
-                          MakeTrainBatches(data, c.global_batch_size, static_cast<uint64_t>(c.seed), c.prefetch));
+                          MakeTrainBatches(data, local_batch, static_cast<uint64_t>(c.seed), c.prefetch,
+                                           plan.by_file() ? result.start_step : 0));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
-                          BuildGraph(c, data, result.total_steps, strategy, std::move(batches)));
+                          BuildGraph(c, data, result.total_steps, strategy, std::move(batches),
+                                     plan.by_file()));
   result.devices = g->strategy->devices();
-  if (reader != nullptr) {
+  if (reader != nullptr && !plan.by_file()) {
     absl::Status s = g->input->RestoreState(iterator_state);
     if (!s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader->prefix(),
@@ -764,7 +964,15 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   if (tracer != nullptr && !trace_written) STRATA_RETURN_IF_ERROR(write_trace());
 
   // 6. Test-set evaluation and the final metrics line.
-  STRATA_RETURN_IF_ERROR(Evaluate(session.get(), *g, data, &result));
+  STRATA_ASSIGN_OR_RETURN(std::vector<double> eval, EvaluateSums(session.get(), *g, data));
+  if (plan.by_file()) {
+    // Every worker's test examples: the same figures on every worker.
+    STRATA_ASSIGN_OR_RETURN(eval, SumAcrossWorkers(strategy, eval));
+  }
+  if (eval[2] > 0) {
+    result.test_loss = eval[0] / eval[2];
+    result.test_accuracy = eval[1] / eval[2];
+  }
   metrics->Line(absl::StrCat("{\"final\":true,\"step\":", step, ",\"start_step\":", result.start_step,
                              ",\"test_accuracy\":", result.test_examples > 0 ? Num(result.test_accuracy) : "null",
                              ",\"test_loss\":", result.test_examples > 0 ? Num(result.test_loss) : "null",

@@ -17,9 +17,26 @@
 //   r->test_accuracy;
 //
 // Multi-worker (strategy multi_worker_mirrored, one process per task, as
-// tools/launch starts them): every worker loads the same data and builds
-// the same graph; each takes its share of every global batch; the chief's
-// initial weights are broadcast. Only the chief writes checkpoints, metrics
+// tools/launch starts them): every worker builds the same graph; the
+// chief's initial weights are broadcast. The input is sharded as
+// --input_sharding says (auto by default, as tf.distribute's AUTO):
+//   FILE  for --data=csv with at least as many files as workers: worker w
+//         loads only files w, w + W, w + 2W, ... of the sorted list, splits
+//         off its own test examples and trains on batches of
+//         global_batch / W of its own examples. What must be the same on
+//         every worker is combined across workers through the strategy's
+//         collectives: the feature statistics (sums, then sums of squared
+//         deviations, over every worker's training split), the class count
+//         (the largest label anywhere), the epoch length (every worker's
+//         training examples) and the test metrics (every worker's test
+//         examples); the workers also check that they see the same number
+//         of files and features. A resumed FILE run puts each worker's input
+//         at the checkpoint's step (each worker's own sequence); its
+//         checkpoints resume only a FILE run of as many workers.
+//   DATA  otherwise: every worker loads all the data and takes its share of
+//         every global batch (the cluster trains on what one process
+//         would).
+// Each worker logs one line saying the policy and its files. Only the chief writes checkpoints, metrics
 // and the trace; every worker resumes from the newest intact checkpoint in
 // checkpoint_dir (a directory every worker can read). A lost or failed task
 // ends every worker's run with an error naming it, within the heartbeat
@@ -80,8 +97,9 @@ namespace trainer {
 struct TrainerConfig {
   std::string model = "mlp";                 // "mlp" or "cnn"
   std::vector<int64_t> hidden = {128, 64};   // the MLP's hidden layers
-  // "digits", "csv:PATH" (numbers only, label last, optional header) or
+  // "digits", "csv:PATH[,PATH...]" (numbers only, label last, optional header) or
   // "synthetic:N[:FEATURES[:CLASSES]]" (defaults 64 features, 10 classes).
+  // A PATH may be a directory (its files, sorted) or a glob pattern.
   std::string data = "digits";
   std::string digits_path;                   // "" = FindDigitsCsv
   double test_fraction = 0.2;                // in [0, 1)
@@ -116,6 +134,9 @@ struct TrainerConfig {
   double heartbeat_timeout_seconds = 10;
   double startup_timeout_seconds = 120;
   std::string collective_transport = "auto";
+  // multi_worker_mirrored: "auto" (file when --data=csv names at least as
+  // many files as workers, else data), "file" or "data".
+  std::string input_sharding = "auto";
   // Device specs ("/cpu:0", "/device:CPU:1", "/gpu:0" in a --config=cuda
   // build, ...), in replica order. Empty: one_device uses /cpu:0; the
   // mirrored strategies every CPU device when num_cpu_devices is set, else

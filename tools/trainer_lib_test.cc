@@ -5,6 +5,8 @@
 #include "tools/trainer_lib.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -59,6 +61,8 @@ TEST(TrainerLibTest, ValidateConfigNamesTheFlag) {
       {[](TrainerConfig* c) { c->devices = {"/cpu:0", "/cpu:1"}; }, "--devices"},
       {[](TrainerConfig* c) { c->gradient_bucket_bytes = -2; }, "--gradient_bucket_bytes"},
       {[](TrainerConfig* c) { c->trace_steps = 0; }, "--trace_steps"},
+      {[](TrainerConfig* c) { c->input_sharding = "files"; }, "--input_sharding"},
+      {[](TrainerConfig* c) { c->input_sharding = "off"; }, "--input_sharding"},
   };
   for (const Case& k : cases) {
     TrainerConfig c;
@@ -83,7 +87,10 @@ TEST(TrainerLibTest, ParseHiddenAndDataSpec) {
   EXPECT_EQ(syn->num_features, 784);
   EXPECT_EQ(syn->num_classes, 10);
   EXPECT_EQ(ParseDataSpec("synthetic:50")->num_features, 64);
-  EXPECT_EQ(ParseDataSpec("csv:/a/b.csv")->path, "/a/b.csv");
+  EXPECT_EQ(ParseDataSpec("csv:/a/b.csv")->paths, std::vector<std::string>{"/a/b.csv"});
+  EXPECT_EQ(ParseDataSpec("csv:/a/b.csv,c/,d/*.csv")->paths,
+            (std::vector<std::string>{"/a/b.csv", "c/", "d/*.csv"}));
+  EXPECT_FALSE(ParseDataSpec("csv:a.csv,").ok());
   EXPECT_FALSE(ParseDataSpec("csv:").ok());
   EXPECT_FALSE(ParseDataSpec("synthetic:10:5:1").ok());
   EXPECT_FALSE(ParseDataSpec("synthetic:1:2:3:4").ok());
@@ -148,6 +155,69 @@ TEST(TrainerLibTest, SplitIsFixedBySeedAndLabelsAreChecked) {
   EXPECT_EQ(a->test_x.dim_size(0), 60);
   EXPECT_EQ(a->num_classes, 4);
   EXPECT_EQ(0, std::memcmp(a->test_x.raw_data(), b->test_x.raw_data(), a->test_x.TotalBytes()));
+}
+
+// Statistics summed over several workers' shares (FILE sharding) are those
+// of the union of the shares, as ComputeStats gives them on one process.
+TEST(TrainerLibTest, StatisticsFromSumsOverSharesMatchTheWhole) {
+  auto spec = ParseDataSpec("synthetic:301:6:3");
+  auto whole = LoadTrainerData(*spec, "", 0.0, 5);
+  ASSERT_TRUE(whole.ok());
+  // Three shares of consecutive rows of the training split.
+  std::vector<TrainerData> shares;
+  const int64_t n = whole->train_x.dim_size(0), f = whole->num_features;
+  for (int k = 0; k < 3; ++k) {
+    const int64_t begin = n * k / 3, end = n * (k + 1) / 3;
+    TrainerData part = *whole;
+    part.train_x = Tensor(DT_FLOAT, TensorShape{end - begin, f});
+    std::memcpy(part.train_x.raw_data(), whole->train_x.data<float>() + begin * f,
+                sizeof(float) * f * (end - begin));
+    shares.push_back(part);
+  }
+  std::vector<double> sums(f, 0.0), dev(f, 0.0);
+  for (const TrainerData& p : shares) {
+    const std::vector<double> s = FeatureSums(p);
+    for (int64_t j = 0; j < f; ++j) sums[j] += s[j];
+  }
+  std::vector<double> mean(f);
+  for (int64_t j = 0; j < f; ++j) mean[j] = sums[j] / n;
+  for (const TrainerData& p : shares) {
+    const std::vector<double> s = SquaredDeviationSums(p, mean);
+    for (int64_t j = 0; j < f; ++j) dev[j] += s[j];
+  }
+  const Tensor m = MeanFromSums(sums, double(n)), sd = StddevFromSums(dev, double(n));
+  auto expected = ComputeStats(*whole);
+  ASSERT_TRUE(expected.ok());
+  for (int64_t j = 0; j < f; ++j) {
+    EXPECT_NEAR(m.data<float>()[j], expected->first.data<float>()[j], 1e-6) << j;
+    EXPECT_NEAR(sd.data<float>()[j], expected->second.data<float>()[j], 1e-6) << j;
+  }
+}
+
+TEST(TrainerLibTest, CsvPathsExpandFilesDirectoriesAndPatterns) {
+  const std::string dir = TempDir("csv_paths");
+  std::system(absl::StrCat("mkdir -p '", dir, "/d'").c_str());
+  for (const char* name : {"d/b.csv", "d/a.csv", "d/.hidden", "c.csv", "e1.csv", "e0.csv"}) {
+    std::ofstream(absl::StrCat(dir, "/", name)) << "1,0\n2,1\n";
+  }
+  SourceSpec spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/c.csv,", dir, "/d,", dir, "/e?.csv"));
+  auto files = ExpandCsvPaths(spec);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(*files, (std::vector<std::string>{dir + "/c.csv", dir + "/d/a.csv", dir + "/d/b.csv",
+                                              dir + "/e0.csv", dir + "/e1.csv"}));
+  auto loaded = LoadTrainerData(spec, "", 0.0, 1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->train_x.dim_size(0), 10);
+
+  spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/d,", dir, "/d/a.csv"));
+  EXPECT_EQ(ExpandCsvPaths(spec).status().code(), absl::StatusCode::kInvalidArgument);
+  spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/nothing*.csv"));
+  EXPECT_EQ(ExpandCsvPaths(spec).status().code(), absl::StatusCode::kNotFound);
+  std::system(absl::StrCat("mkdir -p '", dir, "/empty'").c_str());
+  spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/empty"));
+  EXPECT_EQ(ExpandCsvPaths(spec).status().code(), absl::StatusCode::kNotFound);
+  spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/missing.csv"));
+  EXPECT_EQ(LoadTrainerData(spec, "", 0.0, 1).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(TrainerLibTest, TrainIteratorCoversEachEpochOnceAndResumesExactly) {

@@ -1,0 +1,189 @@
+// End to end: input auto-sharding across real trainer processes on loopback
+// (--strategy=multi_worker_mirrored). What a user relies on:
+//   - 2 workers over 4 CSV files (the digits, cut in 4) each load only
+//     their own 2 files (FILE), say so in one line each, cover every
+//     training example between them, and train to a good test accuracy
+//     (measured over every worker's test examples);
+//   - a FILE-sharded cluster restarted from its checkpoint ends bitwise
+//     identical to an uninterrupted one;
+//   - with fewer files than workers the input is sharded by example (DATA),
+//     and --input_sharding=file is refused at start-up saying why.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "tests/trainer_process.h"
+#include "train/data/csv.h"
+
+namespace strata {
+namespace testing {
+namespace {
+
+// The "cluster" JSON of n workers on ports of 127.0.0.1 that were free a
+// moment ago (the sockets stay bound until all are picked).
+std::string WorkerCluster(int n) {
+  std::vector<int> fds;
+  std::vector<std::string> addrs;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    fds.push_back(fd);
+    addrs.push_back(absl::StrCat("\"127.0.0.1:", ntohs(a.sin_port), "\""));
+  }
+  for (int fd : fds) close(fd);
+  return absl::StrCat("{\"worker\":[", absl::StrJoin(addrs, ","), "]}");
+}
+
+// Starts n workers with `flags` and waits for all of them; worker i's
+// stderr is exits[i].err.
+std::vector<Exit> RunCluster(int n, const std::string& name, const std::vector<std::string>& flags) {
+  const std::string dir = TempDir(name);
+  const std::string cluster = WorkerCluster(n);
+  std::vector<Process> tasks;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> args = flags;
+    args.insert(args.end(), {"--strategy=multi_worker_mirrored", "--heartbeat_timeout=5",
+                             "--startup_timeout=60", "--intra_op_threads=1"});
+    tasks.push_back(Spawn(args, absl::StrCat(dir, "/stderr_", i, ".txt"),
+                          {absl::StrCat("TF_CONFIG={\"cluster\":", cluster,
+                                        ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}")}));
+  }
+  std::vector<Exit> exits;
+  for (const Process& p : tasks) exits.push_back(Wait(p));
+  return exits;
+}
+
+// The digits cut into `n` CSV files part_0.csv ... of consecutive rows, in
+// a fresh directory; returns the directory.
+std::string DigitsInFiles(const std::string& name, int n) {
+  const std::string dir = TempDir(name);
+  absl::StatusOr<data::DatasetPtr> digits = data::LoadCsv({Runfile("data/digits/digits.csv.gz")});
+  EXPECT_TRUE(digits.ok()) << digits.status();
+  if (!digits.ok()) return dir;
+  const int64_t rows = (*digits)->Cardinality();
+  for (int f = 0; f < n; ++f) {
+    std::ofstream out(absl::StrCat(dir, "/part_", f, ".csv"));
+    for (int64_t i = rows * f / n; i < rows * (f + 1) / n; ++i) {
+      data::Example e;
+      EXPECT_TRUE((*digits)->Get(i, &e).ok());
+      for (int64_t j = 0; j < e[0].NumElements(); ++j) out << e[0].data<float>()[j] << ",";
+      out << *e[1].data<int32_t>() << "\n";
+    }
+  }
+  return dir;
+}
+
+// From a worker's sharding line: its files, its training examples and the
+// cluster's.
+struct ShardLine {
+  std::string policy, files;
+  int64_t mine = -1, all = -1;
+};
+
+ShardLine ParseShardLine(const std::string& err) {
+  ShardLine out;
+  std::smatch m;
+  static const std::regex kLine(
+      R"(input sharding (\w+) \(.*?\): reads 2 of 4 files \(([^)]*)\), (\d+) of the (\d+) training)");
+  static const std::regex kPolicy(R"(input sharding (\w+) )");
+  if (std::regex_search(err, m, kLine)) {
+    out.policy = m[1];
+    out.files = m[2];
+    EXPECT_TRUE(absl::SimpleAtoi(std::string(m[3]), &out.mine));
+    EXPECT_TRUE(absl::SimpleAtoi(std::string(m[4]), &out.all));
+  } else if (std::regex_search(err, m, kPolicy)) {
+    out.policy = m[1];
+  }
+  return out;
+}
+
+std::vector<std::string> Flags(const std::string& data, int steps, const std::string& ckpt) {
+  return {"--data=csv:" + data, "--hidden=32", "--global_batch_size=48", absl::StrCat("--steps=", steps),
+          "--prefetch=2", "--checkpoint_dir=" + ckpt};
+}
+
+TEST(MultiWorkerShardingTest, TwoWorkersOverFourFilesEachReadTheirOwnAndLearn) {
+  const std::string data = DigitsInFiles("four_files", 4);
+  const std::string ckpt = TempDir("four_files_ckpt");
+  std::vector<std::string> flags = Flags(data, 600, ckpt);  // about 20 epochs
+  flags.push_back("--metrics_out=" + ckpt + "/metrics.jsonl");
+  const std::vector<Exit> exits = RunCluster(2, "four_files_run", flags);
+  ASSERT_EQ(exits.size(), 2u);
+  int64_t total = 0;
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
+    const ShardLine line = ParseShardLine(exits[w].err);
+    EXPECT_EQ(line.policy, "FILE") << exits[w].err;
+    // Worker w reads files w and w + 2 of the sorted list, and no other.
+    EXPECT_EQ(line.files, absl::StrCat("part_", w, ".csv, part_", w + 2, ".csv")) << exits[w].err;
+    EXPECT_GT(line.mine, 600) << exits[w].err;  // half of the 1437 training examples
+    EXPECT_EQ(line.all, 1437) << exits[w].err;
+    total += line.mine;
+  }
+  EXPECT_EQ(total, 1437);  // disjoint shares that cover every training example
+  const double accuracy = FinalMetric(ckpt + "/metrics.jsonl", "test_accuracy");
+  EXPECT_GE(accuracy, 0.9) << exits[0].err;
+  // Over every worker's test examples, not the chief's alone.
+  EXPECT_EQ(FinalMetric(ckpt + "/metrics.jsonl", "test_examples"), 360);
+}
+
+TEST(MultiWorkerShardingTest, ARestartedFileShardedClusterEndsBitwiseIdentical) {
+  const std::string data = DigitsInFiles("restart_files", 4);
+  const std::string straight = TempDir("restart_straight_ckpt");
+  std::vector<std::string> flags = Flags(data, 40, straight);
+  flags.push_back("--save_every_steps=10");
+  for (const Exit& e : RunCluster(2, "restart_straight", flags)) ASSERT_EQ(e.code, 0) << Describe(e);
+
+  const std::string resumed = TempDir("restart_resumed_ckpt");
+  flags = Flags(data, 40, resumed);
+  flags.push_back("--save_every_steps=10");
+  std::vector<std::string> crashing = flags;
+  crashing.push_back("--crash_at_step=25");  // both workers die after step 25 (checkpoint 20)
+  for (const Exit& e : RunCluster(2, "restart_crashing", crashing)) EXPECT_NE(e.code, 0);
+  const std::vector<Exit> exits = RunCluster(2, "restart_resuming", flags);
+  for (const Exit& e : exits) {
+    ASSERT_EQ(e.code, 0) << Describe(e);
+    EXPECT_TRUE(absl::StrContains(e.err, "input sharding FILE")) << e.err;
+  }
+  EXPECT_TRUE(absl::StrContains(exits[0].err, "resumed from")) << exits[0].err;
+  int compared = 0;
+  ExpectSameTensors(straight + "/ckpt-40", resumed + "/ckpt-40", &compared);
+  EXPECT_GT(compared, 4);
+}
+
+TEST(MultiWorkerShardingTest, FewerFilesThanWorkersShardsByExampleAndFileIsRefused) {
+  const std::string data = DigitsInFiles("one_file", 1);
+  std::vector<Exit> exits = RunCluster(2, "one_file_auto", Flags(data, 5, TempDir("one_file_ckpt")));
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_EQ(exits[w].code, 0) << Describe(exits[w]);
+    EXPECT_TRUE(absl::StrContains(exits[w].err, "input sharding DATA (auto: only 1 file(s) for 2 workers)"))
+        << exits[w].err;
+  }
+  std::vector<std::string> forced = Flags(data, 5, TempDir("one_file_forced_ckpt"));
+  forced.push_back("--input_sharding=file");
+  exits = RunCluster(2, "one_file_forced", forced);
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_NE(exits[w].code, 0) << Describe(exits[w]);
+    EXPECT_TRUE(absl::StrContains(exits[w].err, "at least as many files as workers")) << exits[w].err;
+  }
+  EXPECT_TRUE(absl::StrContains(exits[0].err, "--input_sharding=file")) << exits[0].err;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace strata
