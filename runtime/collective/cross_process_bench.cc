@@ -57,8 +57,19 @@ ABSL_FLAG(int64_t, spin_us, -1,
 ABSL_FLAG(int64_t, yield_us, 500, "shm: with --spin_us, microseconds a waiting rank yields");
 ABSL_FLAG(int64_t, chunk_kib, 256, "shm: all-reduce pipeline chunk, KiB");
 ABSL_FLAG(int64_t, piece_kib, 512, "tcp: the pipelined ring's piece, KiB");
+ABSL_FLAG(int64_t, tcp_drive_max_kib, -1,
+          "tcp: the pipelined ring's caller drives the transport up to this size, KiB (-1: its "
+          "default)");
 ABSL_FLAG(int64_t, tcp_spin_us, -1,
           "tcp: microseconds the I/O thread polls before sleeping (-1: the transport's default)");
+ABSL_FLAG(int64_t, tcp_drive_spin_us, -1,
+          "tcp: microseconds a waiting caller polls its sockets before sleeping in poll() (-1: the "
+          "transport's default)");
+ABSL_FLAG(bool, tcp_caller_drives, true,
+          "tcp: the thread waiting on an all-reduce serves the sockets (false: the I/O thread does)");
+ABSL_FLAG(int64_t, tcp_eager_kib, -1,
+          "tcp: messages up to this size go without the receiver's grant, KiB (-1: the "
+          "transport's default)");
 ABSL_FLAG(int64_t, sockbuf_kib, -1, "tcp: SO_SNDBUF/SO_RCVBUF, KiB (-1: the transport's default)");
 ABSL_FLAG(int64_t, min_bytes, 4096, "smallest all-reduce, bytes");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20, "largest all-reduce, bytes (x4 steps)");
@@ -118,6 +129,13 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
   if (absl::GetFlag(FLAGS_tcp_spin_us) >= 0) {
     options.poll_spin = absl::Microseconds(absl::GetFlag(FLAGS_tcp_spin_us));
   }
+  if (absl::GetFlag(FLAGS_tcp_drive_spin_us) >= 0) {
+    options.driver_spin = absl::Microseconds(absl::GetFlag(FLAGS_tcp_drive_spin_us));
+  }
+  options.caller_drives = absl::GetFlag(FLAGS_tcp_caller_drives);
+  if (absl::GetFlag(FLAGS_tcp_eager_kib) >= 0) {
+    options.eager_limit = static_cast<size_t>(absl::GetFlag(FLAGS_tcp_eager_kib)) << 10;
+  }
   if (absl::GetFlag(FLAGS_sockbuf_kib) >= 0) {
     options.socket_buffer_bytes = static_cast<int>(absl::GetFlag(FLAGS_sockbuf_kib) << 10);
   }
@@ -141,7 +159,9 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t,
                                                               count * DataTypeSize(dtype), t.kind()));
   }
   if (name == "pipelined_ring") {
-    return CreatePipelinedRingAllReduce(p, static_cast<size_t>(absl::GetFlag(FLAGS_piece_kib)) << 10);
+    const int64_t drive_kib = absl::GetFlag(FLAGS_tcp_drive_max_kib);
+    return CreatePipelinedRingAllReduce(p, static_cast<size_t>(absl::GetFlag(FLAGS_piece_kib)) << 10,
+                                        drive_kib >= 0 ? drive_kib << 10 : kPipelinedRingDriveMaxBytes);
   }
   return CreateCollectiveAlgorithm(p.type, name, p);
 }

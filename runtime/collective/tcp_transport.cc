@@ -22,173 +22,16 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "graph/mutex.h"
 #include "graph/status.h"
 #include "runtime/collective/tcp_socket.h"
+#include "runtime/collective/tcp_transport_internal.h"
 
 namespace strata {
-namespace {
+namespace tcp_internal {
 
-constexpr uint32_t kFrameMagic = 0x46505453;  // "STPF"
-enum FrameKind : uint32_t { kEager = 1, kReady = 2, kData = 3, kAbort = 4, kClose = 5 };
-
-struct FrameHeader {
-  uint32_t magic = kFrameMagic;
-  uint32_t kind = 0;
-  uint64_t tag = 0;
-  uint64_t bytes = 0;  // payload bytes; for kReady the receive's size
-  uint32_t code = 0;   // kAbort: the absl::StatusCode
-  uint32_t reserved = 0;
-};
-static_assert(sizeof(FrameHeader) == 32, "wire layout");
-
-constexpr size_t kMaxAbortMessage = 16 << 10;
-// kReady frames for sends not posted yet, per peer: a peer that sends more
-// is broken (each one is a receive the algorithm posted and has not matched).
-constexpr size_t kMaxEarlyReady = 1 << 16;
-// Reads of at least this many payload bytes go straight into the posted
-// buffer; smaller ones go through the connection's input buffer so that the
-// next header arrives in the same system call.
-constexpr size_t kDirectReadMin = 32 << 10;
-constexpr size_t kInputBufferBytes = 256 << 10;
-// At most this much is read into the input buffer per system call: enough
-// for a burst of small frames, while a large payload behind a header is
-// read (mostly) straight into its destination, not copied through the
-// buffer (which cost an extra memcpy of nearly every byte of 256 KiB
-// messages).
-constexpr size_t kBufferedReadBytes = 8 << 10;
-constexpr int kMaxIov = 64;
-constexpr uint32_t kWakeId = 0xffffffffu;
-
-absl::StatusCode CodeFromWire(uint32_t code) {
-  if (code == 0 || code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
-    return absl::StatusCode::kUnknown;
-  }
-  return static_cast<absl::StatusCode>(code);
-}
-
-class TcpTransport : public Transport {
- public:
-  TcpTransport(int rank, int size, const TcpTransportOptions& options, std::vector<UniqueFd> fds);
-  ~TcpTransport() override;
-  absl::Status Start();
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const char* kind() const override { return "tcp"; }
-  void SendAsync(int dst, uint64_t tag, const void* data, size_t bytes, Callback done) override;
-  void RecvAsync(int src, uint64_t tag, void* data, size_t bytes, Callback done) override;
-  void Abort(const absl::Status& status) override { AbortImpl(status, /*broadcast=*/true); }
-
- private:
-  struct Key {
-    int peer;
-    uint64_t tag;
-    bool operator==(const Key& o) const { return peer == o.peer && tag == o.tag; }
-    template <typename H>
-    friend H AbslHashValue(H h, const Key& k) {
-      return H::combine(std::move(h), k.peer, k.tag);
-    }
-  };
-  struct PostedRecv {
-    char* data;
-    size_t bytes;
-    Callback done;
-    bool ready_sent;  // large: the sender was told to send kData
-  };
-  struct PendingSend {
-    const char* data;
-    size_t bytes;
-    Callback done;
-  };
-  struct OutFrame {
-    FrameHeader header;
-    const char* payload = nullptr;  // the user's buffer, unless owns_payload
-    size_t payload_bytes = 0;
-    // The payload is `owned` (looked up at each write: a short string's
-    // bytes move with the frame, so a pointer into it would dangle).
-    bool owns_payload = false;
-    std::string owned;
-    const char* data() const { return owns_payload ? owned.data() : payload; }
-    size_t written = 0;  // of header + payload
-    Callback done;       // empty for control frames
-  };
-  enum class Target { kNone, kUser, kStaged, kDiscard };
-  struct Peer {
-    int rank = -1;
-    UniqueFd fd;
-    // Outbound: whoever holds out_mu writes; EPOLLOUT is armed while the
-    // socket is full, and the I/O thread continues then.
-    Mutex out_mu;
-    std::deque<OutFrame> out ABSL_GUARDED_BY(out_mu);
-    bool out_armed ABSL_GUARDED_BY(out_mu) = false;
-    absl::Status out_error ABSL_GUARDED_BY(out_mu);
-    // Inbound: touched only by the I/O thread.
-    std::vector<char> in;
-    size_t in_begin = 0, in_end = 0;
-    bool in_payload = false;
-    bool in_closed = false;
-    FrameHeader hdr;
-    Target target = Target::kNone;
-    char* dst = nullptr;
-    size_t remaining = 0;
-    Callback user_done;  // the receive being filled (Target::kUser)
-    std::vector<char> staged;
-  };
-  using Completion = std::pair<Callback, absl::Status>;
-
-  absl::Status CheckPeer(int peer, const char* what) const;
-  absl::Status MismatchError(int src, int dst, uint64_t tag, uint64_t sent, uint64_t expected) const;
-  absl::Status AbortStatus() const { return abort_status_; }  // once aborted_ is set
-  void AbortImpl(const absl::Status& status, bool broadcast);
-  void PeerLost(Peer& p, const std::string& reason);
-  void FailPeer(int peer, const absl::Status& status);
-
-  // Outbound.
-  void Enqueue(Peer& p, OutFrame f);
-  // Writes what the socket takes; true if the connection just failed.
-  bool FlushLocked(Peer& p, std::vector<Completion>* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.out_mu);
-  void SetWriteInterest(Peer& p, bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.out_mu);
-  // Runs completions (no lock held) and reports a failed connection.
-  void AfterFlush(Peer& p, std::vector<Completion>& done, bool failed);
-  static OutFrame ControlFrame(FrameKind kind, uint64_t tag, uint64_t bytes);
-
-  // Inbound (I/O thread).
-  void Loop();
-  void HandleReadable(Peer& p);
-  bool ConsumeInput(Peer& p);
-  bool StartFrame(Peer& p);
-  void FinishPayload(Peer& p);
-  void Protocol(Peer& p, const std::string& what);
-  void FailClaimed(Peer& p, const absl::Status& s);
-  void StopReading(Peer& p);
-
-  const int rank_, size_;
-  const TcpTransportOptions options_;
-  std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null for this rank
-  UniqueFd epoll_fd_, wake_fd_;
-  std::thread io_thread_;
-  std::atomic<bool> stop_{false};
-
-  // Set once (under mu_) before aborted_ turns true; read after seeing it.
-  absl::Status abort_status_;
-  std::atomic<bool> aborted_{false};
-
-  Mutex mu_;
-  absl::flat_hash_map<Key, PostedRecv> recvs_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Key, std::vector<char>> unexpected_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Key, uint64_t> early_ready_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Key, PendingSend> large_sends_ ABSL_GUARDED_BY(mu_);
-  std::vector<size_t> unexpected_bytes_ ABSL_GUARDED_BY(mu_);
-  std::vector<size_t> early_ready_count_ ABSL_GUARDED_BY(mu_);
-  // A peer that closed its transport cleanly (kClose, then EOF): its
-  // pending and later operations fail, the others go on.
-  std::vector<absl::Status> peer_closed_ ABSL_GUARDED_BY(mu_);
-};
+thread_local const TcpTransport* tls_driver = nullptr;
 
 TcpTransport::TcpTransport(int rank, int size, const TcpTransportOptions& options,
                            std::vector<UniqueFd> fds)
@@ -213,6 +56,8 @@ absl::Status TcpTransport::Start() {
   if (!epoll_fd_.valid()) return ErrnoError("tcp transport: epoll_create1");
   wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_fd_.valid()) return ErrnoError("tcp transport: eventfd");
+  driver_wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!driver_wake_fd_.valid()) return ErrnoError("tcp transport: eventfd");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = kWakeId;
@@ -227,6 +72,7 @@ absl::Status TcpTransport::Start() {
       return ErrnoError("tcp transport: epoll_ctl");
     }
   }
+  spin_ns_ = absl::ToInt64Nanoseconds(options_.driver_spin);
   io_thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -309,7 +155,7 @@ TcpTransport::OutFrame TcpTransport::ControlFrame(FrameKind kind, uint64_t tag, 
   return f;
 }
 
-void TcpTransport::SendAsync(int dst, uint64_t tag, const void* data, size_t bytes, Callback done) {
+void TcpTransport::Send(int dst, uint64_t tag, const void* data, size_t bytes, Callback done) {
   if (absl::Status s = CheckPeer(dst, "send to"); !s.ok()) return done(s);
   const Key k{dst, tag};
   const bool eager = bytes <= options_.eager_limit;
@@ -349,7 +195,7 @@ void TcpTransport::SendAsync(int dst, uint64_t tag, const void* data, size_t byt
   Enqueue(*peers_[dst], std::move(f));
 }
 
-void TcpTransport::RecvAsync(int src, uint64_t tag, void* data, size_t bytes, Callback done) {
+void TcpTransport::Recv(int src, uint64_t tag, void* data, size_t bytes, Callback done) {
   if (absl::Status s = CheckPeer(src, "receive from"); !s.ok()) return done(s);
   const Key k{src, tag};
   std::vector<char> early;
@@ -505,6 +351,16 @@ void TcpTransport::Enqueue(Peer& p, OutFrame f) {
   AfterFlush(p, done, failed);
 }
 
+void TcpTransport::Flush(Peer& p) {
+  std::vector<Completion> done;
+  bool failed = false;
+  {
+    MutexLock l(&p.out_mu);
+    if (p.out_error.ok()) failed = FlushLocked(p, &done);
+  }
+  AfterFlush(p, done, failed);
+}
+
 void TcpTransport::AfterFlush(Peer& p, std::vector<Completion>& done, bool failed) {
   for (auto& [cb, s] : done) cb(s);
   if (failed) PeerLost(p, "its connection failed on send");
@@ -513,9 +369,17 @@ void TcpTransport::AfterFlush(Peer& p, std::vector<Completion>& done, bool faile
 void TcpTransport::SetWriteInterest(Peer& p, bool on) {
   if (p.out_armed == on) return;
   p.out_armed = on;
+  UpdateEpoll(p);
+}
+
+void TcpTransport::UpdateEpoll(Peer& p) {
+  const uint32_t want = p.io_paused ? 0 : EPOLLIN | (p.out_armed ? EPOLLOUT : 0);
+  if (want == p.epoll_events) return;
+  p.epoll_events = want;
   epoll_event ev{};
-  ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
+  ev.events = want;
   ev.data.u32 = static_cast<uint32_t>(p.rank);
+  // ENOENT once reading stopped (the socket left the set): nothing to watch.
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev);
 }
 
@@ -573,303 +437,185 @@ bool TcpTransport::FlushLocked(Peer& p, std::vector<Completion>* done) {
   return false;
 }
 
-// ---- Inbound (I/O thread) ----
+// ---- Caller-driven progress ----
 
-void TcpTransport::Loop() {
-  epoll_event events[64];
-  const int64_t spin_ns = absl::ToInt64Nanoseconds(options_.poll_spin);
-  absl::Time spin_until = absl::InfinitePast();
-  while (!stop_.load()) {
-    const bool spinning = spin_ns > 0 && absl::Now() < spin_until;
-    const int n = epoll_wait(epoll_fd_.get(), events, 64, spinning ? 0 : -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      AbortImpl(ErrnoError("tcp transport: epoll_wait"), /*broadcast=*/true);
-      break;
-    }
-    if (n > 0 && spin_ns > 0) spin_until = absl::Now() + options_.poll_spin;
-    for (int i = 0; i < n; ++i) {
-      const uint32_t id = events[i].data.u32;
-      if (id == kWakeId) {
-        uint64_t v;
-        (void)!read(wake_fd_.get(), &v, sizeof(v));
-        continue;
-      }
-      Peer& p = *peers_[id];
-      if (events[i].events & EPOLLOUT) {
-        std::vector<Completion> done;
-        bool failed = false;
-        {
-          MutexLock l(&p.out_mu);
-          if (p.out_error.ok()) failed = FlushLocked(p, &done);
-        }
-        AfterFlush(p, done, failed);
-      }
-      if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !p.in_closed) HandleReadable(p);
-    }
-    if (aborted_.load()) {
-      for (auto& p : peers_) {
-        if (p) FailClaimed(*p, AbortStatus());
-      }
-    }
+Transport::Callback TcpTransport::Notifying(Callback done) {
+  return [this, done = std::move(done)](absl::Status s) {
+    done(std::move(s));
+    NotifyWaiters();
+  };
+}
+
+void TcpTransport::NotifyWaiters() {
+  // A driver sleeping in poll() sees only its sockets: a completion on any
+  // other thread (the I/O thread, a thread posting a send that flushed this
+  // one, an abort) wakes it through its eventfd.
+  if (tls_driver != this && driver_sleeping_.load()) {
+    const uint64_t one = 1;
+    (void)!write(driver_wake_fd_.get(), &one, sizeof(one));
   }
-  const absl::Status cancelled = absl::CancelledError("tcp transport destroyed");
-  for (auto& p : peers_) {
-    if (p) FailClaimed(*p, cancelled);
+  if (drive_waiters_.load() > 0) {
+    MutexLock l(&drive_mu_);
+    drive_cv_.SignalAll();
   }
 }
 
-void TcpTransport::FailClaimed(Peer& p, const absl::Status& s) {
-  if (p.target != Target::kUser) return;
-  // The rest of this payload is read and dropped: the buffer is the
-  // caller's again once its callback ran.
-  p.target = Target::kDiscard;
-  p.dst = nullptr;
-  Callback cb = std::move(p.user_done);
-  p.user_done = nullptr;
-  cb(s);
-}
-
-void TcpTransport::StopReading(Peer& p) {
-  p.in_closed = true;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p.fd.get(), nullptr);
-  FailClaimed(p, aborted_.load() ? AbortStatus()
-                                 : absl::UnavailableError(absl::StrCat(
-                                       "tcp transport: connection to rank ", p.rank, " closed")));
-}
-
-void TcpTransport::Protocol(Peer& p, const std::string& what) {
-  AbortImpl(absl::DataLossError(absl::StrCat("tcp transport: rank ", p.rank, " sent ", what,
-                                             " to rank ", rank_, "; connection dropped")),
-            /*broadcast=*/true);
-  StopReading(p);
-}
-
-void TcpTransport::HandleReadable(Peer& p) {
-  // Bounded per event so one busy peer does not starve the others
-  // (epoll is level-triggered: what is left in the socket comes next round).
-  for (int round = 0; round < 64 && !p.in_closed; ++round) {
-    if (!ConsumeInput(p)) return;
-    iovec iov[2];
-    int n = 0;
-    const bool direct = p.in_payload && p.remaining >= kDirectReadMin && p.target != Target::kDiscard;
-    if (direct) iov[n++] = {p.dst, p.remaining};
-    if (p.in_begin == p.in_end) p.in_begin = p.in_end = 0;
-    iov[n++] = {p.in.data() + p.in_end, std::min(kBufferedReadBytes, p.in.size() - p.in_end)};
-    const ssize_t r = readv(p.fd.get(), iov, n);
-    if (r > 0) {
-      size_t got = static_cast<size_t>(r);
-      if (direct) {
-        const size_t d = std::min(got, p.remaining);
-        p.dst += d;
-        p.remaining -= d;
-        got -= d;
-      }
-      p.in_end += got;
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    const std::string reason = r == 0 ? "connection closed" : std::strerror(errno);
-    StopReading(p);
-    PeerLost(p, reason);
-    return;
-  }
-  // The last read's frames are handled now: epoll reports only new bytes,
-  // and if the peer sends nothing more (it may be waiting for them) no
-  // later round would come.
-  if (!p.in_closed) ConsumeInput(p);
-}
-
-bool TcpTransport::ConsumeInput(Peer& p) {
-  for (;;) {
-    const size_t avail = p.in_end - p.in_begin;
-    if (p.in_payload) {
-      if (p.remaining > 0) {
-        const size_t n = std::min(avail, p.remaining);
-        if (n == 0) return true;
-        if (p.target != Target::kDiscard) std::memcpy(p.dst, p.in.data() + p.in_begin, n);
-        if (p.dst != nullptr) p.dst += n;
-        p.in_begin += n;
-        p.remaining -= n;
-        if (p.remaining > 0) return true;
-      }
-      FinishPayload(p);
-      if (p.in_closed) return false;
-      continue;
-    }
-    if (avail < sizeof(FrameHeader)) {
-      if (p.in_begin > 0) {
-        std::memmove(p.in.data(), p.in.data() + p.in_begin, avail);
-        p.in_begin = 0;
-        p.in_end = avail;
-      }
-      return true;
-    }
-    std::memcpy(&p.hdr, p.in.data() + p.in_begin, sizeof(FrameHeader));
-    p.in_begin += sizeof(FrameHeader);
-    if (!StartFrame(p)) return false;
-  }
-}
-
-bool TcpTransport::StartFrame(Peer& p) {
-  const FrameHeader& h = p.hdr;
-  if (h.magic != kFrameMagic) {
-    Protocol(p, absl::StrCat("a malformed frame (magic 0x", absl::Hex(h.magic), ")"));
+bool TcpTransport::DriveUntil(const std::function<void()>& start,
+                              const std::function<bool()>& done) {
+  // From a callback run by the driver: callbacks must not block.
+  if (!options_.caller_drives || tls_driver == this) {
+    start();
     return false;
   }
-  const Key k{p.rank, h.tag};
-  p.in_payload = true;
-  p.target = Target::kDiscard;
-  p.dst = nullptr;
-  p.remaining = 0;
-  absl::Status error;
-  std::string violation;
-  PendingSend go;
-  bool send_now = false;
-  switch (h.kind) {
-    case kEager:
-    case kData: {
-      if (h.kind == kEager && h.bytes > options_.eager_limit) {
-        violation = absl::StrCat("an eager message of ", h.bytes, " bytes (limit ",
-                                 options_.eager_limit, ")");
-        break;
-      }
-      MutexLock l(&mu_);
-      if (aborted_.load()) {
-        p.remaining = h.bytes;  // the frame is well formed: skip it
-        break;
-      }
-      auto it = recvs_.find(k);
-      const bool posted = it != recvs_.end() && (h.kind == kEager || it->second.ready_sent);
-      if (posted && it->second.bytes != h.bytes) {
-        // Rejected on the header alone, before a byte is copied.
-        error = MismatchError(p.rank, rank_, h.tag, h.bytes, it->second.bytes);
-        p.remaining = h.bytes;  // dropped unread into nothing: no allocation
-      } else if (posted) {
-        p.target = Target::kUser;
-        p.dst = it->second.data;
-        p.remaining = h.bytes;
-        p.user_done = std::move(it->second.done);
-        recvs_.erase(it);
-      } else if (h.kind == kData) {
-        violation = absl::StrCat("data with tag ", h.tag, " that was never requested");
-      } else if (unexpected_.contains(k)) {
-        violation = absl::StrCat("a second message with tag ", h.tag);
-      } else if (unexpected_bytes_[p.rank] + h.bytes > options_.max_unexpected_bytes) {
-        violation = absl::StrCat("more than ", options_.max_unexpected_bytes,
-                                 " bytes of messages nobody receives");
-      } else {
-        unexpected_bytes_[p.rank] += h.bytes;
-        p.target = Target::kStaged;
-        p.staged.assign(h.bytes, 0);  // at most eager_limit
-        p.dst = p.staged.data();
-        p.remaining = h.bytes;
-      }
-      break;
+  bool mine;
+  {
+    MutexLock l(&drive_mu_);
+    mine = !driving_;
+    if (mine) {
+      driving_ = true;
+      PauseIo(true);
     }
-    case kReady: {
-      p.in_payload = false;
-      MutexLock l(&mu_);
-      if (aborted_.load()) break;
-      if (auto it = large_sends_.find(k); it != large_sends_.end()) {
-        go = std::move(it->second);
-        large_sends_.erase(it);
-        if (go.bytes != h.bytes) {
-          error = MismatchError(rank_, p.rank, h.tag, go.bytes, h.bytes);
-        } else {
-          send_now = true;
-        }
-      } else if (early_ready_.contains(k)) {
-        violation = absl::StrCat("a second request for tag ", h.tag);
-      } else if (early_ready_count_[p.rank] >= kMaxEarlyReady) {
-        violation = absl::StrCat("more than ", kMaxEarlyReady, " unmatched requests");
-      } else {
-        early_ready_.emplace(k, h.bytes);
-        ++early_ready_count_[p.rank];
-      }
-      break;
-    }
-    case kAbort:
-      if (h.bytes > kMaxAbortMessage) {
-        violation = absl::StrCat("an abort message of ", h.bytes, " bytes");
-        break;
-      }
-      p.target = Target::kStaged;
-      p.staged.assign(h.bytes, 0);
-      p.dst = p.staged.data();
-      p.remaining = h.bytes;
-      break;
-    case kClose:
-      p.in_payload = false;
-      FailPeer(p.rank, absl::UnavailableError(absl::StrCat("tcp transport: rank ", p.rank,
-                                                           " closed its transport")));
-      break;
-    default:
-      violation = absl::StrCat("a frame of unknown kind ", h.kind);
   }
-  if (!violation.empty()) {
-    if (go.done) go.done(absl::DataLossError("tcp transport: protocol violation"));
-    Protocol(p, violation);
-    return false;
+  // Marked as the driver while posting, so that the posts do not resume the
+  // I/O thread: this thread drives them, or the current driver does (and
+  // resumes the I/O thread when it leaves them pending).
+  tls_driver = this;
+  start();
+  if (!mine) {
+    tls_driver = nullptr;
+    MutexLock l(&drive_mu_);
+    // Counted before done() is read: a completion that done() missed sees
+    // the count and signals (under drive_mu_, so not before the Wait).
+    ++drive_waiters_;
+    while (driving_ && !done()) drive_cv_.Wait(&drive_mu_);
+    --drive_waiters_;
+    if (done()) return true;
+    driving_ = true;
+    PauseIo(true);
+    tls_driver = this;
   }
-  if (!error.ok()) {
-    AbortImpl(error, /*broadcast=*/true);
-    if (go.done) go.done(error);
-  }
-  if (send_now) {
-    OutFrame f = ControlFrame(kData, h.tag, go.bytes);
-    f.payload = go.data;
-    f.payload_bytes = go.bytes;
-    f.done = std::move(go.done);
-    Enqueue(p, std::move(f));
-  }
+  Drive(done);
+  tls_driver = nullptr;
+  MutexLock l(&drive_mu_);
+  driving_ = false;
+  if (AnyPending()) PauseIo(false);
+  drive_cv_.SignalAll();  // another waiter may take over
   return true;
 }
 
-void TcpTransport::FinishPayload(Peer& p) {
-  p.in_payload = false;
-  const Target target = p.target;
-  p.target = Target::kNone;
-  p.dst = nullptr;
-  if (target == Target::kUser) {
-    Callback cb = std::move(p.user_done);
-    p.user_done = nullptr;
-    cb(absl::OkStatus());
-    return;
+void TcpTransport::PauseIo(bool paused) {
+  // The I/O thread stops watching the sockets, so that it is not woken for
+  // bytes a driver reads anyway; it still watches wake_fd_ (aborts) and
+  // gets errors and hang-ups, which it handles under in_mu as usual.
+  if (io_paused_.load() == paused) return;
+  io_paused_.store(paused);
+  for (auto& p : peers_) {
+    if (!p) continue;
+    MutexLock l(&p->out_mu);
+    p->io_paused = paused;
+    UpdateEpoll(*p);
   }
-  if (target != Target::kStaged) return;
-  if (p.hdr.kind == kAbort) {
-    absl::Status s(CodeFromWire(p.hdr.code), std::string(p.staged.begin(), p.staged.end()));
-    AbortImpl(s, /*broadcast=*/false);
-    return;
-  }
-  const Key k{p.rank, p.hdr.tag};
-  Callback cb;
-  absl::Status error;
-  {
-    MutexLock l(&mu_);
-    if (aborted_.load()) return;
-    auto it = recvs_.find(k);
-    if (it == recvs_.end()) {
-      unexpected_.emplace(k, std::move(p.staged));
-      p.staged = {};
-      return;
-    }
-    unexpected_bytes_[p.rank] -= p.staged.size();
-    if (it->second.bytes != p.staged.size()) {
-      error = MismatchError(p.rank, rank_, p.hdr.tag, p.staged.size(), it->second.bytes);
-    } else {
-      if (!p.staged.empty()) std::memcpy(it->second.data, p.staged.data(), p.staged.size());
-      cb = std::move(it->second.done);
-      recvs_.erase(it);
-    }
-  }
-  if (!error.ok()) return AbortImpl(error, /*broadcast=*/true);
-  cb(absl::OkStatus());
 }
 
-}  // namespace
+bool TcpTransport::AnyPending() {
+  // Not under in_mu (callbacks run under it and take drive_mu_): claimed_
+  // counts the receives being filled.
+  if (claimed_.load() > 0) return true;
+  {
+    MutexLock l(&mu_);
+    if (!recvs_.empty() || !large_sends_.empty()) return true;
+  }
+  for (auto& p : peers_) {
+    if (!p) continue;
+    MutexLock l(&p->out_mu);
+    if (!p->out.empty()) return true;
+  }
+  return false;
+}
+
+void TcpTransport::ResumeIoIfUndriven() {
+  // After the operation is registered: a driver that leaves after this
+  // check sees it pending and resumes the I/O thread itself.
+  if (!io_paused_.load() || tls_driver == this) return;
+  MutexLock l(&drive_mu_);
+  if (!driving_) PauseIo(false);
+}
+
+void TcpTransport::Drive(const std::function<bool()>& done) {
+  // Polling pays only if the peer's bytes come while this thread polls,
+  // i.e. if the peer is running: on a loaded machine it may be waiting for
+  // the very core this thread spins on. So a poll that ends without bytes
+  // halves the next one, and a sleep that the bytes ended sooner than
+  // driver_spin doubles it.
+  const int64_t max_spin_ns = absl::ToInt64Nanoseconds(options_.driver_spin);
+  std::vector<pollfd> fds;
+  std::vector<Peer*> who;
+  int64_t idle_since = Nanos();
+  while (!done()) {
+    fds.clear();
+    who.clear();
+    for (auto& p : peers_) {
+      if (!p) continue;
+      short events = p->in_closed.load() ? 0 : POLLIN;
+      {
+        MutexLock l(&p->out_mu);
+        if (p->out_armed && p->out_error.ok()) events |= POLLOUT;
+      }
+      if (events == 0) continue;
+      fds.push_back({p->fd.get(), events, 0});
+      who.push_back(p.get());
+    }
+    // Poll without blocking for `spin` after the last progress (the next
+    // message of a ring step usually comes within it), then sleep in poll()
+    // on the sockets themselves: the kernel wakes this thread directly.
+    const bool sleep = Nanos() - idle_since >= spin_ns_;
+    if (sleep) {
+      driver_sleeping_.store(true);
+      if (done()) {
+        driver_sleeping_.store(false);
+        break;
+      }
+      fds.push_back({driver_wake_fd_.get(), POLLIN, 0});
+      if (Nanos() - idle_since > 0 && spin_ns_ > 0) spin_ns_ /= 2;  // polled in vain
+    }
+    const int64_t poll_start = Nanos();
+    const int n = poll(fds.data(), fds.size(), sleep ? -1 : 0);
+    if (sleep) {
+      if (Nanos() - poll_start < max_spin_ns) {
+        spin_ns_ = std::min(max_spin_ns, std::max<int64_t>(2 * spin_ns_, 1000));
+      }
+      driver_sleeping_.store(false);
+      if (fds.back().revents != 0) {
+        uint64_t v;
+        (void)!read(driver_wake_fd_.get(), &v, sizeof(v));
+      }
+      fds.pop_back();
+    }
+    if (n < 0) {
+      if (errno != EINTR) AbortImpl(ErrnoError("tcp transport: poll"), /*broadcast=*/true);
+    }
+    bool progressed = false;
+    for (size_t i = 0; n > 0 && i < who.size(); ++i) {
+      Peer& p = *who[i];
+      const short got = fds[i].revents;
+      if (got & POLLOUT) {
+        Flush(p);
+        progressed = true;
+      }
+      if (got & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
+        MutexLock l(&p.in_mu);
+        if (!p.in_closed.load()) HandleReadable(p);
+        progressed = true;
+      }
+    }
+    // The receive this rank was filling when the transport aborted ends
+    // here rather than waiting for the I/O thread.
+    if (aborted_.load()) FailAllClaimed(AbortStatus());
+    if (progressed) idle_since = Nanos();
+  }
+}
+
+}  // namespace tcp_internal
 
 absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int size, KeyValueStore& kv,
                                                                const TcpTransportOptions& options) {
@@ -884,7 +630,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int siz
   STRATA_ASSIGN_OR_RETURN(std::vector<UniqueFd> fds,
                           EstablishTcpMesh(rank, size, kv, options.host, options.key_prefix,
                                            options.connect_timeout, options.socket_buffer_bytes));
-  auto t = std::make_unique<TcpTransport>(rank, size, options, std::move(fds));
+  auto t = std::make_unique<tcp_internal::TcpTransport>(rank, size, options, std::move(fds));
   STRATA_RETURN_IF_ERROR(t->Start());
   return std::unique_ptr<Transport>(std::move(t));
 }

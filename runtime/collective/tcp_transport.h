@@ -78,6 +78,13 @@ struct TcpTransportOptions {
   // After each batch of events the I/O thread keeps polling for this long
   // before it sleeps: lower latency at the cost of CPU time. 0: never spin.
   absl::Duration poll_spin = absl::ZeroDuration();
+  // Whether DriveUntil uses the waiting thread (else it returns false and
+  // the I/O thread moves every byte).
+  bool caller_drives = true;
+  // A thread waiting in DriveUntil (the pipelined ring's Run) serves the
+  // sockets itself: it polls them without blocking for this long after the
+  // last bytes moved, then sleeps in poll() on them.
+  absl::Duration driver_spin = absl::Microseconds(50);
 };
 
 // Connects rank `rank` of `size` ranks. Every rank must call it with the same

@@ -21,7 +21,7 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
   static absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> Create(const AlgorithmParams& p) {
     return CreatePipelinedRingAllReduce(p);
   }
-  AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes);
+  AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes, int64_t drive_max_bytes);
   absl::Status Run(Transport& t, const void* input, void* output) override;
 
  private:
@@ -54,11 +54,17 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
 
   const AlgorithmParams p_;
   const size_t elem_bytes_;
+  // Whether Run waits in Transport::DriveUntil (else on its condition
+  // variable, the transport's I/O thread moving the bytes).
+  const bool drive_;
   int pieces_ = 1;  // per chunk
 };
 
-AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes)
-    : p_(p), elem_bytes_(DataTypeSize(p.dtype)) {
+AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes,
+                                               int64_t drive_max_bytes)
+    : p_(p),
+      elem_bytes_(DataTypeSize(p.dtype)),
+      drive_(p.num_elements * static_cast<int64_t>(elem_bytes_) <= drive_max_bytes) {
   if (p.size > 1) {
     const int64_t chunk_bytes = (p.num_elements + p.size - 1) / p.size * static_cast<int64_t>(elem_bytes_);
     const int64_t wanted = (chunk_bytes + static_cast<int64_t>(piece_bytes) - 1) /
@@ -188,21 +194,33 @@ absl::Status AllReducePipelinedRing::Run(Transport& t, const void* input, void* 
   st.out = static_cast<char*>(output);
   st.right = (r + 1) % n;
   st.left = (r + n - 1) % n;
+  // Receives first, so that their grants are on the way before any data.
+  // The count starts at 1, so that it cannot reach 0 while posting.
   {
-    // Held while posting, so that the count cannot reach 0 early.
     MutexLock l(&st.mu);
     st.outstanding = 1;
   }
-  // Receives first, so that their grants are on the way before any data.
-  for (int j = 0; j < pieces_; ++j) {
-    for (int s = 0; s < n - 1; ++s) Post(&st, Op::kScatterRecv, s, j);
-    Post(&st, Op::kGatherRecv, 0, j);
-  }
-  for (int j = 0; j < pieces_; ++j) Post(&st, Op::kScatterSend, 0, j);
-  MutexLock l(&st.mu);
-  if (--st.outstanding > 0) {
+  auto start = [&] {
+    for (int j = 0; j < pieces_; ++j) {
+      for (int s = 0; s < n - 1; ++s) Post(&st, Op::kScatterRecv, s, j);
+      Post(&st, Op::kGatherRecv, 0, j);
+    }
+    for (int j = 0; j < pieces_; ++j) Post(&st, Op::kScatterSend, 0, j);
+    MutexLock l(&st.mu);
+    if (--st.outstanding == 0) st.idle.SignalAll();
+  };
+  // Over TCP this thread reads, writes and merges itself while it waits:
+  // handing every step from the transport's I/O thread to this one cost two
+  // thread wake-ups per step.
+  if (!drive_) start();
+  if (!drive_ || !t.DriveUntil(start, [&st] {
+        MutexLock l(&st.mu);
+        return st.outstanding == 0;
+      })) {
+    MutexLock l(&st.mu);
     while (st.outstanding > 0) st.idle.Wait(&st.mu);
   }
+  MutexLock l(&st.mu);
   return st.status;
 }
 
@@ -212,13 +230,13 @@ STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllReduce, "pipelined_ring
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreatePipelinedRingAllReduce(
-    const AlgorithmParams& params, size_t piece_bytes) {
+    const AlgorithmParams& params, size_t piece_bytes, int64_t drive_max_bytes) {
   if (params.type != CollectiveType::kAllReduce) {
     return absl::InvalidArgumentError("pipelined_ring is an all-reduce algorithm");
   }
   if (piece_bytes == 0) return absl::InvalidArgumentError("pipelined_ring: piece_bytes must be >= 1");
   STRATA_RETURN_IF_ERROR(CheckReducible(params.dtype));
-  return std::unique_ptr<CollectiveAlgorithm>(new AllReducePipelinedRing(params, piece_bytes));
+  return std::unique_ptr<CollectiveAlgorithm>(new AllReducePipelinedRing(params, piece_bytes, drive_max_bytes));
 }
 
 absl::StatusOr<std::string> SelectCrossProcessAlgorithm(CollectiveType type, const std::string& hint,

@@ -69,6 +69,8 @@ struct Case {
   size_t piece_bytes;
   MergeOp op;
   FinalOp final_op;
+  // Runs up to this size wait in DriveUntil (the caller moves the bytes).
+  int64_t drive_max_bytes = kPipelinedRingDriveMaxBytes;
 };
 
 // Runs `runs` all-reduces on one algorithm object per rank; checks every
@@ -80,7 +82,8 @@ void RunCase(std::vector<std::unique_ptr<Transport>>& t, const Case& c, int runs
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto alg = CreatePipelinedRingAllReduce(Params(r, n, c.count, c.op, c.final_op), c.piece_bytes);
+      auto alg = CreatePipelinedRingAllReduce(Params(r, n, c.count, c.op, c.final_op), c.piece_bytes,
+                                              c.drive_max_bytes);
       if (!alg.ok()) {
         status[r] = alg.status();
         return;
@@ -125,9 +128,14 @@ TEST(PipelinedRingTest, MatchesTheReductionForEveryShape) {
         {(1 << 20) + 3, (64 << 10) + 4, MergeOp::kAdd, FinalOp::kId},
         {(1 << 20) + 3, kPipelinedRingPieceBytes, MergeOp::kMax, FinalOp::kId},
     };
-    for (const Case& c : cases) {
-      SCOPED_TRACE(absl::StrCat(n, " ranks, ", c.count, " floats, pieces of ", c.piece_bytes));
-      RunCase(t, c, /*runs=*/3);
+    for (Case c : cases) {
+      // Every shape with the caller driving the transport and without.
+      for (int64_t drive_max : {int64_t{0}, int64_t{1} << 40}) {
+        c.drive_max_bytes = drive_max;
+        SCOPED_TRACE(absl::StrCat(n, " ranks, ", c.count, " floats, pieces of ", c.piece_bytes,
+                                  drive_max > 0 ? ", driven" : ", I/O thread"));
+        RunCase(t, c, /*runs=*/3);
+      }
     }
   }
 }
@@ -140,6 +148,8 @@ TEST(PipelinedRingTest, ManyLargePiecesBackToBack) {
   auto t = ConnectThreads(2, kv);
   for (auto& x : t) ASSERT_TRUE(x);
   RunCase(t, {int64_t{4} << 20, 256 << 10, MergeOp::kAdd, FinalOp::kId}, /*runs=*/4);
+  RunCase(t, {int64_t{4} << 20, 256 << 10, MergeOp::kAdd, FinalOp::kId, int64_t{1} << 40},
+          /*runs=*/4);
 }
 
 TEST(PipelinedRingTest, PeerAbortEndsTheRunWithItsError) {

@@ -1,6 +1,7 @@
 // TcpTransport on 127.0.0.1: ranks as threads of this process and as forked
 // processes; matching in any order, eager and rendezvous sizes, concurrent
-// tags, the ring all-reduce, and every failure a peer can cause.
+// tags, the ring all-reduce, waits that drive the sockets themselves
+// (DriveUntil), and every failure a peer can cause.
 #include "runtime/collective/tcp_transport.h"
 
 #include <arpa/inet.h>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "graph/mutex.h"
 #include "graph/types.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
@@ -79,6 +81,34 @@ std::vector<char> Pattern(size_t bytes, int seed) {
   std::vector<char> v(bytes);
   for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<char>((i * 131 + seed * 17 + (i >> 12)) & 0xff);
   return v;
+}
+
+// Posts operations through `post(add)` (add() gives each its callback) and
+// waits for them in DriveUntil; returns their first error.
+using AddOp = std::function<Transport::Callback()>;
+absl::Status Drive(Transport& t, const std::function<void(const AddOp&)>& post) {
+  Mutex mu;
+  int pending = 0;
+  absl::Status first;
+  const AddOp add = [&]() -> Transport::Callback {
+    {
+      MutexLock l(&mu);
+      ++pending;
+    }
+    return [&](absl::Status s) {
+      MutexLock l(&mu);
+      if (first.ok() && !s.ok()) first = s;
+      --pending;
+    };
+  };
+  const bool drove = t.DriveUntil([&] { post(add); },
+                                  [&] {
+                                    MutexLock l(&mu);
+                                    return pending == 0;
+                                  });
+  EXPECT_TRUE(drove) << "TcpTransport drives";
+  MutexLock l(&mu);
+  return first;
 }
 
 constexpr size_t kSizes[] = {0, 1, 4 << 10, 64 << 10, (64 << 10) + 1, 1 << 20, 16 << 20};
@@ -390,6 +420,109 @@ TEST(TcpTransportTest, MalformedFramesAbortNamingThePeer) {
   }
 }
 
+// ---- Waits that drive the sockets (DriveUntil) ----
+
+TEST(TcpTransportDriveTest, EverySizeBothWays) {
+  InMemoryKeyValueStore kv;
+  auto t = ConnectThreads(2, kv);
+  ASSERT_TRUE(t[0] && t[1]);
+  for (size_t bytes : kSizes) {
+    SCOPED_TRACE(absl::StrCat(bytes, " bytes"));
+    std::vector<std::vector<char>> sent = {Pattern(bytes, 1), Pattern(bytes, 2)};
+    std::vector<std::vector<char>> got(2, std::vector<char>(bytes));
+    std::vector<absl::Status> status(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        status[r] = Drive(*t[r], [&](const AddOp& add) {
+          t[r]->RecvAsync(1 - r, 7, got[r].data(), bytes, add());
+          t[r]->SendAsync(1 - r, 7, sent[r].data(), bytes, add());
+        });
+      });
+    }
+    for (auto& th : ranks) th.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE(status[r].ok()) << status[r];
+      EXPECT_TRUE(got[r] == sent[1 - r]) << "rank " << r;
+    }
+  }
+}
+
+// Several threads of each rank wait at once: one drives, the others sleep
+// until their operations are done or take over when it leaves.
+TEST(TcpTransportDriveTest, ConcurrentDrivenWaitsOnOneTransport) {
+  constexpr int kThreads = 4, kRounds = 30;
+  InMemoryKeyValueStore kv;
+  auto t = ConnectThreads(2, kv);
+  ASSERT_TRUE(t[0] && t[1]);
+  std::vector<absl::Status> status(2 * kThreads);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < kThreads; ++k) {
+      threads.emplace_back([&, r, k] {
+        for (int round = 0; round < kRounds && status[r * kThreads + k].ok(); ++round) {
+          const size_t bytes = (round + k) % 3 == 0 ? (300 << 10) + k : 100 + round;
+          const uint64_t tag = k * 1000 + round;
+          std::vector<char> out = Pattern(bytes, r * 100 + k + round), in(bytes);
+          absl::Status s = Drive(*t[r], [&](const AddOp& add) {
+            t[r]->RecvAsync(1 - r, tag, in.data(), bytes, add());
+            t[r]->SendAsync(1 - r, tag, out.data(), bytes, add());
+          });
+          if (s.ok() && in != Pattern(bytes, (1 - r) * 100 + k + round)) {
+            s = absl::InternalError(absl::StrCat("round ", round, ": wrong bytes"));
+          }
+          status[r * kThreads + k] = s;
+        }
+      });
+    }
+  }
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < status.size(); ++i) EXPECT_TRUE(status[i].ok()) << "thread " << i << ": " << status[i];
+}
+
+// A driven wait leaves the I/O thread idle; operations waited for the plain
+// way afterwards (PendingOps) must still move, eager and rendezvous alike,
+// whether the message or the receive comes first.
+TEST(TcpTransportDriveTest, PlainWaitsAfterADrivenOne) {
+  InMemoryKeyValueStore kv;
+  auto t = ConnectThreads(2, kv);
+  ASSERT_TRUE(t[0] && t[1]);
+  std::vector<char> a = Pattern(1000, 1), b(1000);
+  std::thread peer([&] {
+    EXPECT_TRUE(Drive(*t[1], [&](const AddOp& add) { t[1]->RecvAsync(0, 1, b.data(), 1000, add()); }).ok());
+  });
+  EXPECT_TRUE(Drive(*t[0], [&](const AddOp& add) { t[0]->SendAsync(1, 1, a.data(), 1000, add()); }).ok());
+  peer.join();
+  EXPECT_TRUE(a == b);
+  for (size_t bytes : {size_t{100}, size_t{2} << 20}) {
+    std::vector<char> x = Pattern(bytes, 5), y(bytes);
+    // The sender's wait returns before the receive is posted (eager).
+    if (bytes <= 100) ASSERT_TRUE(Send(*t[0], 1, 2 + bytes, x.data(), bytes).ok());
+    std::thread receiver([&] { EXPECT_TRUE(Recv(*t[1], 0, 2 + bytes, y.data(), bytes).ok()); });
+    if (bytes > 100) EXPECT_TRUE(Send(*t[0], 1, 2 + bytes, x.data(), bytes).ok());
+    receiver.join();
+    EXPECT_TRUE(x == y) << bytes << " bytes";
+  }
+}
+
+TEST(TcpTransportDriveTest, AbortEndsADrivenWait) {
+  InMemoryKeyValueStore kv;
+  auto t = ConnectThreads(2, kv);
+  ASSERT_TRUE(t[0] && t[1]);
+  std::vector<char> buf(1 << 20);
+  std::thread aborter([&] { t[0]->Abort(absl::CancelledError("step 3 cancelled")); });
+  const absl::Status s = Drive(*t[0], [&](const AddOp& add) {
+    t[0]->RecvAsync(1, 1, buf.data(), 10, add());
+    t[0]->RecvAsync(1, 2, buf.data(), buf.size(), add());
+  });
+  aborter.join();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_EQ(s.message(), "step 3 cancelled");
+  // The peer hears of it too, while driving.
+  const absl::Status peer = Drive(*t[1], [&](const AddOp& add) { t[1]->RecvAsync(0, 9, buf.data(), 10, add()); });
+  EXPECT_EQ(peer.message(), "step 3 cancelled");
+}
+
 // ---- Ranks as processes ----
 
 // Runs `body(rank)` in `n - 1` forked children (ranks 1..n-1) and in this
@@ -483,6 +616,47 @@ TEST(TcpTransportProcessTest, KilledPeerFailsPendingOpsNamingIt) {
           EXPECT_THAT(std::string(s.message()), HasSubstr("connection to rank 1"));
         }
         EXPECT_TRUE(absl::IsUnavailable(Send(**t, 1, 3, buf.data(), 10)));
+      });
+}
+
+// A peer that dies while this rank's thread drives the sockets: the driven
+// wait ends with an error naming that peer, for a receive in progress too.
+TEST(TcpTransportProcessTest, KilledPeerEndsADrivenWaitNamingIt) {
+  const std::string dir = TempDir();
+  std::vector<pid_t> kids;
+  RunProcesses(
+      2,
+      [&](int r) -> absl::Status {
+        FileKeyValueStore kv(dir);
+        auto t = ConnectTcpTransport(r, 2, kv, Options());
+        if (!t.ok()) return t.status();
+        // Half of a 1 MiB message, then nothing until killed.
+        std::vector<char> buf(1 << 20);
+        PendingOps ops;
+        (*t)->SendAsync(0, 2, buf.data(), buf.size() / 2, ops.Add());
+        (void)ops.Wait();
+        pause();
+        return absl::OkStatus();
+      },
+      &kids,
+      [&](const std::vector<pid_t>& children) {
+        FileKeyValueStore kv(dir);
+        auto t = ConnectTcpTransport(0, 2, kv, Options());
+        ASSERT_TRUE(t.ok()) << t.status();
+        std::vector<char> buf(1 << 20);
+        std::thread killer([&] {
+          // Once the half message is here, the peer dies.
+          std::vector<char> half(buf.size() / 2);
+          EXPECT_TRUE(Recv(**t, 1, 2, half.data(), half.size()).ok());
+          kill(children[0], SIGKILL);
+        });
+        const absl::Status s = Drive(**t, [&](const AddOp& add) {
+          (*t)->RecvAsync(1, 1, buf.data(), 10, add());
+          (*t)->RecvAsync(1, 3, buf.data(), buf.size(), add());
+        });
+        killer.join();
+        EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+        EXPECT_THAT(std::string(s.message()), HasSubstr("connection to rank 1"));
       });
 }
 

@@ -58,6 +58,22 @@ class Transport {
   // Fails every pending and later operation of every rank of this
   // communicator with `status` (the first abort's status wins).
   virtual void Abort(const absl::Status& status) = 0;
+
+  // Optional: lets the thread that waits for this transport's operations
+  // move their bytes itself. Runs `start` (which posts the operations to
+  // wait for) on this thread, then blocks until `done()` is true and returns
+  // true; or, if this transport has no use for the waiting thread (the
+  // default), runs `start` and returns false at once: the caller then waits
+  // for its callbacks as usual. `done` must turn true only in `start` or in
+  // callbacks of this transport's operations; it is called on the waiting thread,
+  // without transport locks, and must be cheap. TcpTransport reads, writes
+  // and runs callbacks on the waiting thread, saving the thread wake-ups of
+  // handing each message from its I/O thread to the waiter.
+  virtual bool DriveUntil(const std::function<void()>& start, const std::function<bool()>& done) {
+    (void)done;
+    start();
+    return false;
+  }
 };
 
 // Waits for a batch of transport operations: Add() gives each its callback,
