@@ -36,7 +36,11 @@
 //
 // Progress: one I/O thread per transport (epoll) reads every connection;
 // sends are written by the posting thread when the connection is idle, else
-// by the I/O thread. Callbacks run on either, never under a lock.
+// by the I/O thread. A thread waiting in DriveUntil takes over instead: it
+// reads and writes every connection itself (one such driver at a time;
+// other waiters sleep until their operations are done or take over), and
+// the I/O thread stops watching the sockets until an operation is posted
+// while nobody drives. Callbacks run on any of these, never under a lock.
 //
 // Thread-safety: every method may be called concurrently. Ownership: the
 // transport owns its sockets and its thread; buffers as for Transport. The

@@ -21,8 +21,10 @@
 //     ring's), so there is no scratch buffer and no initial copy of the
 //     input.
 // The merges and the sends that follow them run in the transport's
-// completion callbacks (TcpTransport: its I/O thread), so the calling
-// thread sleeps once per all-reduce rather than once per step.
+// completion callbacks. Up to `drive_max_bytes` Run waits in
+// Transport::DriveUntil, so over TCP they run on the calling thread, which
+// reads and writes the sockets itself; above it the transport's I/O thread
+// runs them and the calling thread sleeps once per all-reduce.
 //
 //   AlgorithmParams p;  // rank, size, dtype, num_elements, merge_op, final_op
 //   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(
