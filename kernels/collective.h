@@ -99,9 +99,23 @@ class CollectiveExecutor {
   virtual void ExecuteAsync(const CollectiveParams& params, Tensor input, Allocator* allocator,
                             CancellationManager* cancellation, DoneCallback done) = 0;
 
-  // Synchronous wrapper around ExecuteAsync.
+  // Synchronous wrapper around ExecuteAsync. While recent waits were short
+  // (under 50 us) the caller polls for up to about twice the recent wait
+  // before it sleeps (being woken costs more than that on a shared VM), and
+  // each poll first offers the thread to HelpWhileWaiting. Kernels use
+  // ExecuteAsync and never wait.
   absl::StatusOr<Tensor> Execute(const CollectiveParams& params, Tensor input,
                                  Allocator* allocator, CancellationManager* cancellation);
+
+  // Runs one piece of this executor's pending collective work, if there is
+  // any, on the calling thread (a caller of Execute that would otherwise
+  // only wait) and returns true; false if there was none. The default has
+  // none.
+  virtual bool HelpWhileWaiting() { return false; }
+
+  // Whether a synchronous caller of the collective `params` should poll
+  // (helping, else yielding) before it sleeps. The default: yes.
+  virtual bool PollWhileWaiting(const CollectiveParams& params) const { return true; }
 };
 
 }  // namespace strata

@@ -100,6 +100,22 @@ class LocalCollectiveExecutor::Helpers {
 
   int max_threads() const { return max_threads_; }
 
+  // Runs one queued job on the calling thread instead of a helper; false if
+  // none is queued.
+  bool RunOne() {
+    if (queued_.load(std::memory_order_acquire) <= 0) return false;
+    std::shared_ptr<DirectReduction> job;
+    {
+      MutexLock l(&mu_);
+      if (queue_.empty()) return false;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    job->Work();
+    return true;
+  }
+
   // Up to `copies` helpers call job->Work() (fewer than max_threads()).
   void Post(const std::shared_ptr<DirectReduction>& job, int copies) {
     copies = std::min(copies, max_threads_);
@@ -156,6 +172,13 @@ LocalCollectiveExecutor::LocalCollectiveExecutor(LocalCollectiveExecutorOptions 
     : options_(options), helpers_(std::make_unique<Helpers>(NumCores() - 1)) {}
 
 LocalCollectiveExecutor::~LocalCollectiveExecutor() = default;
+
+bool LocalCollectiveExecutor::HelpWhileWaiting() { return helpers_->RunOne(); }
+
+bool LocalCollectiveExecutor::PollWhileWaiting(const CollectiveParams& params) const {
+  auto local = LocalGroupSize(params);
+  return local.ok() && *local > helpers_->max_threads() + 1;
+}
 
 std::string LocalCollectiveExecutor::Describe(const Instance& inst) const {
   const CollectiveParams& p = inst.participants.front().params;

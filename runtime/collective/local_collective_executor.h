@@ -65,6 +65,14 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   void ExecuteAsync(const CollectiveParams& params, Tensor input, Allocator* allocator,
                     CancellationManager* cancellation, DoneCallback done) override;
 
+  // Takes a share of a direct all-reduce's chunks that a helper thread has
+  // not started yet.
+  bool HelpWhileWaiting() override;
+  // Only when this process's participants outnumber its cores: otherwise
+  // every participant has a core, the helper threads take the other cores,
+  // and a polling waiter would only take a core from them.
+  bool PollWhileWaiting(const CollectiveParams& params) const override;
+
   // Worker threads started so far (for tests of thread reuse).
   int num_worker_threads() const { return workers_.num_threads(); }
 

@@ -1,5 +1,6 @@
 #include "runtime/collective/local_collective_executor.h"
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +90,41 @@ TEST(LocalCollectiveExecutorTest, LargeAutoAllReduceIsBitwiseTheRankOrderSumOnEv
                          float(n);
       ASSERT_EQ(out[0]->data<float>()[i], want) << i;
       for (int r = 1; r < n; ++r) ASSERT_EQ(out[r]->data<float>()[i], out[0]->data<float>()[i]);
+    }
+  }
+}
+
+TEST(LocalCollectiveExecutorTest, WaitersThatHelpWithTheReductionKeepItBitwiseTheRankOrderSum) {
+  // More participants than cores: callers of Execute poll while they wait
+  // and take chunks of the reduction that helper threads have not (a few
+  // hundred KiB and back-to-back steps keep the waits short enough to
+  // poll). However the chunks are split between threads, each element is
+  // summed in rank order.
+  LocalCollectiveExecutor ce;
+  const int n = static_cast<int>(std::min(std::thread::hardware_concurrency(), 15u)) + 1;
+  constexpr int64_t count = (96 << 10) + 5;  // 384 KiB: several chunks
+  std::vector<Tensor> in;
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> v(count);
+    for (int64_t i = 0; i < count; ++i) v[i] = (r % 3 == 1 ? 1e7f : 0.5f) / float(1 + (i + r) % 11);
+    in.push_back(Tensor::FromVector<float>(v, TensorShape{count}));
+  }
+  std::vector<float> want(count);
+  for (int64_t i = 0; i < count; ++i) {
+    float acc = in[0].data<float>()[i];
+    for (int r = 1; r < n; ++r) acc += in[r].data<float>()[i];
+    want[i] = acc;
+  }
+  for (int step = 1; step <= 40; ++step) {
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnRanks(n, [&](int r) {
+      CollectiveParams p = Params(CollectiveType::kAllReduce, n, 1, r, TensorShape{count});
+      p.step_id = step;
+      out[r] = ce.Execute(p, in[r], CpuAllocator(), nullptr);
+    });
+    for (int r = 0; r < n; ++r) ASSERT_TRUE(out[r].ok()) << out[r].status();
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[0]->data<float>()[i], want[i]) << "step " << step << " element " << i;
     }
   }
 }
