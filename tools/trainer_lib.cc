@@ -680,14 +680,16 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   }
   InlinePool inline_pool;  // outlives the session
   SessionOptions options = g->strategy->session_options();
+  // This process's replicas: a multi-worker task runs only its own.
+  const int local_replicas = g->strategy->num_local_replicas();
   if (c.inter_op_threads > 0) {
     options.inter_op_threads = c.inter_op_threads;
-  } else if (replicas == 1) {
+  } else if (local_replicas == 1) {
     options.inter_op_pool = &inline_pool;
   } else {
     // A thread per replica, so that the replicas' partitions run side by
     // side (each one op at a time, as on one device).
-    options.inter_op_threads = replicas;
+    options.inter_op_threads = local_replicas;
   }
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(g->root, options));
   if (reader == nullptr) {
