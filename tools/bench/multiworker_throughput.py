@@ -127,8 +127,9 @@ def result_rate(cmd, env):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="1 round of 150 timed steps")
-    p.add_argument("--rounds", type=int, default=3, help="alternating runs per configuration; the best counts")
-    p.add_argument("--steps", type=int, default=300, help="timed steps per run")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="alternating runs per configuration; the best counts (default 3; --quick 1)")
+    p.add_argument("--steps", type=int, default=0, help="timed steps per run (default 300; --quick 150)")
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--scaling", action="store_true", help="also 1 worker x 1 thread per framework")
     p.add_argument("--trainer", default=os.path.join(pc.ROOT, "bazel-bin/tools/trainer"))
@@ -136,8 +137,8 @@ def main():
     p.add_argument("--impls", default="", help="only these, comma-separated (default: all)")
     p.add_argument("--json_out", default="", help="also write every result to this JSON file")
     a = p.parse_args()
-    if a.quick:
-        a.rounds, a.steps = 1, 150
+    a.rounds = a.rounds or (1 if a.quick else 3)
+    a.steps = a.steps or (150 if a.quick else 300)
     tf_python = pc.find_tf_python()
     s, w = a.steps, a.warmup
 
