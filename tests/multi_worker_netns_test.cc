@@ -12,10 +12,8 @@
 // The namespace tests need root and `ip netns` (iproute2); where namespaces
 // cannot be made they are skipped, with the command and its error.
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,26 +81,6 @@ const std::string& OneProcessCheckpoint() {
     return new std::string(Checkpoint(dir, kSteps));
   }();
   return *prefix;
-}
-
-// n distinct ports on 127.0.0.1 that were free a moment ago. The sockets
-// stay bound until all are picked: the kernel hands a closed port out again,
-// and two tasks given one address fail at start-up.
-std::vector<int> FreePorts(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
 }
 
 // Waits until the chief's checkpoint of `step` exists, up to a minute.

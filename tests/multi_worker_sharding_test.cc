@@ -8,9 +8,6 @@
 //     identical to an uninterrupted one;
 //   - with fewer files than workers the input is sharded by example (DATA),
 //     and --input_sharding=file is refused at start-up saying why.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <regex>
@@ -28,26 +25,6 @@
 namespace strata {
 namespace testing {
 namespace {
-
-// The "cluster" JSON of n workers on ports of 127.0.0.1 that were free a
-// moment ago (the sockets stay bound until all are picked).
-std::string WorkerCluster(int n) {
-  std::vector<int> fds;
-  std::vector<std::string> addrs;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    fds.push_back(fd);
-    addrs.push_back(absl::StrCat("\"127.0.0.1:", ntohs(a.sin_port), "\""));
-  }
-  for (int fd : fds) close(fd);
-  return absl::StrCat("{\"worker\":[", absl::StrJoin(addrs, ","), "]}");
-}
 
 // Starts n workers with `flags` and waits for all of them; worker i's
 // stderr is exits[i].err.

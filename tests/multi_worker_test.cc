@@ -11,9 +11,7 @@
 //     uninterrupted run;
 //   - a malformed TF_CONFIG, or tasks whose cluster specs disagree, fail at
 //     start-up with an error naming the problem.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,34 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// n distinct ports on 127.0.0.1 that were free a moment ago. The sockets
-// stay bound until all are picked: the kernel hands a closed port out again,
-// and two tasks given one address fail at start-up.
-std::vector<int> FreePorts(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
-}
-
 int FreePort() { return FreePorts(1)[0]; }
-
-// The "cluster" JSON of n workers on free loopback ports.
-std::string WorkerCluster(int n) {
-  std::vector<std::string> addrs;
-  for (int port : FreePorts(n)) addrs.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
-  return absl::StrCat("{\"worker\":[", absl::StrJoin(addrs, ","), "]}");
-}
 
 // The flags of every run below: the digits MLP, SGD, a global batch of 48 (splits over 2, 3 and 4 workers).
 std::vector<std::string> TrainFlags(int steps, const std::string& ckpt) {

@@ -1,8 +1,12 @@
 #include "tests/trainer_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
@@ -40,6 +45,29 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<int> FreePorts(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds) close(fd);
+  return ports;
+}
+
+std::string WorkerCluster(int n) {
+  std::vector<std::string> addrs;
+  for (int port : FreePorts(n)) addrs.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
+  return absl::StrCat("{\"worker\":[", absl::StrJoin(addrs, ","), "]}");
 }
 
 std::string StdoutPathFor(const std::string& stderr_path) { return stderr_path + ".stdout"; }

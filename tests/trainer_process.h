@@ -28,6 +28,13 @@ std::string Runfile(const std::string& path);
 std::string TempDir(const std::string& name);
 std::string ReadFile(const std::string& path);
 
+// n distinct ports on 127.0.0.1 that were free a moment ago. The sockets
+// stay bound until all are picked: the kernel hands a closed port out again,
+// and two tasks given one address fail at start-up.
+std::vector<int> FreePorts(int n);
+// The TF_CONFIG "cluster" JSON of n workers on such ports of 127.0.0.1.
+std::string WorkerCluster(int n);
+
 struct Process {
   pid_t pid = -1;
   std::string stderr_path;
