@@ -365,8 +365,16 @@ class ShmTransportImpl : public ShmTransport {
 
   absl::Status AbortStatus() {
     Header& h = header();
-    const uint32_t state = h.abort_state.load(std::memory_order_acquire);
+    uint32_t state = h.abort_state.load(std::memory_order_acquire);
     if (state == 0) return absl::OkStatus();
+    // State 1: the aborting rank is copying its status in (a few hundred
+    // bytes). Wait for it, so that every rank reports the same cause; only a
+    // writer that died or stalled mid-copy leaves the generic error.
+    const Clock::time_point give_up = Clock::now() + std::chrono::milliseconds(100);
+    while (state == 1 && Clock::now() < give_up) {
+      sched_yield();
+      state = h.abort_state.load(std::memory_order_acquire);
+    }
     if (state == 1) return absl::AbortedError("shm transport aborted by a peer");
     return absl::Status(static_cast<absl::StatusCode>(h.abort_code), h.abort_message);
   }
