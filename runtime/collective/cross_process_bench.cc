@@ -1,7 +1,7 @@
 // Cross-process all-reduce: forks --ranks processes on this host, connects
 // them with a cross-process Transport (--transport=shm: ShmTransport;
-// --transport=tcp: TcpTransport over loopback; the ranks meet through a
-// FileKeyValueStore in a temporary directory), and
+// --transport=tcp: TcpTransport, listening on --host, 127.0.0.1 by default;
+// the ranks meet through a FileKeyValueStore in a temporary directory), and
 // times float32 SUM all-reduce from --min_bytes to --max_bytes (x4 each
 // step) with the algorithm SelectCrossProcessAlgorithm picks for that
 // transport under hint auto (or --algorithm; --piece_kib sizes the pieces of
@@ -15,6 +15,16 @@
 // median of 5 samples) and reports busbw / memcpy.
 //
 //   bazel run -c opt //runtime/collective:cross_process_bench -- --ranks=2,4
+//
+// With --rank=R the process runs that one rank itself instead of forking
+// them all, meeting the others (started the same way, e.g. each in its own
+// network namespace) through the store in --kv_dir, a directory they share;
+// --host is then the address of this rank's host:
+//
+//   ip netns exec h0 cross_process_bench --transport=tcp --ranks=2 --rank=0 \
+//       --kv_dir=/tmp/kv --host=10.9.0.1 &
+//   ip netns exec h1 cross_process_bench --transport=tcp --ranks=2 --rank=1 \
+//       --kv_dir=/tmp/kv --host=10.9.0.2
 //
 // Prints a table per rank count and a line per measurement for scripts:
 //   RESULT impl=strata-shm ranks=2 bytes=4096 time_us=1.85 busbw_gbps=2.214
@@ -48,7 +58,13 @@
 #include "runtime/collective/transport.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "process counts to run, comma-separated");
-ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm or tcp (loopback)");
+ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm or tcp");
+ABSL_FLAG(std::string, host, "127.0.0.1", "tcp: the address this rank listens on");
+ABSL_FLAG(int, rank, -1,
+          "run only this rank, in this process, meeting the others through --kv_dir (-1: fork "
+          "every rank of each --ranks count)");
+ABSL_FLAG(std::string, kv_dir, "",
+          "with --rank: the key-value store's directory, shared by every rank (empty at the start)");
 ABSL_FLAG(std::string, algorithm, "auto",
           "all-reduce algorithm: auto (SelectAlgorithm's pick for the transport), shm, ring, ...");
 ABSL_FLAG(int64_t, spin_us, -1,
@@ -125,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
   }
   TcpTransportOptions options;
   options.key_prefix = absl::StrCat("bench", n, "/tcp");
-  options.host = "127.0.0.1";
+  options.host = absl::GetFlag(FLAGS_host);
   if (absl::GetFlag(FLAGS_tcp_spin_us) >= 0) {
     options.poll_spin = absl::Microseconds(absl::GetFlag(FLAGS_tcp_spin_us));
   }
@@ -242,8 +258,27 @@ int Main(int argc, char** argv) {
                  transport.c_str());
     return 2;
   }
+  const int only_rank = absl::GetFlag(FLAGS_rank);
+  const std::string kv_dir = absl::GetFlag(FLAGS_kv_dir);
+  if (only_rank >= 0 && (rank_counts.size() != 1 || only_rank >= rank_counts[0] || kv_dir.empty())) {
+    std::fprintf(stderr, "cross_process_bench: --rank=%d needs one count in --ranks (got '%s') "
+                         "above it and --kv_dir\n",
+                 only_rank, absl::GetFlag(FLAGS_ranks).c_str());
+    return 2;
+  }
+  // Only rank 0 reports, so only it measures memcpy when the ranks run apart.
   std::map<int64_t, double> memcpy_gbps;
-  for (int64_t b : schedule.sizes) memcpy_gbps[b] = MemcpyGBps(b);
+  if (only_rank <= 0) {
+    for (int64_t b : schedule.sizes) memcpy_gbps[b] = MemcpyGBps(b);
+  }
+  if (only_rank >= 0) {
+    const absl::Status s = RunRank(only_rank, rank_counts[0], kv_dir, schedule, memcpy_gbps);
+    if (!s.ok()) {
+      std::fprintf(stderr, "cross_process_bench: rank %d: %s\n", only_rank, s.ToString().c_str());
+    }
+    std::fflush(stdout);
+    return s.ok() ? 0 : 1;
+  }
   std::printf("all-reduce float32 SUM across processes, transport %s, algorithm %s\n",
               transport.c_str(), absl::GetFlag(FLAGS_algorithm).c_str());
   std::printf("%6s %10s %12s %10s %10s %10s %10s\n", "ranks", "bytes", "time_us", "algbw_GBps",

@@ -1,7 +1,8 @@
 // Gloo C++ peer of Strata's cross-process all-reduce benchmark.
 //
 // gloo::allreduce (its default ring algorithm), float32 SUM, separate input
-// and output buffers, over a TCP device bound to 127.0.0.1, with a FileStore
+// and output buffers, over a TCP device bound to --host (127.0.0.1 unless
+// given: each rank's own address when the ranks are hosts), with a FileStore
 // rendezvous in a directory every rank shares. Sizes, iterations and timing
 // are those of allreduce_mpi.c (warm-up, barrier, timed loop; the slowest
 // rank's mean); rank 0 prints one line per size:
@@ -63,6 +64,7 @@ int Run(int argc, char** argv) {
   const int size = static_cast<int>(FlagValue(argc, argv, "--size", -1));
   const std::string store_dir = FlagString(argc, argv, "--store", "");
   const std::string impl = FlagString(argc, argv, "--impl", "gloo");
+  const std::string host = FlagString(argc, argv, "--host", "127.0.0.1");
   const long min_bytes = FlagValue(argc, argv, "--min_bytes", 4096);
   const long max_bytes = FlagValue(argc, argv, "--max_bytes", 64L << 20);
   const long budget = FlagValue(argc, argv, "--budget_bytes", 1L << 30);
@@ -78,7 +80,7 @@ int Run(int argc, char** argv) {
   }
 
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  attr.hostname = host;
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore file_store(store_dir);
   gloo::rendezvous::PrefixStore store("allreduce_gloo", file_store);

@@ -80,6 +80,15 @@ class Target:
         return f"{(self.value / self.bound - 1) * 100:.0f}% above the bound ({self.value:.3g} vs <= {self.bound:g})"
 
 
+def across_hosts_mtu(cp):
+    """The MTU whose 2-host figures judge the TCP targets (1500 when run), or None without any."""
+    netns = cp.get("netns")
+    if not netns:
+        return None
+    mtus = sorted({r["mtu"] for r in netns["allreduce"] if r.get("ranks") == 2 and "mtu" in r})
+    return 1500 if 1500 in mtus else (mtus[0] if mtus else None)
+
+
 def worst_over_sizes(pairs):
     """pairs: [(bytes, ratio)] -> (the lowest ratio, figure text naming its size)."""
     lo = min(pairs, key=lambda p: p[1])
@@ -142,23 +151,37 @@ def targets(results):
     cp = data(results, "crossprocess")
     if cp:
         by = {(r["impl"], r["ranks"], r["bytes"]): r for r in cp["allreduce"]}
-        big = sorted({b for (_, n, b) in by if n == 2 and b >= MIB})
+        # W3 and W4 are the issue's TCP case, across hosts: judged on the
+        # network-namespace run (2 hosts, MTU 1500) when there is one, else
+        # (results from before it existed, or a run where namespaces could not
+        # be made) on loopback, saying so.
+        mtu = across_hosts_mtu(cp)
+        tcp_by = ({(r["impl"], r["ranks"], r["bytes"]): r for r in cp["netns"]["allreduce"]
+                   if r.get("mtu") == mtu} if mtu else by)
+        if mtu:
+            where = f" (across 2 hosts: network namespaces, veth MTU {mtu})"
+        elif cp.get("netns_error"):
+            where = " (loopback, one host: the run across network namespaces failed, see the section)"
+        else:
+            where = " (loopback, one host; the issue's TCP case is across hosts)"
 
-        def ratios(s, peers):
+        def ratios(b_by, s, peers):
             out = []
-            for b in big:  # equal bytes and ranks: busbw ratio = inverse time ratio
-                ps = [by[(p, 2, b)]["time_us"] for p in peers if (p, 2, b) in by]
-                if (s, 2, b) in by and ps and by[(s, 2, b)]["time_us"] > 0:
-                    out.append((b, min(ps) / by[(s, 2, b)]["time_us"]))
+            for b in sorted({k[2] for k in b_by if k[1] == 2 and k[2] >= MIB}):
+                # equal bytes and ranks: busbw ratio = inverse time ratio
+                ps = [b_by[(p, 2, b)]["time_us"] for p in peers if (p, 2, b) in b_by]
+                if (s, 2, b) in b_by and ps and b_by[(s, 2, b)]["time_us"] > 0:
+                    out.append((b, min(ps) / b_by[(s, 2, b)]["time_us"]))
             return out
 
-        for tid, s, peers in (("W1", "strata-shm", ["mpi-shm"]), ("W3", "strata-tcp", ["mpi-tcp"]),
-                              ("W4", "strata-tcp", ["gloo", "torch-gloo"])):
-            pairs = ratios(s, peers)
+        for tid, b_by, s, peers in (("W1", by, "strata-shm", ["mpi-shm"]),
+                                    ("W3", tcp_by, "strata-tcp", ["mpi-tcp"]),
+                                    ("W4", tcp_by, "strata-tcp", ["gloo", "torch-gloo"])):
+            pairs = ratios(b_by, s, peers)
             if pairs:
                 v, fig = worst_over_sizes(pairs)
                 if tid != "W1":
-                    fig += " (loopback, one host; the issue's TCP case is across hosts)"
+                    fig += where
                 if tid == "W4":
                     fig += "; peer: the faster of Gloo C++ and torch gloo"
                 t[tid].set(v, fig)
@@ -273,48 +296,81 @@ CP_RATIOS = [("strata-shm", "mpi-shm"), ("strata-tcp", "mpi-tcp"), ("strata-tcp"
              ("strata-tcp", "torch-gloo")]
 
 
+def cp_table(d, ranks, plots_dir, name, title, mem):
+    """Markdown table (ratios first, then every implementation and memcpy) and plot of one run."""
+    by = {(r["impl"], r["ranks"], r["bytes"]): r for r in d["allreduce"] if r["ranks"] == ranks}
+    impls = [i for i in CP_IMPLS if any(k[0] == i for k in by)]
+    ratios = [(a, b) for a, b in CP_RATIOS if a in impls and b in impls]
+    rows = []
+    for b in sorted({k[2] for k in by}):
+        row = [size_label(b)]
+        for x, y in ratios:
+            rx, ry = by.get((x, ranks, b)), by.get((y, ranks, b))
+            row.append(f"**{ry['time_us'] / rx['time_us']:.2f}x**" if rx and ry and rx["time_us"] > 0 else "-")
+        for i in impls:
+            r = by.get((i, ranks, b))
+            row.append("-" if r is None else f"{r['busbw_gbps']:.2f} ({r['time_us']:.1f} µs)"
+                       if r["time_us"] < 100 else f"{r['busbw_gbps']:.2f} ({r['time_us']:.0f} µs)")
+        if mem:
+            row.append(f"{mem[(1, b)]:.1f}" if (1, b) in mem else "-")
+        rows.append(row)
+    header = (["size"] + [f"{x} / {y}" for x, y in ratios] + [f"{i} GB/s (time)" for i in impls]
+              + (["memcpy 1 thread GB/s"] if mem else []))
+    series = [svg_plot.Series(i, [(k[2], by[k]["busbw_gbps"]) for k in sorted(by) if k[0] == i]) for i in impls]
+    for th in (1, 2):
+        pts = [(b, v) for (t, b), v in sorted(mem.items()) if t == th]
+        if pts:
+            series.append(svg_plot.Series(f"memcpy, {th} thread{'s' if th > 1 else ''}", pts, dashed=True,
+                                          colour=["#000000", "#888888"][th - 1]))
+    svg_plot.line_chart(os.path.join(plots_dir, name), title, "message size (float32)",
+                        "bus bandwidth (GB/s, log)", series, x_log=2, y_log=10, x_format=svg_plot.bytes_label)
+    return md_table(header, rows) + f"\n![{title}](perf/{name})\n"
+
+
 def section_crossprocess(d, plots_dir):
-    by = {(r["impl"], r["ranks"], r["bytes"]): r for r in d["allreduce"]}
     mem = {(m["threads"], m["bytes"]): m["copy_gbps"] for m in d.get("memcpy", [])}
     s = d["schedule"]
-    out = [f"`tools/bench/allreduce_peers.py`: float32 SUM all-reduce between processes on this host, every "
+    out = [f"`tools/bench/allreduce_peers.py`: float32 SUM all-reduce between processes, every "
            f"implementation on one schedule ({s['budget_bytes'] // MIB} MiB of traffic per size, "
            f"{s['min_iters']}-{s['max_iters']} iterations, the slowest rank's mean, the fastest of "
-           f"{d['rounds']} round(s)). Strata's shm and TCP transports (`cross_process_bench`), Open MPI 4.1 "
-           "(vader shared memory; TCP over loopback), Gloo C++ and PyTorch's gloo backend; memcpy bandwidth "
-           "of the same run as the physical limit. Ratios are of bus bandwidth, Strata / peer (computed from the times, which keep their precision where a busbw rounds to 0.00).\n"]
+           f"{d['rounds']} round(s) on one host). Strata's shm and TCP transports (`cross_process_bench`), "
+           "Open MPI 4.1 (vader shared memory; its TCP btl), Gloo C++ and PyTorch's gloo backend. Two "
+           "settings: **across hosts** (each process in its own network namespace, joined by a veth link: "
+           "the issue's TCP case, on which W3 and W4 are judged) and **one host** (shared memory for W1 "
+           "and W2, and TCP over loopback for comparison). Ratios are of bus bandwidth, Strata / peer "
+           "(computed from the times, which keep their precision where a busbw rounds to 0.00).\n"]
+    net = d.get("netns")
+    out.append("\n### Across hosts: TCP between network namespaces (W3, W4)\n\n")
+    if net:
+        out.append(f"`allreduce_peers.py --netns` (best of {net['rounds']} round(s)): one network namespace "
+                   f"per process, each with an address on `{net.get('ifname', 'eth0')}`; 2 hosts are joined "
+                   "by a veth pair, more by a bridge; the kernel's defaults but for the MTU. Every "
+                   "implementation runs over that link: Open MPI's TCP btl (mpirun on host 0, an orted per "
+                   "other host started through `ip netns exec` as its rsh agent, `btl_tcp_if_include`), Gloo "
+                   "C++ on each host's address, torch gloo with `GLOO_SOCKET_IFNAME`, Strata one "
+                   "`cross_process_bench --rank=R --host=ADDR` per host. No memcpy column: the link, not "
+                   "memory, is the limit here.\n")
+        for sk in net.get("skipped", []):
+            out.append(f"\n- skipped {sk['impl']} with {sk['ranks']} processes, MTU {sk.get('mtu')}: "
+                       f"{sk['why'][:300]}")
+        for mtu in net.get("mtus", []):
+            for ranks in sorted({r["ranks"] for r in net["allreduce"] if r.get("mtu") == mtu}):
+                sub = {"allreduce": [r for r in net["allreduce"] if r.get("mtu") == mtu]}
+                title = f"All-reduce across {ranks} hosts (network namespaces, MTU {mtu})"
+                out.append(f"\n#### {ranks} processes on {ranks} hosts, MTU {mtu}\n\n"
+                           + cp_table(sub, ranks, plots_dir, f"allreduce_netns_{ranks}_mtu{mtu}.svg", title, {}))
+    elif d.get("netns_error"):
+        out.append(f"**Could not run:** {d['netns_error']}\n")
+    else:
+        out.append("Not measured in this run (results from before `allreduce_peers.py --netns` existed): "
+                   "W3 and W4 above are judged on TCP over loopback.\n")
+    out.append("\n### One host: shared memory (W1, W2) and TCP over loopback\n")
     for sk in d.get("skipped", []):
         out.append(f"\n- skipped {sk['impl']} with {sk['ranks']} processes: {sk['why'][:300]}")
     for ranks in sorted({r["ranks"] for r in d["allreduce"]}):
-        impls = [i for i in CP_IMPLS if any(k[0] == i and k[1] == ranks for k in by)]
-        ratios = [(a, b) for a, b in CP_RATIOS if a in impls and b in impls]
-        rows = []
-        for b in sorted({k[2] for k in by if k[1] == ranks}):
-            row = [size_label(b)]
-            for x, y in ratios:
-                rx, ry = by.get((x, ranks, b)), by.get((y, ranks, b))
-                row.append(f"**{ry['time_us'] / rx['time_us']:.2f}x**" if rx and ry and rx["time_us"] > 0 else "-")
-            for i in impls:
-                r = by.get((i, ranks, b))
-                row.append("-" if r is None else f"{r['busbw_gbps']:.2f} ({r['time_us']:.1f} µs)"
-                           if r["time_us"] < 100 else f"{r['busbw_gbps']:.2f} ({r['time_us']:.0f} µs)")
-            row.append(f"{mem[(1, b)]:.1f}" if (1, b) in mem else "-")
-            rows.append(row)
-        header = (["size"] + [f"{x} / {y}" for x, y in ratios] + [f"{i} GB/s (time)" for i in impls]
-                  + ["memcpy 1 thread GB/s"])
-        series = [svg_plot.Series(i, [(k[2], by[k]["busbw_gbps"]) for k in sorted(by) if k[0] == i and k[1] == ranks])
-                  for i in impls]
-        for th in (1, 2):
-            pts = [(b, v) for (t, b), v in sorted(mem.items()) if t == th]
-            if pts:
-                series.append(svg_plot.Series(f"memcpy, {th} thread{'s' if th > 1 else ''}", pts, dashed=True,
-                                              colour=["#000000", "#888888"][th - 1]))
-        name = f"allreduce_crossprocess_{ranks}.svg"
-        svg_plot.line_chart(os.path.join(plots_dir, name), f"All-reduce across {ranks} processes, one host",
-                            "message size (float32)", "bus bandwidth (GB/s, log)", series, x_log=2, y_log=10,
-                            x_format=svg_plot.bytes_label)
-        out.append(f"\n### {ranks} processes\n\n" + md_table(header, rows)
-                   + f"\n![all-reduce across {ranks} processes](perf/{name})\n")
+        out.append(f"\n#### {ranks} processes, one host\n\n"
+                   + cp_table(d, ranks, plots_dir, f"allreduce_crossprocess_{ranks}.svg",
+                              f"All-reduce across {ranks} processes, one host", mem))
     return "".join(out)
 
 
