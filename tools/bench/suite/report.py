@@ -152,16 +152,16 @@ def targets(results):
     if cp:
         by = {(r["impl"], r["ranks"], r["bytes"]): r for r in cp["allreduce"]}
         # W3 and W4 are the TCP case, across hosts: judged on the
-        # network-namespace run (2 hosts, MTU 1500) when there is one, else
-        # (results from before it existed, or a run where namespaces could not
-        # be made) on loopback, saying so.
+        # network-namespace run (2 hosts, MTU 1500) when there is one; results
+        # from before it existed are judged on loopback, saying so; a run where
+        # it failed leaves them unjudged (with the loopback figure for reference).
         mtu = across_hosts_mtu(cp)
         tcp_by = ({(r["impl"], r["ranks"], r["bytes"]): r for r in cp["netns"]["allreduce"]
                    if r.get("mtu") == mtu} if mtu else by)
         if mtu:
             where = f" (across 2 hosts: network namespaces, veth MTU {mtu})"
         elif cp.get("netns_error"):
-            where = " (loopback, one host: the run across network namespaces failed, see the section)"
+            where = " on loopback, one host"
         else:
             where = " (loopback, one host; the issue's TCP case is across hosts)"
 
@@ -184,6 +184,9 @@ def targets(results):
                     fig += where
                 if tid == "W4":
                     fig += "; peer: the faster of Gloo C++ and torch gloo"
+                if tid != "W1" and not mtu and cp.get("netns_error"):
+                    t[tid].figure = "not measured across hosts (the run failed, see the section); " + fig
+                    continue
                 t[tid].set(v, fig)
         small = by.get(("strata-shm", 2, 4 * KIB))
         if small:

@@ -146,13 +146,14 @@ def bench_crossprocess(ctx):
            f"--json_out={out}"]
     run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
     data = load_json(out)
-    # Across hosts the quick mode runs 2 ranks at MTU 1500 only, but best of 2
-    # rounds (about 15 s): W3 and W4 are judged on these figures.
+    # Across hosts the quick mode runs 2 ranks only, but best of 2 rounds
+    # (about 15 s): W3 and W4 are judged on these figures. Both modes keep
+    # to MTU 1500 (MTU 9000 changed little: docs/perf/notes/crossprocess.md).
     netns_out = os.path.join(ctx["tmp"], "crossprocess_netns.json")
-    netns = cmd[:-1] + ["--netns", f"--json_out={netns_out}"] + (
-        ["--quick", "--ranks=2", "--mtu=1500", "--rounds=2"] if ctx["quick"] else ["--ranks=2,4", "--mtu=1500,9000"])
+    netns = cmd[:-1] + ["--netns", "--mtu=1500", f"--json_out={netns_out}"] + (
+        ["--quick", "--ranks=2", "--rounds=2"] if ctx["quick"] else ["--ranks=2,4"])
     try:
-        run_logged(netns, ctx["log"][:-len(".log")] + "_netns.log")
+        run_logged(netns, ctx["log"][:-len(".log")] + "_netns.log", timeout=3600)
         data["netns"] = load_json(netns_out)
     except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
         data["netns_error"] = str(e)
