@@ -6,8 +6,8 @@
 //
 // Against AllReduceRing it differs in three ways, each measured on loopback
 // with cross_process_bench (docs/performance.md):
-//   - every ring chunk is cut into pieces (`piece_bytes`, default 512 KiB),
-//     and every step of a piece starts as soon as that piece's previous step
+//   - every ring chunk is cut into pieces of at most `piece_bytes` (default
+//     512 KiB) and, where pieces stay >= 128 KiB, into at least 8, and every step of a piece starts as soon as that piece's previous step
 //     is done, not when the whole previous step is: a piece received in the
 //     reduce-scatter is merged while it is still in cache and sent on at
 //     once, while the later pieces are still arriving, and the all-gather of
@@ -62,8 +62,8 @@ inline constexpr size_t kPipelinedRingPieceBytes = 512 << 10;
 // when other processes compete for the cores.
 inline constexpr int64_t kPipelinedRingDriveMaxBytes = 1 << 20;
 
-// An AllReducePipelinedRing with pieces of about `piece_bytes` (>= 1; the
-// tag cap may make them larger) that drives the transport up to
+// An AllReducePipelinedRing with pieces of at most about `piece_bytes` (>= 1;
+// smaller to make 8 per chunk, larger where the tag cap says) that drives the transport up to
 // `drive_max_bytes`. InvalidArgument for a non-all-reduce or an
 // unreducible dtype.
 absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreatePipelinedRingAllReduce(
