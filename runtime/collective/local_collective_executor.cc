@@ -30,6 +30,18 @@ std::string Signature(const CollectiveParams& p) {
   return s;
 }
 
+// Signature(a) == Signature(b) without building the strings: the check runs
+// on the last arriver's thread, which every participant waits for.
+bool SameSignature(const CollectiveParams& a, const CollectiveParams& b) {
+  if (a.dtype != b.dtype || a.shape != b.shape || a.communication_hint != b.communication_hint) {
+    return false;
+  }
+  if (a.type == CollectiveType::kAllReduce || b.type == CollectiveType::kAllReduce) {
+    return a.merge_op == b.merge_op && a.final_op == b.final_op;
+  }
+  return true;
+}
+
 bool IsBroadcast(CollectiveType t) {
   return t == CollectiveType::kBroadcastSend || t == CollectiveType::kBroadcastRecv;
 }
@@ -342,7 +354,7 @@ void LocalCollectiveExecutor::Launch(std::shared_ptr<Instance> inst) {
     const CollectiveParams& a = ps[ref].params;
     const CollectiveParams& b = ps[i].params;
     const bool same_type = a.type == b.type || (IsBroadcast(a.type) && IsBroadcast(b.type));
-    if (!same_type || Signature(a) != Signature(b)) {
+    if (!same_type || !SameSignature(a, b)) {
       status = absl::InvalidArgumentError(absl::StrCat(
           Describe(*inst), ": participants disagree: ", b.device, " runs ", CollectiveTypeName(b.type),
           " of ", Signature(b), " but ", a.device, " runs ", CollectiveTypeName(a.type), " of ",
