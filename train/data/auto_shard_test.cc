@@ -24,11 +24,7 @@ namespace {
 
 using testing::Drain;
 using testing::Iter;
-
-std::string TempPath(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name);
-}
+using testing::TempPath;
 
 // `sizes.size()` CSV files; file f holds the next sizes[f] example ids as
 // (feature = id, label = id % 3). Returns the paths; *total the id count.

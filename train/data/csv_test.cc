@@ -18,11 +18,7 @@ namespace {
 
 using testing::Drain;
 using testing::Iter;
-
-std::string TempPath(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name);
-}
+using testing::TempPath;
 
 std::string WritePlain(const std::string& name, const std::string& text) {
   const std::string path = TempPath(name);

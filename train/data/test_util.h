@@ -2,12 +2,14 @@
 #ifndef STRATA_TRAIN_DATA_TEST_UTIL_H_
 #define STRATA_TRAIN_DATA_TEST_UTIL_H_
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "graph/tensor.h"
 #include "train/data/dataset.h"
@@ -16,6 +18,12 @@
 namespace strata {
 namespace data {
 namespace testing {
+
+// `name` in the test's scratch directory (TEST_TMPDIR, else /tmp).
+inline std::string TempPath(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name);
+}
 
 // Element i is (int64 scalar i, float [2] {i, -i}).
 inline DatasetPtr Range(int64_t n) {
