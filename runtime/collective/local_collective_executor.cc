@@ -120,9 +120,7 @@ class LocalCollectiveExecutor::Helpers {
     {
       MutexLock l(&mu_);
       if (queue_.empty()) return false;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      queued_.fetch_sub(1, std::memory_order_relaxed);
+      job = PopLocked();
     }
     job->Work();
     return true;
@@ -159,12 +157,16 @@ class LocalCollectiveExecutor::Helpers {
           --sleeping_;
         }
         if (queue_.empty()) return;  // stopping
-        job = std::move(queue_.front());
-        queue_.pop_front();
-        queued_.fetch_sub(1, std::memory_order_relaxed);
+        job = PopLocked();
       }
       job->Work();  // a job already done costs one atomic
     }
+  }
+  std::shared_ptr<DirectReduction> PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::shared_ptr<DirectReduction> job = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+    return job;
   }
   bool HasWork() const {
     return queued_.load(std::memory_order_acquire) > 0 || stop_.load(std::memory_order_relaxed);

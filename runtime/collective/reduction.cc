@@ -1,7 +1,6 @@
 #include "runtime/collective/reduction.h"
 
 #include <algorithm>
-#include <functional>
 #include <vector>
 
 #include "Eigen/Core"
@@ -18,14 +17,35 @@ void Merge(T* __restrict acc, const T* __restrict in, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) acc[i] = f(acc[i], in[i]);
 }
 
+// Calls fn(f) with `op` as a function of two values of type V.
+template <typename V, typename Fn>
+void WithMergeFn(MergeOp op, Fn fn) {
+  switch (op) {
+    case MergeOp::kAdd: return fn([](V a, V b) { return a + b; });
+    case MergeOp::kMul: return fn([](V a, V b) { return a * b; });
+    case MergeOp::kMin: return fn([](V a, V b) { return std::min(a, b); });
+    case MergeOp::kMax: return fn([](V a, V b) { return std::max(a, b); });
+  }
+}
+
+// Calls fn(in) with the k inputs as T pointers: up to 64 on the stack, more
+// (never in one process) on the heap.
+template <typename T, typename Fn>
+void WithTypedInputs(const void* const* inputs, int k, Fn fn) {
+  const T* stack[64];
+  std::vector<const T*> heap;
+  const T** in = stack;
+  if (k > 64) {
+    heap.resize(k);
+    in = heap.data();
+  }
+  for (int j = 0; j < k; ++j) in[j] = static_cast<const T*>(inputs[j]);
+  fn(static_cast<const T* const*>(in));
+}
+
 template <typename T>
 void MergeTyped(MergeOp op, T* acc, const T* in, int64_t n) {
-  switch (op) {
-    case MergeOp::kAdd: return Merge(acc, in, n, [](T a, T b) { return a + b; });
-    case MergeOp::kMul: return Merge(acc, in, n, [](T a, T b) { return a * b; });
-    case MergeOp::kMin: return Merge(acc, in, n, [](T a, T b) { return std::min(a, b); });
-    case MergeOp::kMax: return Merge(acc, in, n, [](T a, T b) { return std::max(a, b); });
-  }
+  WithMergeFn<T>(op, [&](auto f) { Merge(acc, in, n, f); });
 }
 
 template <typename T>
@@ -109,24 +129,11 @@ void ReduceBlocks(F f, bool div, const T* const* in, int k, int64_t begin, int64
 template <typename T>
 void ReduceInputsTyped(MergeOp op, bool div, const void* const* inputs, int k, int64_t begin,
                        int64_t end, void* out, int64_t divisor) {
-  // Up to 64 inputs on the stack; more (never in one process) on the heap.
-  const T* stack[64];
-  std::vector<const T*> heap;
-  const T** in = stack;
-  if (k > 64) {
-    heap.resize(k);
-    in = heap.data();
-  }
-  for (int j = 0; j < k; ++j) in[j] = static_cast<const T*>(inputs[j]);
-  T* o = static_cast<T*>(out);
-  switch (op) {
-    case MergeOp::kAdd: return ReduceBlocks(std::plus<T>(), div, in, k, begin, end, o, divisor);
-    case MergeOp::kMul: return ReduceBlocks(std::multiplies<T>(), div, in, k, begin, end, o, divisor);
-    case MergeOp::kMin:
-      return ReduceBlocks([](T a, T b) { return std::min(a, b); }, div, in, k, begin, end, o, divisor);
-    case MergeOp::kMax:
-      return ReduceBlocks([](T a, T b) { return std::max(a, b); }, div, in, k, begin, end, o, divisor);
-  }
+  WithTypedInputs<T>(inputs, k, [&](const T* const* in) {
+    WithMergeFn<T>(op, [&](auto f) {
+      ReduceBlocks(f, div, in, k, begin, end, static_cast<T*>(out), divisor);
+    });
+  });
 }
 
 // float16 and bfloat16: every input is widened to float and the fold runs
@@ -153,37 +160,22 @@ void ReduceNarrow(F f, bool div, const T* const* in, int k, int64_t begin, int64
 template <typename T>
 void ReduceInputsNarrow(MergeOp op, bool div, const void* const* inputs, int k, int64_t begin,
                         int64_t end, void* out, int64_t divisor) {
-  std::vector<const T*> in(k);
-  for (int j = 0; j < k; ++j) in[j] = static_cast<const T*>(inputs[j]);
-  T* o = static_cast<T*>(out);
-  switch (op) {
-    case MergeOp::kAdd: return ReduceNarrow(std::plus<float>(), div, in.data(), k, begin, end, o, divisor);
-    case MergeOp::kMul:
-      return ReduceNarrow(std::multiplies<float>(), div, in.data(), k, begin, end, o, divisor);
-    case MergeOp::kMin:
-      return ReduceNarrow([](float a, float b) { return std::min(a, b); }, div, in.data(), k, begin,
-                          end, o, divisor);
-    case MergeOp::kMax:
-      return ReduceNarrow([](float a, float b) { return std::max(a, b); }, div, in.data(), k, begin,
-                          end, o, divisor);
-  }
+  WithTypedInputs<T>(inputs, k, [&](const T* const* in) {
+    WithMergeFn<float>(op, [&](auto f) {
+      ReduceNarrow(f, div, in, k, begin, end, static_cast<T*>(out), divisor);
+    });
+  });
 }
 
 // acc[i] = T(f(float(acc[i]), float(in[i]))): one rounding per merge, as a
 // pairwise merge in the narrow type must.
 template <typename T>
 void MergeNarrow(MergeOp op, T* acc, const T* in, int64_t n) {
-  auto each = [&](auto f) {
+  WithMergeFn<float>(op, [&](auto f) {
     for (int64_t i = 0; i < n; ++i) {
       acc[i] = static_cast<T>(f(static_cast<float>(acc[i]), static_cast<float>(in[i])));
     }
-  };
-  switch (op) {
-    case MergeOp::kAdd: return each(std::plus<float>());
-    case MergeOp::kMul: return each(std::multiplies<float>());
-    case MergeOp::kMin: return each([](float a, float b) { return std::min(a, b); });
-    case MergeOp::kMax: return each([](float a, float b) { return std::max(a, b); });
-  }
+  });
 }
 
 template <typename T>
