@@ -47,6 +47,18 @@ struct DistributedCollectiveExecutor::Descriptor {
   char hint[16] = {};
 };
 
+struct DistributedCollectiveExecutor::AllReduceJob {
+  std::unique_ptr<CollectiveAlgorithm> alg;
+  const void* in = nullptr;  // the algorithm's input: a participant's, or local_sum
+  Tensor local_sum;          // the local inputs' sum, when there are several
+  Tensor out;
+  bool ordered = false;      // runs in the workers' agreed order (AllReduceShm)
+  bool divide = false;       // Div by the global group size after the sum
+  DataType dtype = DT_INVALID;
+  int64_t num_elements = 0;
+  int group_size = 0;
+};
+
 namespace {
 
 using Descriptor = DistributedCollectiveExecutor::Descriptor;
@@ -183,9 +195,19 @@ DistributedCollectiveExecutor::DistributedCollectiveExecutor(DistributedCollecti
       num_workers_(o.num_workers),
       worker_names_(std::move(o.worker_names)),
       transport_(std::move(o.transport)),
-      on_fatal_error_(std::move(o.on_fatal_error)) {}
+      on_fatal_error_(std::move(o.on_fatal_error)),
+      shm_(dynamic_cast<ShmTransport*>(transport_.get())) {}
 
-DistributedCollectiveExecutor::~DistributedCollectiveExecutor() = default;
+DistributedCollectiveExecutor::~DistributedCollectiveExecutor() {
+  // The lane thread and the pool may still be leaving a collective whose
+  // participants ended: join them while the members they use exist.
+  {
+    MutexLock l(&lane_mu_);
+    lane_.stop = true;
+  }
+  if (lane_thread_.joinable()) lane_thread_.join();
+  StopWorkers();
+}
 
 absl::Status DistributedCollectiveExecutor::fatal_error() const {
   MutexLock l(&dmu_);
@@ -265,6 +287,12 @@ void DistributedCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
                                                                            "workers broke earlier: ")));
     return;
   }
+  if (!run->exchange && IsOrdered(*ref, *transport_)) {
+    // Straight to the lane (no pool thread's wake-up).
+    absl::StatusOr<std::unique_ptr<AllReduceJob>> job = PrepareAllReduce(*inst, *transport_);
+    if (!job.ok()) return FinishRun(inst, job.status(), /*symmetric=*/false, Tensor());
+    return SubmitAllReduce(std::move(inst), run, std::move(*job));
+  }
   // Off the last arriver's thread: the cross-worker part may wait long on
   // peers, and other instances' parts must not queue behind it.
   workers().Schedule([this, inst = std::move(inst), run = std::move(run)]() mutable {
@@ -302,6 +330,7 @@ std::string DistributedCollectiveExecutor::PendingPeers(const Run& run) const {
   std::vector<std::string> peers;
   {
     MutexLock l(&run.mu);
+    if (run.ordered) return LaneState(run.tag_base);
     for (const auto& kv : run.pending) {
       if (kv.first >= 0 && kv.first < num_workers_) peers.push_back(worker_names_[kv.first]);
     }
@@ -317,6 +346,7 @@ void DistributedCollectiveExecutor::Fail(const absl::Status& status) {
     fatal_ = status;
   }
   transport_->Abort(status);
+  BreakLane(status);
   if (on_fatal_error_) on_fatal_error_(status);
 }
 
@@ -372,6 +402,7 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
   // in step; any other error leaves peers waiting, so it breaks it.
   bool symmetric = false;
   Tensor output;
+  std::unique_ptr<AllReduceJob> ordered;
   absl::Status status = [&]() -> absl::Status {
     {
       MutexLock l(&dmu_);
@@ -388,8 +419,16 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
       }
     }
     switch (ref->params.type) {
-      case CollectiveType::kAllReduce:
-        return RunAllReduce(*inst, t, &output);
+      case CollectiveType::kAllReduce: {
+        STRATA_ASSIGN_OR_RETURN(std::unique_ptr<AllReduceJob> job, PrepareAllReduce(*inst, t));
+        if (job->ordered) {
+          ordered = std::move(job);
+          return absl::OkStatus();
+        }
+        STRATA_RETURN_IF_ERROR(RunAllReduce(*job, t));
+        output = std::move(job->out);
+        return absl::OkStatus();
+      }
       case CollectiveType::kAllGather:
         return RunAllGather(*inst, t, &output);
       case CollectiveType::kBroadcastSend:
@@ -401,6 +440,12 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
     }
     return absl::InternalError("unknown collective type");
   }();
+  if (status.ok() && ordered != nullptr) return SubmitAllReduce(std::move(inst), run, std::move(ordered));
+  FinishRun(inst, std::move(status), symmetric, std::move(output));
+}
+
+void DistributedCollectiveExecutor::FinishRun(const std::shared_ptr<Instance>& inst,
+                                              absl::Status status, bool symmetric, Tensor output) {
   if (!status.ok()) {
     if (!symmetric) Fail(status);
     status = AnnotateStatus(status, absl::StrCat(Describe(*inst), " on worker ",
@@ -417,6 +462,139 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
   for (int i = 0; i < n; ++i) FinishParticipant(inst, i, status, output);
 }
 
+void DistributedCollectiveExecutor::SubmitAllReduce(std::shared_ptr<Instance> inst,
+                                                    const std::shared_ptr<Run>& run,
+                                                    std::unique_ptr<AllReduceJob> job) {
+  {
+    MutexLock l(&run->mu);
+    run->ordered = true;
+  }
+  std::shared_ptr<AllReduceJob> shared = std::move(job);
+  SubmitOrdered(run->tag_base, [this, inst = std::move(inst), shared](absl::Status s) {
+    if (s.ok()) s = RunAllReduce(*shared, *transport_);
+    FinishRun(inst, s, /*symmetric=*/false, s.ok() ? std::move(shared->out) : Tensor());
+  });
+}
+
+void DistributedCollectiveExecutor::SubmitOrdered(uint64_t id,
+                                                  std::function<void(absl::Status)> fn) {
+  absl::Status broken;
+  {
+    MutexLock l(&lane_mu_);
+    if (lane_.broken.ok() && lane_.ready.count(id) > 0) {
+      // Two in flight under one id: 2^14 executions of one instance at
+      // once, or keys reused.
+      broken = absl::InternalError(absl::StrCat("two executions of ", LaneIdText(id),
+                                                " were queued at once for the shared-memory "
+                                                "workspace"));
+    } else if (!lane_.broken.ok()) {
+      broken = lane_.broken;
+    } else {
+      lane_.ready.emplace(id, std::move(fn));
+      if (worker_rank_ == 0) lane_.order.push_back(id);
+      if (!lane_thread_.joinable()) lane_thread_ = std::thread([this] { LaneLoop(); });
+      return;  // the lane thread sees it at its next look (Unlock wakes it)
+    }
+  }
+  // Nothing was queued: this run fails alone (a duplicate), or the
+  // communicator broke before.
+  fn(broken);
+}
+
+void DistributedCollectiveExecutor::LaneLoop() {
+  while (true) {
+    bool await = false;
+    {
+      MutexLock l(&lane_mu_);
+      // Work: worker 0 has one queued; another worker knows what runs next
+      // and has it, or does not know and has something waiting.
+      lane_mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        if (lane_.stop) return true;
+        if (worker_rank_ == 0) return !lane_.order.empty();
+        return lane_.has_announced ? lane_.ready.count(lane_.announced) > 0 : !lane_.ready.empty();
+      });
+      if (lane_.stop) return;
+      if (!lane_.broken.ok()) {
+        // BreakLane failed the queue; wait for the destructor.
+        lane_mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return lane_.stop; });
+        return;
+      }
+      await = worker_rank_ != 0 && !lane_.has_announced;
+    }
+    if (await) {
+      // Something waits here: learn which collective runs next.
+      absl::StatusOr<uint64_t> next = shm_->NextAnnouncement();
+      if (!next.ok()) {
+        Fail(next.status());  // breaks the lane: the queue fails
+        continue;
+      }
+      MutexLock l(&lane_mu_);
+      lane_.has_announced = true;
+      lane_.announced = *next;
+      continue;  // runs it once it has started here
+    }
+    std::function<void(absl::Status)> fn;
+    uint64_t id = 0;
+    {
+      MutexLock l(&lane_mu_);
+      if (!lane_.broken.ok() || lane_.stop) continue;
+      if (worker_rank_ == 0) {
+        id = lane_.order.front();
+        lane_.order.pop_front();
+      } else {
+        id = lane_.announced;
+        lane_.has_announced = false;
+      }
+      auto it = lane_.ready.find(id);
+      fn = std::move(it->second);
+      lane_.ready.erase(it);
+    }
+    absl::Status s = worker_rank_ == 0 ? shm_->Announce(id) : absl::OkStatus();
+    fn(std::move(s));  // a failure breaks the communicator, and the lane with it
+  }
+}
+
+void DistributedCollectiveExecutor::BreakLane(const absl::Status& status) {
+  std::vector<std::function<void(absl::Status)>> queued;
+  {
+    MutexLock l(&lane_mu_);
+    if (!lane_.broken.ok()) return;
+    lane_.broken = status;
+    for (auto& kv : lane_.ready) queued.push_back(std::move(kv.second));
+    lane_.ready.clear();
+    lane_.order.clear();
+    lane_.has_announced = false;
+  }
+  for (auto& fn : queued) fn(status);
+}
+
+std::string DistributedCollectiveExecutor::LaneIdText(uint64_t id) {
+  const uint64_t group = id >> (kInstanceBits + kSequenceBits + kTagBits);
+  const uint64_t instance = (id >> (kSequenceBits + kTagBits)) & ((uint64_t{1} << kInstanceBits) - 1);
+  const uint64_t execution = (id >> kTagBits) & ((uint64_t{1} << kSequenceBits) - 1);
+  return absl::StrCat("group ", group, " instance ", instance, " (execution ", execution,
+                      " mod 2^14)");
+}
+
+std::string DistributedCollectiveExecutor::LaneState(uint64_t id) const {
+  MutexLock l(&lane_mu_);
+  if (lane_.ready.count(id) == 0) {
+    return " while it ran in the shared-memory workspace (every worker must reach its barriers)";
+  }
+  if (worker_rank_ == 0) {
+    const auto pos = std::find(lane_.order.begin(), lane_.order.end(), id) - lane_.order.begin();
+    return absl::StrCat(" while queued for the shared-memory workspace behind ", pos,
+                        " other collective(s) of this worker");
+  }
+  if (lane_.has_announced) {
+    return absl::StrCat(" while queued for the shared-memory workspace: ", worker_names_[0],
+                        " runs ", LaneIdText(lane_.announced),
+                        " first, which has not started on this worker");
+  }
+  return absl::StrCat(" while queued for the shared-memory workspace, waiting for ",
+                      worker_names_[0], " to start the next collective");
+}
+
 namespace {
 
 std::vector<const void*> InputsByRank(const std::vector<const Tensor*>& inputs) {
@@ -427,7 +605,27 @@ std::vector<const void*> InputsByRank(const std::vector<const Tensor*>& inputs) 
 
 }  // namespace
 
-absl::Status DistributedCollectiveExecutor::RunAllReduce(Instance& inst, Transport& t, Tensor* out) {
+absl::StatusOr<std::string> DistributedCollectiveExecutor::AllReduceAlgorithm(
+    const CollectiveParams& p, const Transport& t) const {
+  return SelectCrossProcessAlgorithm(CollectiveType::kAllReduce, p.communication_hint,
+                                     num_workers_, p.shape.num_elements() * DataTypeSize(p.dtype),
+                                     t.kind());
+}
+
+bool DistributedCollectiveExecutor::IsOrdered(const CollectiveParams& p, const Transport& t) const {
+  // AllReduceShm ("shm") shares one workspace and checks only sizes, so two
+  // equal-sized gradients swapped between workers would be summed with each
+  // other: it runs in the order worker 0 announces (see the header). An
+  // empty one moves nothing and needs no turn.
+  if (p.type != CollectiveType::kAllReduce || shm_ == nullptr || p.shape.num_elements() == 0) {
+    return false;
+  }
+  absl::StatusOr<std::string> name = AllReduceAlgorithm(p, t);
+  return name.ok() && *name == "shm";
+}
+
+absl::StatusOr<std::unique_ptr<DistributedCollectiveExecutor::AllReduceJob>>
+DistributedCollectiveExecutor::PrepareAllReduce(Instance& inst, Transport& t) {
   const int local = static_cast<int>(inst.participants.size());
   std::vector<const Tensor*> inputs(local);
   for (const Participant& p : inst.participants) inputs[p.rank] = &p.input;
@@ -446,37 +644,34 @@ absl::Status DistributedCollectiveExecutor::RunAllReduce(Instance& inst, Transpo
   // global one; otherwise Div comes last, by the global group_size.
   ap.final_op = local == 1 ? p.final_op : FinalOp::kId;
   ap.scratch_allocator = first.allocator;
-  STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectCrossProcessAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          n * DataTypeSize(p.dtype), t.kind()));
-  // AllReduceShm ("shm") needs a communicator's collectives one at a time,
-  // in the same order on every rank: it shares one workspace and checks only
-  // sizes, so two equal-sized gradients swapped between workers would be
-  // summed with each other. This executor runs instances concurrently, each
-  // started when this worker's graph reaches it (the trainer's per-tensor
-  // all-reduces start in different orders on its two workers: linked in,
-  // AllReduceShm failed on the first step). The ring moves its chunks
-  // through the transport's send/receive under this run's tags, which
-  // match by instance in any order.
-  if (name == "shm") name = "ring";
-  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
-  STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
-  const void* in = inputs[0]->raw_data();
-  Tensor local_sum;
+  STRATA_ASSIGN_OR_RETURN(std::string name, AllReduceAlgorithm(p, t));
+  auto job = std::make_unique<AllReduceJob>();
+  job->ordered = IsOrdered(p, t);
+  job->divide = local > 1 && p.final_op == FinalOp::kDiv;
+  job->dtype = p.dtype;
+  job->num_elements = n;
+  job->group_size = p.group_size;
+  STRATA_ASSIGN_OR_RETURN(job->alg, CreateCollectiveAlgorithm(ap.type, name, ap));
+  STRATA_ASSIGN_OR_RETURN(job->out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
+  job->in = inputs[0]->raw_data();
   if (local > 1) {
     // 1. The local inputs merged in one pass, each read once (the
     // algorithm's input may not alias its output, hence a scratch buffer).
-    STRATA_ASSIGN_OR_RETURN(local_sum, Tensor::Allocate(first.allocator, p.dtype, p.shape));
+    STRATA_ASSIGN_OR_RETURN(job->local_sum, Tensor::Allocate(first.allocator, p.dtype, p.shape));
     std::vector<const void*> ins = InputsByRank(inputs);
-    ReduceInputs(p.merge_op, FinalOp::kId, p.dtype, ins.data(), local, 0, n, local_sum.raw_data(),
-                 1);
-    in = local_sum.raw_data();
+    ReduceInputs(p.merge_op, FinalOp::kId, p.dtype, ins.data(), local, 0, n,
+                 job->local_sum.raw_data(), 1);
+    job->in = job->local_sum.raw_data();
   }
+  return job;
+}
+
+absl::Status DistributedCollectiveExecutor::RunAllReduce(AllReduceJob& job, Transport& t) {
   // 2. Across workers.
-  STRATA_RETURN_IF_ERROR(alg->Run(t, in, out->raw_data()));
+  STRATA_RETURN_IF_ERROR(job.alg->Run(t, job.in, job.out.raw_data()));
   // 3. Every local participant shares `out` (a kernel writes into an input
   // in place only when its refcount is one, so sharing is safe).
-  if (local > 1 && p.final_op == FinalOp::kDiv) DivideBy(p.dtype, out->raw_data(), n, p.group_size);
+  if (job.divide) DivideBy(job.dtype, job.out.raw_data(), job.num_elements, job.group_size);
   return absl::OkStatus();
 }
 

@@ -9,17 +9,29 @@
 //   - all-reduce is hierarchical: the L local inputs are reduced in one pass
 //     into a scratch buffer, the W local sums are all-reduced across workers
 //     (algorithm from SelectCrossProcessAlgorithm(..., transport->kind()):
-//     over TCP the pipelined ring; over shared memory the ring, never
-//     AllReduceShm, whose one workspace needs every worker to run the
-//     collectives in one agreed order), and the L local outputs share that
-//     one buffer;
-//     Div divides by the global group_size;
+//     over TCP the pipelined ring, over shared memory AllReduceShm), and the
+//     L local outputs share that one buffer; Div divides by the global
+//     group_size;
 //   - all-gather: output is worker-major, then local device order (a
 //     device's global rank is worker_rank * L + its index among this
 //     worker's member device names sorted);
 //   - broadcast: the workers exchange who holds the sender, then broadcast
 //     across workers from that one, and every local participant gets it.
 // With num_workers == 1 it is exactly a LocalCollectiveExecutor.
+//
+// Ordered collectives: AllReduceShm reduces in the segment's one workspace,
+// so every worker must run those all-reduces one at a time and in one
+// order, while each worker's graph starts them in its own order. Worker 0
+// decides: it runs them in the order they start on it and announces each
+// through the segment (ShmTransport::Announce) just before; the others run
+// them in announced order, each waiting for the announced one to start
+// here. One lane thread per executor runs them; the last arriver's thread
+// queues an instance straight there (no pool thread, whose wake-up per
+// collective costs 35-60 us on a VM and preempts a busy core) unless the
+// workers must first compare descriptors. This cannot deadlock while every worker
+// runs the same graphs: an instance started on worker 0 depends only on
+// collectives that finished there, hence everywhere, so it starts
+// everywhere. Empty all-reduces skip the order (they move nothing).
 //
 // Matching across workers does not use step_id (processes may run different
 // numbers of Session::Run calls): the k-th execution of (group_key,
@@ -61,10 +73,12 @@
 #define STRATA_RUNTIME_COLLECTIVE_DISTRIBUTED_COLLECTIVE_EXECUTOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -75,6 +89,7 @@
 #include "graph/mutex.h"
 #include "kernels/collective.h"
 #include "runtime/collective/local_collective_executor.h"
+#include "runtime/collective/shm_transport.h"
 #include "runtime/collective/transport.h"
 
 namespace strata {
@@ -130,6 +145,7 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   struct Run {
     uint64_t tag_base = 0;
     bool exchange = false;  // compare descriptors first
+    bool ordered ABSL_GUARDED_BY(mu) = false;  // queued for the workspace (see above)
     mutable Mutex mu;
     std::map<int, int> pending ABSL_GUARDED_BY(mu);  // peer worker -> ops in flight
     bool failed ABSL_GUARDED_BY(mu) = false;         // an operation ended in error
@@ -142,11 +158,47 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
     std::string description;
   };
 
+  // An all-reduce's cross-worker part, ready to run (defined in the .cc).
+  struct AllReduceJob;
+  // The queue of ordered collectives, by Run::tag_base (the same id on
+  // every worker).
+  struct Lane {
+    std::deque<uint64_t> order;  // worker 0: in the order they started
+    std::map<uint64_t, std::function<void(absl::Status)>> ready;
+    bool has_announced = false;  // not worker 0: `announced` runs next
+    uint64_t announced = 0;
+    bool stop = false;           // the destructor: the lane thread exits
+    absl::Status broken;         // the communicator broke: fail at once
+  };
+
   explicit DistributedCollectiveExecutor(DistributedCollectiveExecutorOptions options);
 
   // The cross-worker part and the local fan-out of a started instance.
   void RunInstance(std::shared_ptr<Instance> inst, std::shared_ptr<Run> run);
-  absl::Status RunAllReduce(Instance& inst, Transport& t, Tensor* out);
+  // Ends a run: a failure that is not `symmetric` breaks the communicator;
+  // every local participant gets `status` and `output`.
+  void FinishRun(const std::shared_ptr<Instance>& inst, absl::Status status, bool symmetric,
+                 Tensor output);
+  absl::StatusOr<std::string> AllReduceAlgorithm(const CollectiveParams& p,
+                                                 const Transport& t) const;
+  // Whether an all-reduce with `p` runs on the lane (AllReduceShm).
+  bool IsOrdered(const CollectiveParams& p, const Transport& t) const;
+  absl::StatusOr<std::unique_ptr<AllReduceJob>> PrepareAllReduce(Instance& inst, Transport& t);
+  absl::Status RunAllReduce(AllReduceJob& job, Transport& t);
+  // Queues `fn` under `id` for the ordered workspace; it runs with OK in its
+  // turn, or with the error that broke the communicator.
+  void SubmitOrdered(uint64_t id, std::function<void(absl::Status)> fn)
+      ABSL_LOCKS_EXCLUDED(lane_mu_);
+  // The lane thread: runs the queue in order until the destructor stops it.
+  void LaneLoop() ABSL_LOCKS_EXCLUDED(lane_mu_);
+  // Queues an all-reduce job for the lane; ends the run on failure.
+  void SubmitAllReduce(std::shared_ptr<Instance> inst, const std::shared_ptr<Run>& run,
+                       std::unique_ptr<AllReduceJob> job);
+  void BreakLane(const absl::Status& status) ABSL_LOCKS_EXCLUDED(lane_mu_);
+  // Where ordered run `id` stands, for a timeout's message.
+  std::string LaneState(uint64_t id) const ABSL_LOCKS_EXCLUDED(lane_mu_);
+  // "group 1 instance 7 (execution 3 mod 2^14)".
+  static std::string LaneIdText(uint64_t id);
   absl::Status RunAllGather(Instance& inst, Transport& t, Tensor* out);
   absl::Status RunBroadcast(Instance& inst, Transport& t, const std::vector<Descriptor>& all,
                             Tensor* out);
@@ -169,6 +221,12 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   absl::Status fatal_ ABSL_GUARDED_BY(dmu_);
   std::map<std::pair<int, int>, Series> series_ ABSL_GUARDED_BY(dmu_);
   std::map<uint64_t, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(dmu_);  // by Instance::id
+
+  // The shared-memory transport's workspace side, when transport_ is one.
+  ShmTransport* const shm_;
+  mutable Mutex lane_mu_;
+  Lane lane_ ABSL_GUARDED_BY(lane_mu_);
+  std::thread lane_thread_;  // started with the first ordered collective
 };
 
 }  // namespace strata

@@ -234,36 +234,51 @@ TEST(DistributedCollectiveExecutorTest, ConcurrentInstancesIssuedInOppositeOrder
 // collectives), equal-sized instances started in opposite orders on the two
 // workers, concurrently, each get their own sum: nothing pairs one worker's
 // instance with another instance of the peer.
-TEST(DistributedCollectiveExecutorTest, ShmConcurrentEqualSizedInstancesInOppositeOrders) {
-  constexpr int w = 2, kInstances = 4;
-  constexpr int64_t kElements = 70000;  // several of AllReduceShm's chunks
+// W workers as threads over one shared-memory communicator, as W processes
+// on one host would be.
+std::vector<std::unique_ptr<DistributedCollectiveExecutor>> ShmWorkers(int w,
+                                                                        absl::Duration timeout) {
+  static std::atomic<int> clusters{0};
   InMemoryKeyValueStore kv;
   std::vector<std::unique_ptr<Transport>> transports(w);
-  {
-    std::vector<std::thread> connect;
-    for (int r = 0; r < w; ++r) {
-      connect.emplace_back([&, r] {
-        ShmTransportOptions o;
-        o.key_prefix = absl::StrCat("dce-test-", getpid());
-        auto t = ConnectShmTransport(r, w, kv, o);
-        ASSERT_TRUE(t.ok()) << t.status();
-        transports[r] = std::move(*t);
-      });
-    }
-    for (std::thread& t : connect) t.join();
+  const std::string prefix = absl::StrCat("dce-test-", getpid(), "-", clusters++);
+  std::vector<std::thread> connect;
+  for (int r = 0; r < w; ++r) {
+    connect.emplace_back([&, r] {
+      ShmTransportOptions o;
+      o.key_prefix = prefix;
+      auto t = ConnectShmTransport(r, w, kv, o);
+      EXPECT_TRUE(t.ok()) << t.status();
+      if (t.ok()) transports[r] = std::move(*t);
+    });
   }
-  ASSERT_TRUE(transports[0] != nullptr && transports[1] != nullptr);
+  for (std::thread& t : connect) t.join();
   std::vector<std::unique_ptr<DistributedCollectiveExecutor>> workers;
   for (int r = 0; r < w; ++r) {
+    if (transports[r] == nullptr) return {};
     DistributedCollectiveExecutorOptions o;
     o.worker_rank = r;
     o.num_workers = w;
     o.transport = std::move(transports[r]);
-    o.default_timeout = absl::Seconds(20);
+    o.default_timeout = timeout;
     auto ce = DistributedCollectiveExecutor::Create(std::move(o));
-    ASSERT_TRUE(ce.ok()) << ce.status();
+    EXPECT_TRUE(ce.ok()) << ce.status();
+    if (!ce.ok()) return {};
     workers.push_back(std::move(*ce));
   }
+  return workers;
+}
+
+// Over shared memory (AllReduceShm, one workspace, linked in as wherever shm
+// carries collectives), equal-sized instances started in opposite orders on
+// the two workers, concurrently, each get their own sum: the workers run
+// them in worker 0's order, never pairing one worker's instance with
+// another instance of the peer.
+TEST(DistributedCollectiveExecutorTest, ShmConcurrentEqualSizedInstancesInOppositeOrders) {
+  constexpr int w = 2, kInstances = 4;
+  constexpr int64_t kElements = 70000;  // several of AllReduceShm's chunks
+  auto workers = ShmWorkers(w, absl::Seconds(20));
+  ASSERT_EQ(workers.size(), size_t{w});
   for (int round = 0; round < 5; ++round) {
     struct State {
       Mutex mu;
@@ -309,6 +324,35 @@ TEST(DistributedCollectiveExecutorTest, ShmConcurrentEqualSizedInstancesInOpposi
     for (const std::string& e : st->errors) ADD_FAILURE() << e;
     if (!st->errors.empty()) return;
   }
+}
+
+// Worker 0 runs instance 1 while worker 1 runs only instance 2: each times
+// out saying where the order stands, and the communicator breaks.
+TEST(DistributedCollectiveExecutorTest, ShmOrderedInstanceMissingOnAPeerTimesOutSayingSo) {
+  constexpr int w = 2;
+  auto workers = ShmWorkers(w, absl::Milliseconds(500));
+  ASSERT_EQ(workers.size(), size_t{w});
+  auto run = [&](int r, int instance) {
+    return workers[r]
+        ->Execute(Params(CollectiveType::kAllReduce, w, instance, r, 0, TensorShape{64}),
+                  Tensor(DT_FLOAT, TensorShape{64}), CpuAllocator(), nullptr)
+        .status();
+  };
+  // Both instances once everywhere (the workers agree on their descriptions).
+  for (int instance : {1, 2}) {
+    std::vector<absl::Status> first(w);
+    OnDevices(w, 1, [&](int r, int) { first[r] = run(r, instance); });
+    for (const absl::Status& s : first) ASSERT_TRUE(s.ok()) << s;
+  }
+  std::vector<absl::Status> out(w);
+  OnDevices(w, 1, [&](int r, int) { out[r] = run(r, r == 0 ? 1 : 2); });
+  EXPECT_EQ(out[0].code(), absl::StatusCode::kDeadlineExceeded) << out[0];
+  EXPECT_TRUE(Contains(out[0], "instance 1")) << out[0];
+  EXPECT_EQ(out[1].code(), absl::StatusCode::kDeadlineExceeded) << out[1];
+  EXPECT_TRUE(Contains(out[1], Task(0) + " runs group 1 instance 1 (execution 1 mod 2^14) first, "
+                                         "which has not started on this worker"))
+      << out[1];
+  for (int r = 0; r < w; ++r) EXPECT_FALSE(workers[r]->fatal_error().ok());
 }
 
 TEST(DistributedCollectiveExecutorTest, ShapeMismatchIsInvalidArgumentOnEveryWorkerNamingIt) {

@@ -143,6 +143,9 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   // "all-reduce 'node' (group 1, instance 2, step 3, group_size 4)".
   std::string Describe(const Instance& inst) const;
   WorkerPool& workers() { return workers_; }
+  // Joins the worker threads (WorkerPool::Stop): a subclass whose tasks use
+  // its members calls it from its destructor.
+  void StopWorkers() { workers_.Stop(); }
 
  private:
   class Helpers;  // threads that take chunks of a DirectReduction

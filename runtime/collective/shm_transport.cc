@@ -35,7 +35,7 @@ namespace strata {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x3153485341545253;  // "SRTASHS1"
+constexpr uint64_t kMagic = 0x3253485341545253;  // "SRTASHS2"
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr uint64_t kCtrlSlots = 256;
@@ -68,6 +68,8 @@ struct alignas(kLine) RankLine {
     int64_t elements;
     int32_t dtype, merge, final_op, collective;
   } desc[2];
+  // How many of rank 0's announcements this rank has read.
+  std::atomic<uint64_t> announcements_read;
 };
 
 // A futex word plus a count of the processes sleeping on it, so that the
@@ -79,6 +81,14 @@ struct alignas(kLine) WaitWord {
 
 struct alignas(kLine) Index {
   std::atomic<uint64_t> v;
+};
+
+// Rank 0's announcements, in order: entry k % kAnnouncements holds the k-th;
+// `count` (its value, mod 2^32) says how many were written.
+constexpr uint64_t kAnnouncements = 64;
+struct Announcements {
+  WaitWord count;
+  uint64_t entries[kAnnouncements];
 };
 
 enum RecordType : uint32_t { kDesc = 1, kClear = 2, kReject = 3 };
@@ -188,12 +198,13 @@ uint64_t ProcessStartTime(int pid) {
 struct Layout {
   int n;
   size_t ring_bytes, chunk_bytes;
-  size_t ranks, doorbells, epochs, controls, data, workspace, total;
+  size_t ranks, announcements, doorbells, epochs, controls, data, workspace, total;
 
   Layout(int size, size_t ring, size_t chunk) : n(size), ring_bytes(ring), chunk_bytes(chunk) {
     const size_t pairs = static_cast<size_t>(n) * (n - 1);
     ranks = RoundUp(sizeof(Header), kLine);
-    doorbells = ranks + n * sizeof(RankLine);
+    announcements = ranks + n * sizeof(RankLine);
+    doorbells = RoundUp(announcements + sizeof(Announcements), kLine);
     epochs = doorbells + n * sizeof(WaitWord);
     controls = epochs + n * sizeof(WaitWord);
     data = RoundUp(controls + pairs * sizeof(ControlRing), kPage);
@@ -272,6 +283,7 @@ class ShmTransportImpl : public ShmTransport {
       Ring(doorbell(q));
       Futex(&epoch(q).value, FUTEX_WAKE, INT_MAX, nullptr);
     }
+    Futex(&announcements().count.value, FUTEX_WAKE, INT_MAX, nullptr);
   }
 
   size_t chunk_bytes() const override { return layout_.chunk_bytes; }
@@ -316,36 +328,60 @@ class ShmTransportImpl : public ShmTransport {
     for (int q = 0; q < layout_.n; ++q) {
       if (q == rank_) continue;
       WaitWord& w = epoch(q);
-      Backoff backoff(options_.spin_duration, options_.yield_duration);
-      Clock::time_point next_check = Clock::now();
-      while (true) {
-        const uint32_t seen = w.value.load(std::memory_order_acquire);
-        if (static_cast<int32_t>(seen - e) >= 0) break;
-        if (header().abort_state.load(std::memory_order_acquire) != 0) return AbortStatus();
-        if (!backoff.Pause()) continue;
-        const Clock::time_point now = Clock::now();
-        if (now >= next_check) {
-          next_check = now + std::chrono::milliseconds(100);
-          if (absl::Status s = CheckPeer(q); !s.ok()) {
-            Abort(s);
-            return AbortStatus();
-          }
-          if (now >= deadline) {
-            Abort(absl::DeadlineExceededError(absl::StrCat(
-                "shm transport: rank ", rank_, " waited longer than ",
-                absl::FormatDuration(options_.operation_timeout), " for rank ", q,
-                " at a collective barrier")));
-            return AbortStatus();
-          }
-        }
-        SleepOn(w, seen, absl::Milliseconds(10));
-      }
+      STRATA_RETURN_IF_ERROR(WaitUntil(
+          w, q, deadline, "at a collective barrier", [&](uint32_t seen) {
+            return static_cast<int32_t>(seen - e) >= 0;
+          }));
     }
     return absl::OkStatus();
   }
 
+  absl::Status Announce(uint64_t id) override {
+    if (rank_ != 0) {
+      return absl::InternalError(absl::StrCat("shm transport: rank ", rank_,
+                                              " announced a collective; only rank 0 does"));
+    }
+    if (absl::Status s = AbortStatus(); !s.ok()) return s;
+    Announcements& a = announcements();
+    const uint64_t k = announced_;
+    // The entry k overwrites must have been read by every peer. Nobody
+    // rings for reads: this wait polls (each announced collective has a
+    // barrier, so the peers are at most one behind and it rarely waits).
+    const Clock::time_point deadline = DeadlineFromNow();
+    for (int q = 1; q < layout_.n; ++q) {
+      RankLine& line = rank_line(q);
+      STRATA_RETURN_IF_ERROR(WaitUntil(
+          a.count, q, deadline, "to read rank 0's earlier announcements", [&](uint32_t) {
+            return k - line.announcements_read.load(std::memory_order_acquire) < kAnnouncements;
+          }));
+    }
+    a.entries[k % kAnnouncements] = id;
+    ++announced_;
+    Ring(a.count);  // release: the entry is visible before the count
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<uint64_t> NextAnnouncement() override {
+    if (rank_ == 0) {
+      return absl::InternalError("shm transport: rank 0 waited for an announcement; it makes them");
+    }
+    if (absl::Status s = AbortStatus(); !s.ok()) return s;
+    Announcements& a = announcements();
+    const uint64_t k = announced_;
+    STRATA_RETURN_IF_ERROR(WaitUntil(a.count, 0, DeadlineFromNow(),
+                                     "for rank 0 to announce the next collective",
+                                     [&](uint32_t seen) { return seen != static_cast<uint32_t>(k); }));
+    const uint64_t id = a.entries[k % kAnnouncements];
+    ++announced_;
+    rank_line(rank_).announcements_read.store(announced_, std::memory_order_release);
+    return id;
+  }
+
  private:
   Header& header() { return *reinterpret_cast<Header*>(base_); }
+  Announcements& announcements() {
+    return *reinterpret_cast<Announcements*>(base_ + layout_.announcements);
+  }
   RankLine& rank_line(int r) { return reinterpret_cast<RankLine*>(base_ + layout_.ranks)[r]; }
   WaitWord& doorbell(int r) { return reinterpret_cast<WaitWord*>(base_ + layout_.doorbells)[r]; }
   WaitWord& epoch(int r) { return reinterpret_cast<WaitWord*>(base_ + layout_.epochs)[r]; }
@@ -361,6 +397,38 @@ class ShmTransportImpl : public ShmTransport {
   Clock::time_point DeadlineFromNow() const {
     if (options_.operation_timeout >= absl::Hours(24 * 365)) return Clock::time_point::max();
     return Clock::now() + absl::ToChronoNanoseconds(options_.operation_timeout);
+  }
+
+  // Waits until done(w's value) holds; w is a word that rank `peer` rings
+  // when it changes. Polls, yields, then sleeps on w; fails with the abort
+  // status, and aborts the communicator when `peer` exits or closes or
+  // `deadline` passes ("waited longer than ... for rank q <what>").
+  template <typename Done>
+  absl::Status WaitUntil(WaitWord& w, int peer, Clock::time_point deadline, const char* what,
+                         Done done) {
+    Backoff backoff(options_.spin_duration, options_.yield_duration);
+    Clock::time_point next_check = Clock::now();
+    while (true) {
+      const uint32_t seen = w.value.load(std::memory_order_acquire);
+      if (done(seen)) return absl::OkStatus();
+      if (header().abort_state.load(std::memory_order_acquire) != 0) return AbortStatus();
+      if (!backoff.Pause()) continue;
+      const Clock::time_point now = Clock::now();
+      if (now >= next_check) {
+        next_check = now + std::chrono::milliseconds(100);
+        if (absl::Status s = CheckPeer(peer); !s.ok()) {
+          Abort(s);
+          return AbortStatus();
+        }
+        if (now >= deadline) {
+          Abort(absl::DeadlineExceededError(absl::StrCat(
+              "shm transport: rank ", rank_, " waited longer than ",
+              absl::FormatDuration(options_.operation_timeout), " for rank ", peer, " ", what)));
+          return AbortStatus();
+        }
+      }
+      SleepOn(w, seen, absl::Milliseconds(10));
+    }
   }
 
   absl::Status AbortStatus() {
@@ -697,6 +765,8 @@ class ShmTransportImpl : public ShmTransport {
   uint32_t my_epoch_;
   uint64_t sets_used_ = 0;
   uint64_t descs_used_ = 0;
+  // The announcement caller's: announcements made (rank 0) or read.
+  uint64_t announced_ = 0;
 
   Mutex mu_;
   std::deque<Op> inbox_ ABSL_GUARDED_BY(mu_);

@@ -34,6 +34,12 @@
 // chunk_bytes(), all in the segment, and a spin-then-sleep Barrier() over
 // all ranks. Collectives that use it must be
 // run in the same order on every rank and one at a time per communicator.
+// Where collectives start in different orders on different ranks (each
+// rank's graph reaches them when it does), rank 0 fixes the order: it
+// Announce()s an id before each workspace collective, and every other rank
+// takes the ids in that order from NextAnnouncement(). An announcement costs
+// a few cache lines in the segment, no message (Horovod's coordinator sends
+// one per tensor).
 //
 // Failure: Abort(status) writes the status into the segment and wakes every
 // rank; every pending and later operation (sends, receives, barriers) of
@@ -44,7 +50,7 @@
 // only by the timeout or by the owner calling Abort.
 //
 // Thread-safety: Transport's methods may be called concurrently; the
-// workspace methods by one thread per rank at a time. Ownership: buffers as
+// workspace and announcement methods by one thread per rank at a time. Ownership: buffers as
 // for Transport; the KeyValueStore is used only during the connect.
 #ifndef STRATA_RUNTIME_COLLECTIVE_SHM_TRANSPORT_H_
 #define STRATA_RUNTIME_COLLECTIVE_SHM_TRANSPORT_H_
@@ -127,6 +133,14 @@ class ShmTransport : public Transport {
   // the workspace before it are visible to every rank after it. Fails with
   // the abort status, or aborts the communicator on timeout / dead peer.
   virtual absl::Status Barrier() = 0;
+  // Rank 0 only: `id` names the next workspace collective. Waits (rarely)
+  // while a peer has yet to read the announcement 64 before this one.
+  // Fails like Barrier().
+  virtual absl::Status Announce(uint64_t id) = 0;
+  // Ranks other than 0: waits for rank 0's next announcement and returns
+  // it; every rank reads every announcement, in order. Fails like Barrier()
+  // (DeadlineExceeded after operation_timeout without one).
+  virtual absl::StatusOr<uint64_t> NextAnnouncement() = 0;
 };
 
 // Connects rank `rank` of `size` (1 <= size <= 64) on this host. Rank 0

@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "runtime/collective/file_key_value_store.h"
 #include "runtime/collective/shm_test_util.h"
@@ -129,7 +131,9 @@ TEST_P(ShmTransportTest, AbortIsSeenByEveryPeer) {
     absl::Status recv = Await([&](auto cb) { t.RecvAsync((rank + 1) % 3, 1, &byte, 1, cb); });
     absl::Status barrier = dynamic_cast<ShmTransport&>(t).Barrier();
     absl::Status send = Await([&](auto cb) { t.SendAsync((rank + 2) % 3, 2, &byte, 1, cb); });
-    for (const absl::Status& s : {recv, barrier, send}) {
+    auto& shm = dynamic_cast<ShmTransport&>(t);
+    absl::Status order = rank == 0 ? shm.Announce(5) : shm.NextAnnouncement().status();
+    for (const absl::Status& s : {recv, barrier, send, order}) {
       if (s.code() != absl::StatusCode::kCancelled || s.message() != "step 7 cancelled by rank 0") {
         return absl::InternalError(absl::StrCat("rank ", rank, " got: ", s.ToString()));
       }
@@ -137,6 +141,60 @@ TEST_P(ShmTransportTest, AbortIsSeenByEveryPeer) {
     return absl::OkStatus();
   });
   ExpectAllOk(statuses);
+}
+
+// Rank 0 announces 300 ids with no barrier in between, far more than the 64
+// the segment holds: it waits for slow readers, and every rank reads every
+// id in order.
+TEST_P(ShmTransportTest, AnnouncementsReachEveryRankInOrder) {
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("announce");
+  auto statuses = RunRanks(GetParam(), 3, options, [](int rank, Transport& t) -> absl::Status {
+    auto& shm = dynamic_cast<ShmTransport&>(t);
+    for (uint64_t k = 0; k < 300; ++k) {
+      const uint64_t id = (k * 0x9e3779b97f4a7c15ull) ^ (k << 40);
+      if (rank == 0) {
+        if (absl::Status s = shm.Announce(id); !s.ok()) return s;
+        continue;
+      }
+      if (rank == 2 && k % 50 == 0) absl::SleepFor(absl::Milliseconds(20));  // a slow reader
+      absl::StatusOr<uint64_t> got = shm.NextAnnouncement();
+      if (!got.ok()) return got.status();
+      if (*got != id) {
+        return absl::InternalError(absl::StrCat("rank ", rank, " read ", *got, " as announcement ",
+                                                k, ", rank 0 announced ", id));
+      }
+    }
+    // The roles are fixed: rank 0 announces, the others read.
+    absl::Status wrong = rank == 0 ? shm.NextAnnouncement().status() : shm.Announce(1);
+    if (wrong.code() != absl::StatusCode::kInternal) {
+      return absl::InternalError(absl::StrCat("rank ", rank, " took the other role: ", wrong.ToString()));
+    }
+    return shm.Barrier();
+  });
+  ExpectAllOk(statuses);
+}
+
+// A rank 0 that never announces: the reader gives up at operation_timeout,
+// naming rank 0, and the communicator is aborted for every rank.
+TEST(ShmTransportAnnounceTest, ReaderTimesOutNamingRankZero) {
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("silent");
+  options.operation_timeout = absl::Milliseconds(300);
+  std::atomic<bool> gave_up{false};
+  auto statuses = RunRanks(Mode::kThreads, 2, options, [&](int rank, Transport& t) -> absl::Status {
+    auto& shm = dynamic_cast<ShmTransport&>(t);
+    if (rank == 1) {
+      absl::Status s = shm.NextAnnouncement().status();
+      gave_up = true;
+      return s;
+    }
+    while (!gave_up) absl::SleepFor(absl::Milliseconds(5));
+    return shm.Barrier();  // the abort, at once
+  });
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kDeadlineExceeded) << statuses[1];
+  EXPECT_NE(statuses[1].message().find("for rank 0 to announce"), std::string::npos) << statuses[1];
+  EXPECT_EQ(statuses[0], statuses[1]);
 }
 
 // Once every rank is connected the segment's name is gone from /dev/shm.

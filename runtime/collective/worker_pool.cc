@@ -4,13 +4,15 @@
 
 namespace strata {
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Stop() {
   std::vector<std::thread> threads;
   {
     MutexLock l(&mu_);
     stop_ = true;
     work_.SignalAll();
-    threads = std::move(threads_);
+    threads.swap(threads_);
   }
   for (std::thread& t : threads) t.join();
 }

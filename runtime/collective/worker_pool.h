@@ -38,6 +38,10 @@ class WorkerPool {
 
   void Schedule(std::function<void()> fn);
   int num_threads() const;
+  // What the destructor does, for an owner whose tasks use its other
+  // members: runs the queued tasks and joins the threads. Idempotent; no
+  // Schedule after it.
+  void Stop();
 
  private:
   void WorkerLoop();
