@@ -87,6 +87,9 @@ ABSL_FLAG(int64_t, tcp_eager_kib, -1,
           "tcp: messages up to this size go without the receiver's grant, KiB (-1: the "
           "transport's default)");
 ABSL_FLAG(int64_t, sockbuf_kib, -1, "tcp: SO_SNDBUF/SO_RCVBUF, KiB (-1: the transport's default)");
+ABSL_FLAG(std::string, tcp_congestion, "auto",
+          "tcp: the sockets' congestion control: auto (a pacing one replaced by cubic or reno), "
+          "system (the host's default), or a name");
 ABSL_FLAG(int64_t, min_bytes, 4096, "smallest all-reduce, bytes");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20, "largest all-reduce, bytes (x4 steps)");
 ABSL_FLAG(int64_t, budget_bytes, int64_t{1} << 30, "bytes all-reduced per size (sets iterations)");
@@ -152,6 +155,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
   if (absl::GetFlag(FLAGS_tcp_eager_kib) >= 0) {
     options.eager_limit = static_cast<size_t>(absl::GetFlag(FLAGS_tcp_eager_kib)) << 10;
   }
+  options.congestion_control = absl::GetFlag(FLAGS_tcp_congestion);
   if (absl::GetFlag(FLAGS_sockbuf_kib) >= 0) {
     options.socket_buffer_bytes = static_cast<int>(absl::GetFlag(FLAGS_sockbuf_kib) << 10);
   }

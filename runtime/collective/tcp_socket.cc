@@ -42,19 +42,54 @@ int PollMs(absl::Time deadline, absl::Duration cap) {
   return left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
 }
 
-absl::Status Configure(int fd, int buffer_bytes) {
+bool SetCongestionControl(int fd, const std::string& name) {
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                    static_cast<socklen_t>(name.size())) == 0;
+}
+
+}  // namespace
+
+std::string TcpCongestionControl(int fd) {
+  char name[32] = {};
+  socklen_t len = sizeof(name) - 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
+  return std::string(name, strnlen(name, len));
+}
+
+absl::Status ConfigureTcpSocket(int fd, const TcpSocketOptions& options) {
   const int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
     return ErrnoError("tcp transport: TCP_NODELAY");
   }
+  const int buffer_bytes = options.buffer_bytes;
   if (buffer_bytes > 0) {
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof(buffer_bytes)) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof(buffer_bytes)) != 0) {
       return ErrnoError("tcp transport: socket buffer size");
     }
   }
+  const std::string& cc = options.congestion_control;
+  if (cc.empty() || cc == "system") return absl::OkStatus();
+  if (cc == "auto") {
+    // A pacing congestion control (bbr) spaces the sends out by its
+    // estimate of the path's bandwidth; between the hosts of one cluster,
+    // with a collective streaming both ways, that capped a 2-rank
+    // all-reduce across network namespaces at 1.8-2.0 GB/s where reno
+    // reached 4.1-5.8 (docs/perf/notes/targets.md, W3).
+    if (TcpCongestionControl(fd).rfind("bbr", 0) != 0) return absl::OkStatus();
+    if (!SetCongestionControl(fd, "cubic")) SetCongestionControl(fd, "reno");
+    return absl::OkStatus();
+  }
+  if (!SetCongestionControl(fd, cc)) {
+    const int e = errno;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tcp transport: congestion control '", cc, "' refused by this host (", std::strerror(e),
+        "; see net.ipv4.tcp_allowed_congestion_control)"));
+  }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port) {
   addrinfo hints{};
@@ -72,7 +107,7 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port) {
 
 // Listens on an ephemeral port of `host`; returns the socket and its port.
 absl::StatusOr<std::pair<UniqueFd, int>> Listen(const std::string& host, int backlog,
-                                                int buffer_bytes) {
+                                                const TcpSocketOptions& socket_options) {
   addrinfo* res;
   {
     auto r = Resolve(host, 0);
@@ -88,7 +123,8 @@ absl::StatusOr<std::pair<UniqueFd, int>> Listen(const std::string& host, int bac
     }
     // Buffers set before listen() are inherited by accepted sockets (and
     // sized before the window scale is negotiated).
-    if (absl::Status s = Configure(fd.get(), buffer_bytes); !s.ok()) {
+    if (absl::Status s = ConfigureTcpSocket(fd.get(), socket_options); !s.ok()) {
+      if (absl::IsInvalidArgument(s)) return s;
       last = s;
       continue;
     }
@@ -140,7 +176,8 @@ absl::Status IoAll(int fd, char* buf, size_t n, bool send_side, absl::Time deadl
 absl::StatusOr<UniqueFd> ConnectPeer(int rank, int size, int peer, uint64_t comm_id,
                                      KeyValueStore& kv, const std::string& key_prefix,
                                      absl::Duration timeout, absl::Time deadline,
-                                     int buffer_bytes, const std::atomic<bool>& cancel) {
+                                     const TcpSocketOptions& socket_options,
+                                     const std::atomic<bool>& cancel) {
   const std::string key = absl::StrCat(key_prefix, "/addr/", peer);
   absl::StatusOr<std::string> address = kv.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
   if (!address.ok()) {
@@ -164,7 +201,8 @@ absl::StatusOr<UniqueFd> ConnectPeer(int rank, int size, int peer, uint64_t comm
     auto res = Resolve(host, port);
     if (!res.ok()) return res.status();
     UniqueFd fd(socket((*res)->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    absl::Status s = fd.valid() ? Configure(fd.get(), buffer_bytes) : ErrnoError("socket");
+    absl::Status s =
+        fd.valid() ? ConfigureTcpSocket(fd.get(), socket_options) : ErrnoError("socket");
     if (s.ok() && connect(fd.get(), (*res)->ai_addr, (*res)->ai_addrlen) != 0) {
       if (errno == EINPROGRESS) {
         pollfd pfd{fd.get(), POLLOUT, 0};
@@ -304,12 +342,12 @@ absl::StatusOr<std::vector<UniqueFd>> EstablishTcpMesh(int rank, int size, KeyVa
                                                        const std::string& host,
                                                        const std::string& key_prefix,
                                                        absl::Duration timeout,
-                                                       int socket_buffer_bytes) {
+                                                       const TcpSocketOptions& socket_options) {
   const absl::Time deadline = absl::Now() + timeout;
   const uint64_t comm_id = TcpCommunicatorId(absl::StrCat(key_prefix, "#", size));
   std::vector<UniqueFd> fds(size);
   if (size == 1) return fds;
-  auto listening = Listen(host, size + 16, socket_buffer_bytes);
+  auto listening = Listen(host, size + 16, socket_options);
   if (!listening.ok()) return listening.status();
   UniqueFd listen_fd = std::move(listening->first);
   const std::string published = absl::StrCat(
@@ -327,7 +365,7 @@ absl::StatusOr<std::vector<UniqueFd>> EstablishTcpMesh(int rank, int size, KeyVa
   for (int peer = rank + 1; peer < size; ++peer) {
     connectors.emplace_back([&, peer] {
       auto fd = ConnectPeer(rank, size, peer, comm_id, kv, key_prefix, timeout, deadline,
-                            socket_buffer_bytes, cancel);
+                            socket_options, cancel);
       if (fd.ok()) {
         fds[peer] = std::move(*fd);
       } else {
@@ -349,7 +387,7 @@ absl::StatusOr<std::vector<UniqueFd>> EstablishTcpMesh(int rank, int size, KeyVa
     if (!fds[r].valid()) {
       return absl::InternalError(absl::StrCat("tcp transport: no connection to rank ", r));
     }
-    if (absl::Status s = Configure(fds[r].get(), socket_buffer_bytes); !s.ok()) return s;
+    if (absl::Status s = ConfigureTcpSocket(fds[r].get(), socket_options); !s.ok()) return s;
   }
   return fds;
 }

@@ -9,7 +9,7 @@
 // real peer.
 //
 //   STRATA_ASSIGN_OR_RETURN(std::vector<UniqueFd> fds,
-//       EstablishTcpMesh(rank, size, kv, "127.0.0.1", "job/tcp", absl::Seconds(60), 0));
+//       EstablishTcpMesh(rank, size, kv, "127.0.0.1", "job/tcp", absl::Seconds(60), {}));
 //   // fds[p] is the connected, non-blocking, TCP_NODELAY socket to rank p
 //   // (invalid for p == rank).
 //
@@ -64,14 +64,32 @@ uint64_t TcpCommunicatorId(absl::string_view key_prefix);
 // Splits "host:port" or "[v6 address]:port"; InvalidArgument naming `address`.
 absl::Status SplitHostPort(const std::string& address, std::string* host, int* port);
 
+// How the mesh's sockets are set up (besides TCP_NODELAY, always on).
+struct TcpSocketOptions {
+  // > 0: SO_SNDBUF and SO_RCVBUF.
+  int buffer_bytes = 0;
+  // TCP_CONGESTION: "" or "system" leaves the host's default; "auto" leaves
+  // it unless it paces its sends (bbr), then takes cubic, else reno (the
+  // first this host lets an unprivileged socket use; if neither, the
+  // default stays); any other name is set, and a host that refuses it is
+  // an InvalidArgument naming it.
+  std::string congestion_control;
+};
+
+// Applies `options` to socket `fd`.
+absl::Status ConfigureTcpSocket(int fd, const TcpSocketOptions& options);
+
+// The congestion control socket `fd` uses ("bbr", "cubic", ...).
+std::string TcpCongestionControl(int fd);
+
 // Connects rank `rank` to every other rank (see above). DeadlineExceeded
 // naming the rank(s) that did not publish, listen or connect within
-// `timeout`. socket_buffer_bytes > 0 sets SO_SNDBUF and SO_RCVBUF.
+// `timeout`.
 absl::StatusOr<std::vector<UniqueFd>> EstablishTcpMesh(int rank, int size, KeyValueStore& kv,
                                                        const std::string& host,
                                                        const std::string& key_prefix,
                                                        absl::Duration timeout,
-                                                       int socket_buffer_bytes);
+                                                       const TcpSocketOptions& socket_options);
 
 }  // namespace strata
 

@@ -629,7 +629,9 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int siz
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<UniqueFd> fds,
                           EstablishTcpMesh(rank, size, kv, options.host, options.key_prefix,
-                                           options.connect_timeout, options.socket_buffer_bytes));
+                                           options.connect_timeout,
+                                           TcpSocketOptions{options.socket_buffer_bytes,
+                                                            options.congestion_control}));
   auto t = std::make_unique<tcp_internal::TcpTransport>(rank, size, options, std::move(fds));
   STRATA_RETURN_IF_ERROR(t->Start());
   return std::unique_ptr<Transport>(std::move(t));

@@ -332,6 +332,56 @@ TEST(TcpTransportTest, BadOptions) {
   EXPECT_FALSE(ConnectTcpTransport(0, 2, kv, o).ok());
 }
 
+// The mesh's sockets under each congestion-control choice: "auto" trades a
+// pacing default (bbr) for cubic or reno and keeps any other, "system"
+// keeps the default, a name is set, and a name the host refuses fails the
+// connect naming it.
+TEST(TcpTransportTest, CongestionControlOfTheMesh) {
+  const int probe = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(probe, 0);
+  const std::string host_default = TcpCongestionControl(probe);
+  close(probe);
+  ASSERT_FALSE(host_default.empty());
+  auto mesh = [](const std::string& cc, const std::string& prefix) {
+    InMemoryKeyValueStore kv;
+    std::vector<absl::StatusOr<std::vector<UniqueFd>>> fds(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        fds[r] = EstablishTcpMesh(r, 2, kv, "127.0.0.1", prefix, absl::Seconds(5),
+                                  TcpSocketOptions{0, cc});
+      });
+    }
+    for (auto& t : threads) t.join();
+    return fds;
+  };
+  auto names = [](const std::vector<absl::StatusOr<std::vector<UniqueFd>>>& fds) {
+    std::vector<std::string> v;
+    for (int r = 0; r < 2; ++r) {
+      if (!fds[r].ok()) return std::vector<std::string>{fds[r].status().ToString()};
+      v.push_back(TcpCongestionControl((*fds[r])[1 - r].get()));
+    }
+    return v;
+  };
+  const bool pacing = host_default.rfind("bbr", 0) == 0;
+  for (const std::string& got : names(mesh("auto", "cc/auto"))) {
+    if (pacing) {
+      EXPECT_TRUE(got == "cubic" || got == "reno") << got << " (host default " << host_default << ")";
+    } else {
+      EXPECT_EQ(got, host_default);
+    }
+  }
+  for (const std::string& got : names(mesh("system", "cc/system"))) EXPECT_EQ(got, host_default);
+  // reno is always allowed (net.ipv4.tcp_allowed_congestion_control).
+  for (const std::string& got : names(mesh("reno", "cc/reno"))) EXPECT_EQ(got, "reno");
+  auto bad = mesh("no-such-cc", "cc/bad");
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(bad[r].ok());
+    EXPECT_TRUE(absl::IsInvalidArgument(bad[r].status())) << bad[r].status();
+    EXPECT_THAT(std::string(bad[r].status().message()), HasSubstr("'no-such-cc'"));
+  }
+}
+
 int ConnectRaw(const std::string& address) {
   std::string host;
   int port;
