@@ -247,6 +247,10 @@ def main():
     p.add_argument("--netns", action="store_true",
                    help="the TCP implementations across hosts: one network namespace per rank")
     p.add_argument("--mtu", default="1500", help="with --netns: the link's MTUs, comma-separated")
+    p.add_argument("--host_congestion", default="",
+                   help="with --netns: every host's default TCP congestion control (e.g. reno), "
+                        "which the peers use; Strata's sockets choose their own (--strata_args="
+                        "--tcp_congestion=system follows the host); default: the kernel's")
     p.add_argument("--strata", default="auto",
                    help="cross_process_bench binary; auto: bazel-bin's if built; none: skip Strata")
     p.add_argument("--strata_args", default="", help="extra flags for Strata's bench, space-separated")
@@ -313,7 +317,8 @@ def main():
             for mtu in mtus:
                 for ranks in rank_counts:
                     try:
-                        hosts = netns_hosts.NetnsHosts(ranks, mtu) if a.netns else None
+                        hosts = (netns_hosts.NetnsHosts(ranks, mtu, a.host_congestion or None)
+                                 if a.netns else None)
                         with hosts if hosts else contextlib.nullcontext():
                             measure(impls, ranks, mtu, hosts, schedule, exes, strata, a.strata_args.split(),
                                     tmp, skipped, best)

@@ -82,10 +82,12 @@ def _kill_inside(ns):
 class NetnsHosts:
     """n namespaces ("hosts") on one link of the given MTU; a context manager."""
 
-    def __init__(self, n, mtu=1500):
+    def __init__(self, n, mtu=1500, congestion=None):
         if n < 2:
             raise ValueError(f"NetnsHosts: need at least 2 hosts, got {n}")
         self.n, self.mtu, self.ifname = n, mtu, IFNAME
+        # Each host's default TCP congestion control (None: the kernel's).
+        self.congestion = congestion
         tag = f"{os.getpid()}-{mtu}-{n}"
         self.names = [f"{PREFIX}{tag}-h{i}" for i in range(n)]
         self.switch = f"{PREFIX}{tag}-sw" if n > 2 else None
@@ -141,6 +143,13 @@ class NetnsHosts:
             _ip("-n", ns, "addr", "add", f"{self.addr(i)}/24", "dev", IFNAME)
             _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "link", "set", IFNAME, "up")
+            if self.congestion:
+                r = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                                    f"net.ipv4.tcp_congestion_control={self.congestion}"],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise NetnsUnavailable(f"congestion control {self.congestion} in {ns}: "
+                                           f"{r.stderr.strip()}")
 
     def close(self):
         """Kills what still runs inside and deletes the namespaces; safe to call twice."""
