@@ -326,6 +326,48 @@ TEST(DistributedCollectiveExecutorTest, ShmConcurrentEqualSizedInstancesInOpposi
   }
 }
 
+// Over shared memory with several devices per worker: the ordered
+// all-reduces (sum and mean, local sum first) and an all-gather between
+// them, which goes through the transport's messages, not the workspace.
+TEST(DistributedCollectiveExecutorTest, ShmSeveralDevicesPerWorkerAndMixedCollectives) {
+  for (int w : {2, 3}) {
+    constexpr int l = 2;
+    const int n = w * l;
+    auto workers = ShmWorkers(w, absl::Seconds(20));
+    ASSERT_EQ(workers.size(), size_t(w));
+    constexpr int kElems = 100003;  // several workspace chunks, odd length
+    for (int round = 0; round < 3; ++round) {
+      std::vector<absl::StatusOr<Tensor>> sum(n), mean(n), gathered(n);
+      OnDevices(w, l, [&](int r, int d) {
+        const int g = r * l + d;
+        Tensor x(DT_FLOAT, TensorShape{kElems});
+        for (int i = 0; i < kElems; ++i) x.data<float>()[i] = float(g * 3 + i % 7 + round);
+        CollectiveParams ps = Params(CollectiveType::kAllReduce, n, 1, r, d, TensorShape{kElems});
+        sum[g] = workers[r]->Execute(ps, x, CpuAllocator(), nullptr);
+        CollectiveParams pg = Params(CollectiveType::kAllGather, n, 2, r, d, TensorShape{1});
+        gathered[g] = workers[r]->Execute(pg, Tensor::FromVector<float>({float(g)}, TensorShape{1}),
+                                          CpuAllocator(), nullptr);
+        CollectiveParams pm = Params(CollectiveType::kAllReduce, n, 3, r, d, TensorShape{kElems});
+        pm.final_op = FinalOp::kDiv;
+        mean[g] = workers[r]->Execute(pm, x, CpuAllocator(), nullptr);
+      });
+      for (int g = 0; g < n; ++g) {
+        ASSERT_TRUE(sum[g].ok()) << "w=" << w << ": " << sum[g].status();
+        ASSERT_TRUE(mean[g].ok()) << "w=" << w << ": " << mean[g].status();
+        ASSERT_TRUE(gathered[g].ok()) << "w=" << w << ": " << gathered[g].status();
+        for (int h = 0; h < n; ++h) ASSERT_EQ(gathered[g]->data<float>()[h], float(h));
+        for (int i = 0; i < kElems; i += 97) {
+          float want = 0;
+          for (int h = 0; h < n; ++h) want += float(h * 3 + i % 7 + round);
+          ASSERT_FLOAT_EQ(sum[g]->data<float>()[i], want) << "element " << i << " of rank " << g;
+          ASSERT_FLOAT_EQ(mean[g]->data<float>()[i], want / n) << "element " << i << " of rank " << g;
+        }
+      }
+    }
+    for (int r = 0; r < w; ++r) EXPECT_TRUE(workers[r]->fatal_error().ok()) << workers[r]->fatal_error();
+  }
+}
+
 // Worker 0 runs instance 1 while worker 1 runs only instance 2: each times
 // out saying where the order stands, and the communicator breaks.
 TEST(DistributedCollectiveExecutorTest, ShmOrderedInstanceMissingOnAPeerTimesOutSayingSo) {
