@@ -124,8 +124,8 @@ absl::StatusOr<std::pair<UniqueFd, int>> Listen(const std::string& host, int bac
     // Buffers set before listen() are inherited by accepted sockets (and
     // sized before the window scale is negotiated).
     if (absl::Status s = ConfigureTcpSocket(fd.get(), socket_options); !s.ok()) {
-      if (absl::IsInvalidArgument(s)) return s;
       last = s;
+      if (absl::IsInvalidArgument(s)) break;  // a refused option: no address will do
       continue;
     }
     if (bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || listen(fd.get(), backlog) != 0) {
