@@ -83,16 +83,6 @@ const std::string& OneProcessCheckpoint() {
   return *prefix;
 }
 
-// Waits until the chief's checkpoint of `step` exists, up to a minute.
-bool WaitForCheckpoint(const std::string& dir, int step) {
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (Clock::now() < deadline) {
-    if (access(absl::StrCat(Checkpoint(dir, step), ".index").c_str(), F_OK) == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess) {
   const std::string one = OneProcessCheckpoint();
   const std::string dir = TempDir("tcp_loopback");

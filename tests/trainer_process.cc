@@ -1,6 +1,7 @@
 #include "tests/trainer_process.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -9,13 +10,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -45,6 +50,27 @@ std::string ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+bool WaitForCheckpoint(const std::string& dir, int64_t step) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (DIR* d = opendir(dir.c_str())) {
+      bool found = false;
+      while (dirent* e = readdir(d)) {
+        absl::string_view name = e->d_name;
+        int64_t s = 0;
+        if (absl::ConsumePrefix(&name, "ckpt-") && absl::ConsumeSuffix(&name, ".index") &&
+            absl::SimpleAtoi(name, &s) && s >= step) {
+          found = true;
+        }
+      }
+      closedir(d);
+      if (found) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 std::vector<int> FreePorts(int n) {

@@ -35,6 +35,12 @@ std::vector<int> FreePorts(int n);
 // The TF_CONFIG "cluster" JSON of n workers on such ports of 127.0.0.1.
 std::string WorkerCluster(int n);
 
+// Waits (up to a minute) until `dir` holds a checkpoint ckpt-<s>.index with
+// s >= step: training got that far. Any such step, since the manager keeps
+// only the newest few and a fast cluster may have deleted ckpt-<step>
+// before a poll sees it.
+bool WaitForCheckpoint(const std::string& dir, int64_t step);
+
 struct Process {
   pid_t pid = -1;
   std::string stderr_path;
