@@ -89,15 +89,22 @@ uint64_t SplitMix(uint64_t x) {
 // tensors (two allocations per batch instead of several per example, which
 // the per-example pipeline costs an overhead-bound step). The order of
 // epoch e is a permutation drawn from (seed, e); the state is (epoch, batch
-// within the epoch), so a restored iterator continues exactly.
+// within the epoch), so a restored iterator continues exactly. With
+// num_shards > 1 each element is shard `shard` of the global batch (its
+// rows [shard * b / num_shards, (shard + 1) * b / num_shards)), gathered
+// alone: the shards of one position are the global batch cut in order, and
+// their states are the global one (a state from any shard, or from the
+// unsharded pipeline, restores any other).
 class ShuffledBatchDataset : public data::Dataset {
  public:
   ShuffledBatchDataset(Tensor x, Tensor y, int64_t batch, uint64_t seed, std::string name,
-                       int64_t start)
+                       int64_t start, int64_t shard, int64_t num_shards)
       : x_(std::move(x)), y_(std::move(y)), batch_(batch), seed_(seed), name_(std::move(name)),
-        start_(start) {}
+        start_(start), shard_(shard), num_shards_(num_shards) {}
 
   int64_t Cardinality() const override { return data::kInfiniteCardinality; }
+  // The pipeline's identity, which a restored state must match: the shard
+  // is left out (every shard walks the same positions).
   std::string DebugString() const override {
     return absl::StrCat("ShuffledBatches(batch=", batch_, ",seed=", seed_, ")<-", name_, "[",
                         x_.dim_size(0), "x", x_.dim_size(1), "]");
@@ -120,13 +127,13 @@ class ShuffledBatchDataset : public data::Dataset {
         SetEpoch(epoch_ + 1);
         index_ = 0;
       }
-      const int64_t b = ds_->batch_, d = ds_->x_.dim_size(1);
+      const int64_t b = ds_->batch_ / ds_->num_shards_, d = ds_->x_.dim_size(1);
       Tensor x(DT_FLOAT, TensorShape{b, d}), y(DT_INT32, TensorShape{b});
       const float* src = ds_->x_.data<float>();
       const int32_t* labels = ds_->y_.data<int32_t>();
       float* dst = x.data<float>();
       int32_t* yd = y.data<int32_t>();
-      const int64_t* rows = perm_.data() + index_ * b;
+      const int64_t* rows = perm_.data() + index_ * ds_->batch_ + ds_->shard_ * b;
       for (int64_t i = 0; i < b; ++i) {
         std::memcpy(dst + i * d, src + rows[i] * d, sizeof(float) * d);
         yd[i] = labels[rows[i]];
@@ -180,6 +187,7 @@ class ShuffledBatchDataset : public data::Dataset {
   const uint64_t seed_;
   const std::string name_;
   const int64_t start_;  // the first batch a new iterator yields
+  const int64_t shard_, num_shards_;
 };
 
 }  // namespace
@@ -468,17 +476,23 @@ absl::Status StandardizeInPlace(TrainerData* d, const Tensor& mean, const Tensor
 
 absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& d, int64_t batch,
                                                   uint64_t seed, int64_t prefetch,
-                                                  int64_t start_batch) {
+                                                  int64_t start_batch, int64_t shard,
+                                                  int64_t num_shards) {
   const int64_t n = d.train_x.dim_size(0);
   if (batch < 1 || n < batch) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", batch, " is larger than the ",
                                                    n, " training examples"));
   }
+  if (num_shards < 1 || shard < 0 || shard >= num_shards || batch % num_shards != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " of ", num_shards,
+                                                   " of a batch of ", batch,
+                                                   ": the shards must split the batch evenly"));
+  }
   // The shuffle's seed differs from the split's so that the epoch-0 order
   // is not a function of the split's permutation.
   data::DatasetPtr ds = std::make_shared<ShuffledBatchDataset>(
       d.train_x, d.train_y, batch, seed * 0x9E3779B97F4A7C15ull + 1, d.name,
-      std::max<int64_t>(0, start_batch));
+      std::max<int64_t>(0, start_batch), shard, num_shards);
   if (prefetch > 0) {
     STRATA_ASSIGN_OR_RETURN(ds, data::Prefetch(ds, prefetch));
   }

@@ -92,10 +92,15 @@ absl::Status StandardizeInPlace(TrainerData* data, const Tensor& mean, const Ten
 // then Prefetch(prefetch) if prefetch > 0. An iterator's state is (epoch,
 // batch); a new iterator starts at batch `start_batch` of that sequence
 // (not part of the pipeline's identity: saved states stay interchangeable).
-// InvalidArgument if the split has fewer than `batch` examples.
+// With num_shards > 1 each element is only shard `shard` of every batch (its
+// rows [shard * batch / num_shards, ...), in order), gathered without
+// building the rest: a worker's part of each global batch. The shards'
+// states are the unsharded pipeline's. InvalidArgument if the split has
+// fewer than `batch` examples, or the shards do not split `batch` evenly.
 absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& data, int64_t batch,
                                                   uint64_t seed, int64_t prefetch,
-                                                  int64_t start_batch = 0);
+                                                  int64_t start_batch = 0, int64_t shard = 0,
+                                                  int64_t num_shards = 1);
 // An iterator over MakeTrainBatches(data, batch, seed, prefetch).
 absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& data,
                                                                          int64_t batch,

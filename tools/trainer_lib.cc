@@ -275,7 +275,8 @@ struct TrainGraph {
 };
 
 // `batches`: global batches, or with `per_worker_batches` this worker's
-// (FILE sharding: the pipeline over its own files).
+// (FILE sharding: the pipeline over its own files; DATA: its part of each
+// global batch).
 absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
                                                        int64_t total_steps,
                                                        distribute::Strategy* strategy,
@@ -295,8 +296,8 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
                                           [&](const distribute::InputContext&) { return batches; },
                                           std::move(specs)));
   } else {
-    // The trainer's pipeline is in memory, not over files: every worker
-    // takes its part of every global batch.
+    // One worker: each global batch split over its replicas. (Several
+    // workers get per-worker batches above; kData is what they amount to.)
     distribute::DistributeOptions options;
     options.auto_shard_policy = data::AutoShardPolicy::kData;
     STRATA_ASSIGN_OR_RETURN(g->input, s.DistributeDataset(std::move(batches), std::move(specs), options));
@@ -663,12 +664,19 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   // FILE: each worker's sequence is its own, and the checkpoint holds the
   // chief's position only; every worker's input is a pure function of the
   // step (one batch per step), so each starts at the checkpoint's step.
+  // DATA over several workers: each worker gathers only its part of every
+  // global batch (the rows its replicas take), not the whole batch to keep
+  // a part; the positions, and so the checkpoints' input states, are the
+  // global pipeline's.
+  const bool by_example = !plan.by_file() && plan.num_workers > 1;
   STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches,
                           MakeTrainBatches(data, local_batch, static_cast<uint64_t>(c.seed), c.prefetch,
-                                           plan.by_file() ? result.start_step : 0));
+                                           plan.by_file() ? result.start_step : 0,
+                                           by_example ? plan.worker : 0,
+                                           by_example ? plan.num_workers : 1));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
                           BuildGraph(c, data, result.total_steps, strategy, std::move(batches),
-                                     plan.by_file()));
+                                     plan.by_file() || by_example));
   result.devices = g->strategy->devices();
   if (reader != nullptr && !plan.by_file()) {
     absl::Status s = g->input->RestoreState(iterator_state);

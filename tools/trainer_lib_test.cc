@@ -261,6 +261,61 @@ TEST(TrainerLibTest, TrainIteratorCoversEachEpochOnceAndResumesExactly) {
   EXPECT_FALSE((*MakeTrainIterator(*d, 10, 6, 2))->RestoreState(*state).ok());
 }
 
+// A worker's shard of each global batch (DATA sharding): the shards of one
+// position are the global batch cut in order, across epochs and with
+// prefetch, and a state saved by any shard or by the whole pipeline resumes
+// any other at the same position.
+TEST(TrainerLibTest, ShardsOfTheTrainBatchesAreTheGlobalBatchCutInOrder) {
+  auto spec = ParseDataSpec("synthetic:103:3:2");
+  auto d = LoadTrainerData(*spec, "", 0.0, 1);
+  ASSERT_TRUE(d.ok());
+  for (int64_t i = 0; i < 103; ++i) d->train_x.data<float>()[i * 3] = static_cast<float>(i);
+  auto rows = [](const data::Example& batch) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < batch[0].dim_size(0); ++i) v.push_back(batch[0].data<float>()[i * 3]);
+    return v;
+  };
+  for (int shards : {2, 4}) {
+    SCOPED_TRACE(absl::StrCat(shards, " shards"));
+    auto whole = data::DatasetIterator::Create(*MakeTrainBatches(*d, 12, 5, /*prefetch=*/2));
+    ASSERT_TRUE(whole.ok());
+    std::vector<std::unique_ptr<data::DatasetIterator>> parts;
+    for (int k = 0; k < shards; ++k) {
+      auto ds = MakeTrainBatches(*d, 12, 5, /*prefetch=*/2, 0, k, shards);
+      ASSERT_TRUE(ds.ok()) << ds.status();
+      auto it = data::DatasetIterator::Create(*ds);
+      ASSERT_TRUE(it.ok());
+      parts.push_back(std::move(*it));
+    }
+    data::Example batch;
+    bool end = false;
+    for (int step = 0; step < 20; ++step) {  // 8 batches an epoch: crosses two epochs
+      ASSERT_TRUE((*whole)->GetNext(&batch, &end).ok());
+      const std::vector<float> want = rows(batch);
+      std::vector<float> got;
+      for (auto& part : parts) {
+        ASSERT_TRUE(part->GetNext(&batch, &end).ok());
+        ASSERT_EQ(batch[0].shape(), (TensorShape{12 / shards, 3}));
+        const std::vector<float> r = rows(batch);
+        got.insert(got.end(), r.begin(), r.end());
+      }
+      ASSERT_EQ(got, want) << "step " << step;
+    }
+    // Shard 0's state resumes the last shard, and the whole pipeline's a shard.
+    auto state = parts[0]->SaveState();
+    ASSERT_TRUE(state.ok());
+    auto resumed = data::DatasetIterator::Create(*MakeTrainBatches(*d, 12, 5, 2, 0, shards - 1, shards));
+    ASSERT_TRUE(resumed.ok());
+    ASSERT_TRUE((*resumed)->RestoreState(*state).ok());
+    ASSERT_TRUE(parts.back()->GetNext(&batch, &end).ok());
+    const std::vector<float> next = rows(batch);
+    ASSERT_TRUE((*resumed)->GetNext(&batch, &end).ok());
+    EXPECT_EQ(rows(batch), next);
+  }
+  EXPECT_FALSE(MakeTrainBatches(*d, 12, 5, 0, 0, 0, 5).ok());  // 5 does not divide 12
+  EXPECT_FALSE(MakeTrainBatches(*d, 12, 5, 0, 0, 2, 2).ok());  // no shard 2 of 2
+}
+
 TEST(TrainerLibTest, TrainsDeterministicallyWithOrWithoutPrefetchAndInterOpThreads) {
   TrainerConfig a = Synthetic();
   a.checkpoint_dir = TempDir("det_a");
