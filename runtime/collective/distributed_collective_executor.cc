@@ -287,11 +287,14 @@ void DistributedCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
                                                                            "workers broke earlier: ")));
     return;
   }
-  if (!run->exchange && IsOrdered(*ref, *transport_)) {
-    // Straight to the lane (no pool thread's wake-up).
-    absl::StatusOr<std::unique_ptr<AllReduceJob>> job = PrepareAllReduce(*inst, *transport_);
-    if (!job.ok()) return FinishRun(inst, job.status(), /*symmetric=*/false, Tensor());
-    return SubmitAllReduce(std::move(inst), run, std::move(*job));
+  if (!run->exchange && ref->type == CollectiveType::kAllReduce && shm_ != nullptr) {
+    absl::StatusOr<std::string> name = AllReduceAlgorithm(*ref, *transport_);
+    if (name.ok() && IsOrdered(*name, ref->shape.num_elements())) {
+      // Straight to the lane (no pool thread's wake-up).
+      absl::StatusOr<std::unique_ptr<AllReduceJob>> job = PrepareAllReduce(*inst, *name);
+      if (!job.ok()) return FinishRun(inst, job.status(), /*symmetric=*/false, Tensor());
+      return SubmitAllReduce(std::move(inst), run, std::move(*job));
+    }
   }
   // Off the last arriver's thread: the cross-worker part may wait long on
   // peers, and other instances' parts must not queue behind it.
@@ -420,7 +423,8 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
     }
     switch (ref->params.type) {
       case CollectiveType::kAllReduce: {
-        STRATA_ASSIGN_OR_RETURN(std::unique_ptr<AllReduceJob> job, PrepareAllReduce(*inst, t));
+        STRATA_ASSIGN_OR_RETURN(std::string name, AllReduceAlgorithm(ref->params, t));
+        STRATA_ASSIGN_OR_RETURN(std::unique_ptr<AllReduceJob> job, PrepareAllReduce(*inst, name));
         if (job->ordered) {
           ordered = std::move(job);
           return absl::OkStatus();
@@ -612,20 +616,17 @@ absl::StatusOr<std::string> DistributedCollectiveExecutor::AllReduceAlgorithm(
                                      t.kind());
 }
 
-bool DistributedCollectiveExecutor::IsOrdered(const CollectiveParams& p, const Transport& t) const {
+bool DistributedCollectiveExecutor::IsOrdered(const std::string& algorithm,
+                                              int64_t num_elements) const {
   // AllReduceShm ("shm") shares one workspace and checks only sizes, so two
   // equal-sized gradients swapped between workers would be summed with each
   // other: it runs in the order worker 0 announces (see the header). An
   // empty one moves nothing and needs no turn.
-  if (p.type != CollectiveType::kAllReduce || shm_ == nullptr || p.shape.num_elements() == 0) {
-    return false;
-  }
-  absl::StatusOr<std::string> name = AllReduceAlgorithm(p, t);
-  return name.ok() && *name == "shm";
+  return algorithm == "shm" && shm_ != nullptr && num_elements > 0;
 }
 
 absl::StatusOr<std::unique_ptr<DistributedCollectiveExecutor::AllReduceJob>>
-DistributedCollectiveExecutor::PrepareAllReduce(Instance& inst, Transport& t) {
+DistributedCollectiveExecutor::PrepareAllReduce(Instance& inst, const std::string& name) {
   const int local = static_cast<int>(inst.participants.size());
   std::vector<const Tensor*> inputs(local);
   for (const Participant& p : inst.participants) inputs[p.rank] = &p.input;
@@ -644,9 +645,8 @@ DistributedCollectiveExecutor::PrepareAllReduce(Instance& inst, Transport& t) {
   // global one; otherwise Div comes last, by the global group_size.
   ap.final_op = local == 1 ? p.final_op : FinalOp::kId;
   ap.scratch_allocator = first.allocator;
-  STRATA_ASSIGN_OR_RETURN(std::string name, AllReduceAlgorithm(p, t));
   auto job = std::make_unique<AllReduceJob>();
-  job->ordered = IsOrdered(p, t);
+  job->ordered = IsOrdered(name, n);
   job->divide = local > 1 && p.final_op == FinalOp::kDiv;
   job->dtype = p.dtype;
   job->num_elements = n;

@@ -181,9 +181,12 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
                  Tensor output);
   absl::StatusOr<std::string> AllReduceAlgorithm(const CollectiveParams& p,
                                                  const Transport& t) const;
-  // Whether an all-reduce with `p` runs on the lane (AllReduceShm).
-  bool IsOrdered(const CollectiveParams& p, const Transport& t) const;
-  absl::StatusOr<std::unique_ptr<AllReduceJob>> PrepareAllReduce(Instance& inst, Transport& t);
+  // Whether an all-reduce by `algorithm` runs on the lane (AllReduceShm).
+  bool IsOrdered(const std::string& algorithm, int64_t num_elements) const;
+  // The job of `inst` with `algorithm` (AllReduceAlgorithm's pick), the
+  // local inputs already summed.
+  absl::StatusOr<std::unique_ptr<AllReduceJob>> PrepareAllReduce(Instance& inst,
+                                                                 const std::string& algorithm);
   absl::Status RunAllReduce(AllReduceJob& job, Transport& t);
   // Queues `fn` under `id` for the ordered workspace; it runs with OK in its
   // turn, or with the error that broke the communicator.
