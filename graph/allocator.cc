@@ -1,5 +1,7 @@
 #include "graph/allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -47,6 +49,14 @@ void* TrackingCpuAllocator::AllocateRaw(size_t alignment, size_t bytes) {
         it->second.pop_back();
         cached_bytes_ -= rounded;
       }
+    }
+    if (p == nullptr && rounded >= kHugePageBytes) {
+      // posix_memalign, as aligned_alloc wants the size a multiple of the
+      // alignment. Only whole huge pages are advised: the tail keeps small
+      // pages, so no memory is spent beyond the request. A hint: where
+      // transparent huge pages are off it changes nothing.
+      if (posix_memalign(&p, kHugePageBytes, rounded) != 0) p = nullptr;
+      if (p != nullptr) (void)madvise(p, rounded / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
     }
     if (p == nullptr) p = std::aligned_alloc(kPage, rounded);
   } else {

@@ -55,9 +55,17 @@ class Allocator {
 // gradient shapes every step; without the cache each would be a fresh mmap
 // whose pages fault in on first touch (measured: a 512x512 MatMul's output
 // costs +50% time that way).
+//
+// Buffers of at least kHugePageBytes start on a huge-page boundary and are
+// advised to use transparent huge pages (MADV_HUGEPAGE, which the kernel's
+// default "madvise" mode honours; elsewhere a no-op): copies and reductions
+// over tens of MiB then miss the TLB 512x less often (a 64 MiB all-reduce
+// between two hosts over TCP: 3.40 -> 3.44-3.49 GB/s, medians of 16-20
+// interleaved runs).
 class TrackingCpuAllocator : public Allocator {
  public:
   static constexpr size_t kCacheMinBytes = 64 * 1024;
+  static constexpr size_t kHugePageBytes = size_t{2} << 20;
   static constexpr size_t kCacheMaxBytes = size_t{256} << 20;
 
   explicit TrackingCpuAllocator(std::string name, int64_t bytes_limit = 0)

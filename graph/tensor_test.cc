@@ -1,6 +1,9 @@
 #include "graph/tensor.h"
 
+#include <cstdio>
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -97,6 +100,38 @@ TEST(AllocatorTest, LargeBuffersAreRecycledBySize) {
   a.DeallocateRaw(q, big);
   a.DeallocateRaw(r, 2 * big);
   EXPECT_EQ(a.GetStats().bytes_in_use, 0);
+}
+
+// The VmFlags line of the mapping holding `p` in /proc/self/smaps ("" if none).
+std::string VmFlagsOf(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {
+      inside = lo <= a && a < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(AllocatorTest, LargeBuffersAskForHugePages) {
+  TrackingCpuAllocator a("huge");
+  const size_t bytes = TrackingCpuAllocator::kHugePageBytes * 2 + 4096;
+  void* p = a.AllocateRaw(kTensorAlignment, bytes);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % TrackingCpuAllocator::kHugePageBytes, 0u);
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(thp, mode);
+  if (mode.find("[never]") == std::string::npos && !mode.empty()) {
+    // "hg": the range was advised MADV_HUGEPAGE.
+    EXPECT_NE(VmFlagsOf(p).find(" hg"), std::string::npos) << VmFlagsOf(p);
+  }
+  a.DeallocateRaw(p, bytes);
 }
 
 TEST(TensorTest, ProtoRoundTripsBothEncodings) {

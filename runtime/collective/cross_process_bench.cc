@@ -49,6 +49,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "graph/status.h"
+#include "graph/tensor.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/file_key_value_store.h"
@@ -73,6 +74,8 @@ ABSL_FLAG(int64_t, spin_us, -1,
 ABSL_FLAG(int64_t, yield_us, 500, "shm: with --spin_us, microseconds a waiting rank yields");
 ABSL_FLAG(int64_t, chunk_kib, 256, "shm: all-reduce pipeline chunk, KiB");
 ABSL_FLAG(int64_t, piece_kib, 512, "tcp: the pipelined ring's piece, KiB");
+ABSL_FLAG(int64_t, tcp_send_window_kib, strata::kPipelinedRingSendWindowBytes >> 10,
+          "tcp: the pipelined ring's window of first-step sends, KiB (0: no window)");
 ABSL_FLAG(int64_t, tcp_drive_max_kib, -1,
           "tcp: the pipelined ring's caller drives the transport up to this size, KiB (-1: its "
           "default)");
@@ -181,7 +184,8 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t,
   if (name == "pipelined_ring") {
     const int64_t drive_kib = absl::GetFlag(FLAGS_tcp_drive_max_kib);
     return CreatePipelinedRingAllReduce(p, static_cast<size_t>(absl::GetFlag(FLAGS_piece_kib)) << 10,
-                                        drive_kib >= 0 ? drive_kib << 10 : kPipelinedRingDriveMaxBytes);
+                                        drive_kib >= 0 ? drive_kib << 10 : kPipelinedRingDriveMaxBytes,
+                                        static_cast<size_t>(absl::GetFlag(FLAGS_tcp_send_window_kib)) << 10);
   }
   return CreateCollectiveAlgorithm(p.type, name, p);
 }
@@ -191,7 +195,13 @@ absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& sc
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, Connect(rank, n, dir));
   const std::string hint = absl::GetFlag(FLAGS_algorithm);
   const int64_t max_count = schedule.sizes.back() / 4;
-  std::vector<float> input(max_count, static_cast<float>(rank + 1)), output(max_count, 0.0f);
+  // Tensors, so the buffers come from Strata's CPU allocator as a training
+  // step's gradients do (large ones on transparent huge pages).
+  Tensor input_tensor(DT_FLOAT, TensorShape{max_count}), output_tensor(DT_FLOAT, TensorShape{max_count});
+  float* const input = input_tensor.data<float>();
+  float* const output = output_tensor.data<float>();
+  std::fill(input, input + max_count, static_cast<float>(rank + 1));
+  std::fill(output, output + max_count, 0.0f);
   const float expected = static_cast<float>(n) * (n + 1) / 2;
   auto status = [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(auto sync, MakeAllReduce(*t, DT_FLOAT, 1, MergeOp::kAdd, "auto"));
@@ -201,7 +211,7 @@ absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& sc
       const int64_t count = bytes / 4;
       STRATA_ASSIGN_OR_RETURN(auto alg, MakeAllReduce(*t, DT_FLOAT, count, MergeOp::kAdd, hint));
       for (int64_t i = 0; i < schedule.Warmup(bytes); ++i) {
-        STRATA_RETURN_IF_ERROR(alg->Run(*t, input.data(), output.data()));
+        STRATA_RETURN_IF_ERROR(alg->Run(*t, input, output));
       }
       if (output[0] != expected || output[count - 1] != expected) {
         return absl::InternalError(absl::StrCat("rank ", rank, " got ", output[0], " and ",
@@ -212,7 +222,7 @@ absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& sc
       const int64_t iters = schedule.Iters(bytes);
       const Clock::time_point start = Clock::now();
       for (int64_t i = 0; i < iters; ++i) {
-        STRATA_RETURN_IF_ERROR(alg->Run(*t, input.data(), output.data()));
+        STRATA_RETURN_IF_ERROR(alg->Run(*t, input, output));
       }
       const double mean = Seconds(Clock::now() - start) / iters;
       double worst = 0;

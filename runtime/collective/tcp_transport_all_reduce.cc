@@ -21,7 +21,8 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
   static absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> Create(const AlgorithmParams& p) {
     return CreatePipelinedRingAllReduce(p);
   }
-  AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes, int64_t drive_max_bytes);
+  AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes, int64_t drive_max_bytes,
+                         size_t send_window_bytes);
   absl::Status Run(Transport& t, const void* input, void* output) override;
 
  private:
@@ -37,6 +38,7 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
     Mutex mu;
     CondVar idle;
     int outstanding ABSL_GUARDED_BY(mu) = 0;
+    int next_first_send ABSL_GUARDED_BY(mu) = 0;  // piece; see window_
     absl::Status status ABSL_GUARDED_BY(mu);
   };
 
@@ -47,9 +49,11 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
   uint64_t Tag(bool gather, int step, int j) const {
     return static_cast<uint64_t>(((gather ? p_.size - 1 : 0) + step) * pieces_ + j);
   }
-  // Posts operation `op` of ring step `step` on piece j (nothing for an
-  // empty piece, or once the run has failed).
-  void Post(State* st, Op op, int step, int j) const;
+  // Posts operation `op` of ring step `step` on piece j; false (nothing
+  // posted) for an empty piece, or once the run has failed.
+  bool Post(State* st, Op op, int step, int j) const;
+  // Posts the next first-step send not posted yet, if any.
+  void PostNextFirstSend(State* st) const;
   void Done(State* st, Op op, int step, int j, const absl::Status& s) const;
 
   const AlgorithmParams p_;
@@ -58,10 +62,12 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
   // variable, the transport's I/O thread moving the bytes).
   const bool drive_;
   int pieces_ = 1;  // per chunk
+  // First-step sends posted at a time: one more as each is written.
+  int window_ = 1;
 };
 
 AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes,
-                                               int64_t drive_max_bytes)
+                                               int64_t drive_max_bytes, size_t send_window_bytes)
     : p_(p),
       elem_bytes_(DataTypeSize(p.dtype)),
       drive_(p.num_elements * static_cast<int64_t>(elem_bytes_) <= drive_max_bytes) {
@@ -79,6 +85,11 @@ AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p, size_t 
         std::min(kMinPieces, chunk_bytes / kMinPieceBytes));
     const int64_t cap = std::max<int64_t>(1, kMaxTags / (2 * (p.size - 1)));
     pieces_ = static_cast<int>(std::clamp<int64_t>(wanted, 1, cap));
+    const int64_t piece_size = std::max<int64_t>(1, chunk_bytes / pieces_);
+    window_ = send_window_bytes == 0
+                  ? pieces_
+                  : static_cast<int>(std::clamp<int64_t>(
+                        static_cast<int64_t>(send_window_bytes) / piece_size, 1, pieces_));
   }
 }
 
@@ -95,7 +106,19 @@ std::pair<int64_t, int64_t> AllReducePipelinedRing::Piece(int c, int j) const {
   return {b, b + base + (j < extra ? 1 : 0)};
 }
 
-void AllReducePipelinedRing::Post(State* st, Op op, int step, int j) const {
+void AllReducePipelinedRing::PostNextFirstSend(State* st) const {
+  for (;;) {
+    int j;
+    {
+      MutexLock l(&st->mu);
+      if (st->next_first_send >= pieces_ || !st->status.ok()) return;
+      j = st->next_first_send++;
+    }
+    if (Post(st, Op::kScatterSend, 0, j)) return;
+  }
+}
+
+bool AllReducePipelinedRing::Post(State* st, Op op, int step, int j) const {
   const int r = p_.rank;
   // The chunk each operation moves (see AllReduceRing): the reduce-scatter
   // sends chunk r - s and receives r - s - 1; the all-gather sends r + 1 - s
@@ -116,10 +139,10 @@ void AllReducePipelinedRing::Post(State* st, Op op, int step, int j) const {
       break;
   }
   const auto [begin, end] = Piece(chunk, j);
-  if (begin == end) return;
+  if (begin == end) return false;
   {
     MutexLock l(&st->mu);
-    if (!st->status.ok()) return;
+    if (!st->status.ok()) return false;
     ++st->outstanding;
   }
   const size_t bytes = static_cast<size_t>(end - begin) * elem_bytes_;
@@ -137,6 +160,7 @@ void AllReducePipelinedRing::Post(State* st, Op op, int step, int j) const {
                           : out;
     st->t->SendAsync(st->right, tag, src, bytes, std::move(cb));
   }
+  return true;
 }
 
 void AllReducePipelinedRing::Done(State* st, Op op, int step, int j, const absl::Status& s) const {
@@ -160,6 +184,7 @@ void AllReducePipelinedRing::Done(State* st, Op op, int step, int j, const absl:
         break;
       }
       case Op::kScatterSend:
+        if (step == 0) PostNextFirstSend(st);  // keeps the window full
         // Its region of `output` may now be overwritten by the final values.
         if (step > 0) Post(st, Op::kGatherRecv, step, j);
         break;
@@ -213,7 +238,7 @@ absl::Status AllReducePipelinedRing::Run(Transport& t, const void* input, void* 
       for (int s = 0; s < n - 1; ++s) Post(&st, Op::kScatterRecv, s, j);
       Post(&st, Op::kGatherRecv, 0, j);
     }
-    for (int j = 0; j < pieces_; ++j) Post(&st, Op::kScatterSend, 0, j);
+    for (int j = 0; j < window_; ++j) PostNextFirstSend(&st);
     MutexLock l(&st.mu);
     if (--st.outstanding == 0) st.idle.SignalAll();
   };
@@ -238,13 +263,15 @@ STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllReduce, "pipelined_ring
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreatePipelinedRingAllReduce(
-    const AlgorithmParams& params, size_t piece_bytes, int64_t drive_max_bytes) {
+    const AlgorithmParams& params, size_t piece_bytes, int64_t drive_max_bytes,
+    size_t send_window_bytes) {
   if (params.type != CollectiveType::kAllReduce) {
     return absl::InvalidArgumentError("pipelined_ring is an all-reduce algorithm");
   }
   if (piece_bytes == 0) return absl::InvalidArgumentError("pipelined_ring: piece_bytes must be >= 1");
   STRATA_RETURN_IF_ERROR(CheckReducible(params.dtype));
-  return std::unique_ptr<CollectiveAlgorithm>(new AllReducePipelinedRing(params, piece_bytes, drive_max_bytes));
+  return std::unique_ptr<CollectiveAlgorithm>(
+      new AllReducePipelinedRing(params, piece_bytes, drive_max_bytes, send_window_bytes));
 }
 
 absl::StatusOr<std::string> SelectCrossProcessAlgorithm(CollectiveType type, const std::string& hint,

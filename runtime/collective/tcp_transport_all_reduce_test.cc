@@ -71,6 +71,8 @@ struct Case {
   FinalOp final_op;
   // Runs up to this size wait in DriveUntil (the caller moves the bytes).
   int64_t drive_max_bytes = kPipelinedRingDriveMaxBytes;
+  // First-step sends posted at a time (0: all).
+  size_t send_window_bytes = kPipelinedRingSendWindowBytes;
 };
 
 // Runs `runs` all-reduces on one algorithm object per rank; checks every
@@ -83,7 +85,7 @@ void RunCase(std::vector<std::unique_ptr<Transport>>& t, const Case& c, int runs
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       auto alg = CreatePipelinedRingAllReduce(Params(r, n, c.count, c.op, c.final_op), c.piece_bytes,
-                                              c.drive_max_bytes);
+                                              c.drive_max_bytes, c.send_window_bytes);
       if (!alg.ok()) {
         status[r] = alg.status();
         return;
@@ -127,12 +129,19 @@ TEST(PipelinedRingTest, MatchesTheReductionForEveryShape) {
         {(1 << 20) + 3, 4 << 10, MergeOp::kAdd, FinalOp::kDiv},
         {(1 << 20) + 3, (64 << 10) + 4, MergeOp::kAdd, FinalOp::kId},
         {(1 << 20) + 3, kPipelinedRingPieceBytes, MergeOp::kMax, FinalOp::kId},
+        // A window of one first-step send at a time: over many pieces, and
+        // a chunk with an empty piece (3 ranks, 2 elements: a first send
+        // that posts nothing); then no window at all.
+        {(1 << 20) + 3, 4 << 10, MergeOp::kAdd, FinalOp::kId, 0, 1},
+        {2, 4, MergeOp::kAdd, FinalOp::kDiv, 0, 1},
+        {(1 << 20) + 3, (64 << 10) + 4, MergeOp::kMax, FinalOp::kId, 0, 0},
     };
     for (Case c : cases) {
       // Every shape with the caller driving the transport and without.
       for (int64_t drive_max : {int64_t{0}, int64_t{1} << 40}) {
         c.drive_max_bytes = drive_max;
         SCOPED_TRACE(absl::StrCat(n, " ranks, ", c.count, " floats, pieces of ", c.piece_bytes,
+                                  ", send window ", c.send_window_bytes,
                                   drive_max > 0 ? ", driven" : ", I/O thread"));
         RunCase(t, c, /*runs=*/3);
       }
