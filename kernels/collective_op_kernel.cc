@@ -59,8 +59,10 @@ void CollectiveOpKernel::ComputeAsync(OpKernelContext &ctx, DoneCallback done) {
     done(s);
     return;
   }
+  // Forwarded when nobody else holds it, so that an all-reduce may run in
+  // place (DistributedCollectiveExecutor).
   Tensor input =
-      type_ == CollectiveType::kBroadcastRecv ? Tensor() : ctx.input(0);
+      type_ == CollectiveType::kBroadcastRecv ? Tensor() : ctx.forward_input(0);
   // The context outlives `done`, so capturing it by pointer is safe.
   OpKernelContext *c = &ctx;
   executor->ExecuteAsync(

@@ -63,6 +63,12 @@ absl::Status OpKernelContext::forward_input_or_allocate_output(
   return allocate_output(output, shape, out);
 }
 
+Tensor OpKernelContext::forward_input(int i) {
+  Tensor& in = p_.inputs[i];
+  if (in.IsInitialized() && in.RefCountIsOne()) return std::move(in);
+  return in;
+}
+
 absl::Status OpKernelContext::allocate_temp(DataType dtype, const TensorShape& shape, Tensor* out) {
   // Temporaries are a kernel's scratch: device memory whatever the dtype.
   auto t = Tensor::Allocate(allocator(), dtype, shape);

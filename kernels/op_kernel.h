@@ -153,6 +153,11 @@ class OpKernelContext {
 
   int num_inputs() const { return p_.op_kernel->num_inputs(); }
   const Tensor& input(int i) const { return p_.inputs[i]; }
+  // Input i for a kernel that hands it on to be written into: moved out of
+  // the context when nobody else holds its buffer (the result's
+  // RefCountIsOne() then says so), else a reference shared with its holders.
+  // input(i) is empty afterwards in the first case.
+  Tensor forward_input(int i);
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
 
   // A fresh output tensor; ResourceExhausted naming the node if memory is short.

@@ -31,6 +31,10 @@ STRATA_REGISTER_OP("_TestAsyncAddOne").Input("x: float").Output("y: float").SetS
 STRATA_REGISTER_OP("_TestSyncAsyncAddOne").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestWaitForCancel").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestExpensive").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
+STRATA_REGISTER_OP("_TestForwardInput")
+    .Input("x: float")
+    .Output("y: float")
+    .SetShapeFn(UnchangedShape);
 STRATA_REGISTER_OP("_TestNoKernel").Input("x: float").Output("y: float").SetShapeFn(UnchangedShape);
 
 std::atomic<int> g_add_one_runs{0};
@@ -44,6 +48,24 @@ class AddOneOp : public OpKernel {
     STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, ctx.input(0).shape(), &y));
     const float* x = ctx.input(0).IsInitialized() ? ctx.input(0).data<float>() : y->data<float>();
     for (int64_t i = 0; i < y->NumElements(); ++i) y->data<float>()[i] = x[i] + 1;
+    return absl::OkStatus();
+  }
+};
+
+// y = 1 where forward_input(0) took the input over (nobody else held it,
+// as a collective kernel needs to run in place), else 0.
+class ForwardInputOp : public OpKernel {
+ public:
+  explicit ForwardInputOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const void* data = ctx.input(0).raw_data();
+    Tensor x = ctx.forward_input(0);
+    if (x.raw_data() != data) return absl::InternalError("forward_input changed the buffer");
+    const bool owned = x.RefCountIsOne();
+    if (owned == ctx.input(0).IsInitialized()) {
+      return absl::InternalError("the context keeps an input it gave away, or lost a shared one");
+    }
+    ctx.set_output(0, Tensor::Scalar<float>(owned ? 1.0f : 0.0f));
     return absl::OkStatus();
   }
 };
@@ -132,6 +154,7 @@ class ExpensiveOp : public OpKernel {
 
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestAddOne").Device(kDeviceCpu), AddOneOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestAdd").Device(kDeviceCpu), AddOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_TestForwardInput").Device(kDeviceCpu), ForwardInputOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestFail").Device(kDeviceCpu), FailOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestNoOutput").Device(kDeviceCpu), NoOutputOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_TestAsyncAddOne").Device(kDeviceCpu), AsyncAddOneOp);
@@ -204,6 +227,27 @@ TEST_F(ExecutorTest, ChainForwardsOneBufferThroughout) {
   out = RunWith(ex.get(), 5.0f, 1);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(*(*out)[0].data<float>(), 105.0f);
+}
+
+TEST_F(ExecutorTest, ForwardInputTakesOverOnlyAnInputNobodyElseHolds) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Arg(root, DT_FLOAT, 0);
+  Output a = Unary(root, "_TestAddOne", x);
+  Output b = Unary(root, "_TestAddOne", x);
+  // `a` has one consumer; `b` is also a result, so the call frame holds it.
+  ops::Retval(root, Unary(root, "_TestForwardInput", a), 0);
+  ops::Retval(root, Unary(root, "_TestForwardInput", b), 1);
+  ops::Retval(root, b, 2);
+  // The argument itself: the call frame holds it too.
+  ops::Retval(root, Unary(root, "_TestForwardInput", x), 3);
+  auto ex = MakeExecutor(root);
+  ASSERT_NE(ex, nullptr);
+  auto out = RunWith(ex.get(), 3.0f, 4);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*(*out)[0].data<float>(), 1.0f);
+  EXPECT_EQ(*(*out)[1].data<float>(), 0.0f);
+  EXPECT_EQ(*(*out)[2].data<float>(), 4.0f);
+  EXPECT_EQ(*(*out)[3].data<float>(), 0.0f);
 }
 
 TEST_F(ExecutorTest, Diamond) {

@@ -72,10 +72,13 @@ class CollectiveAlgorithm {
  public:
   virtual ~CollectiveAlgorithm() = default;
   // Runs this rank's part. `input` is null on broadcast receivers; `output`
-  // is this rank's output buffer (it may not alias `input`). A transport
-  // error ends the run with that error; the caller aborts the transport so
-  // that the peers stop too.
+  // is this rank's output buffer. It may not overlap `input`, except that it
+  // may be `input` itself where SupportsInPlace(). A transport error ends
+  // the run with that error; the caller aborts the transport so that the
+  // peers stop too.
   virtual absl::Status Run(Transport& transport, const void* input, void* output) = 0;
+  // Whether Run accepts output == input (the result overwrites the input).
+  virtual bool SupportsInPlace() const { return false; }
 };
 
 // memcpy that accepts the null pointers of empty tensors.

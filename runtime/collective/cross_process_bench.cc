@@ -5,7 +5,11 @@
 // times float32 SUM all-reduce from --min_bytes to --max_bytes (x4 each
 // step) with the algorithm SelectCrossProcessAlgorithm picks for that
 // transport under hint auto (or --algorithm; --piece_kib sizes the pieces of
-// TCP's pipelined ring). The schedule is tools/bench/peers_common.py's,
+// TCP's pipelined ring). Where the algorithm supports it (TCP's pipelined
+// ring) the all-reduce runs in place, on one buffer, as Gloo's,
+// torch.distributed's and Open MPI's benchmarks do and as the collective
+// kernel does with a gradient nobody else holds; --in_place=false gives it a
+// separate output. The schedule is tools/bench/peers_common.py's,
 // the one Open MPI's and Gloo's peers follow: per size, iterations =
 // budget_bytes / bytes clamped to [min_iters, max_iters], warm-up a tenth of
 // that (at least 2), a check of the sum, a barrier, the timed loop; the time
@@ -93,6 +97,11 @@ ABSL_FLAG(int64_t, sockbuf_kib, -1, "tcp: SO_SNDBUF/SO_RCVBUF, KiB (-1: the tran
 ABSL_FLAG(std::string, tcp_congestion, "auto",
           "tcp: the sockets' congestion control: auto (a pacing one replaced by cubic or reno), "
           "system (the host's default), or a name");
+ABSL_FLAG(bool, in_place, true,
+          "all-reduce one buffer in place where the algorithm supports it (else into a separate "
+          "output)");
+ABSL_FLAG(int, tcp_in_place_slots, strata::kPipelinedRingInPlaceSlots,
+          "tcp: the pipelined ring's receive slots when in place");
 ABSL_FLAG(int64_t, min_bytes, 4096, "smallest all-reduce, bytes");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20, "largest all-reduce, bytes (x4 steps)");
 ABSL_FLAG(int64_t, budget_bytes, int64_t{1} << 30, "bytes all-reduced per size (sets iterations)");
@@ -183,9 +192,12 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t,
   }
   if (name == "pipelined_ring") {
     const int64_t drive_kib = absl::GetFlag(FLAGS_tcp_drive_max_kib);
-    return CreatePipelinedRingAllReduce(p, static_cast<size_t>(absl::GetFlag(FLAGS_piece_kib)) << 10,
-                                        drive_kib >= 0 ? drive_kib << 10 : kPipelinedRingDriveMaxBytes,
-                                        static_cast<size_t>(absl::GetFlag(FLAGS_tcp_send_window_kib)) << 10);
+    PipelinedRingOptions o;
+    o.piece_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_piece_kib)) << 10;
+    if (drive_kib >= 0) o.drive_max_bytes = drive_kib << 10;
+    o.send_window_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_tcp_send_window_kib)) << 10;
+    o.in_place_slots = absl::GetFlag(FLAGS_tcp_in_place_slots);
+    return CreatePipelinedRingAllReduce(p, o);
   }
   return CreateCollectiveAlgorithm(p.type, name, p);
 }
@@ -199,9 +211,9 @@ absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& sc
   // step's gradients do (large ones on transparent huge pages).
   Tensor input_tensor(DT_FLOAT, TensorShape{max_count}), output_tensor(DT_FLOAT, TensorShape{max_count});
   float* const input = input_tensor.data<float>();
-  float* const output = output_tensor.data<float>();
+  float* const separate_output = output_tensor.data<float>();
   std::fill(input, input + max_count, static_cast<float>(rank + 1));
-  std::fill(output, output + max_count, 0.0f);
+  std::fill(separate_output, separate_output + max_count, 0.0f);
   const float expected = static_cast<float>(n) * (n + 1) / 2;
   auto status = [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(auto sync, MakeAllReduce(*t, DT_FLOAT, 1, MergeOp::kAdd, "auto"));
@@ -210,9 +222,16 @@ absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& sc
     for (int64_t bytes : schedule.sizes) {
       const int64_t count = bytes / 4;
       STRATA_ASSIGN_OR_RETURN(auto alg, MakeAllReduce(*t, DT_FLOAT, count, MergeOp::kAdd, hint));
+      float* const output =
+          absl::GetFlag(FLAGS_in_place) && alg->SupportsInPlace() ? input : separate_output;
       for (int64_t i = 0; i < schedule.Warmup(bytes); ++i) {
         STRATA_RETURN_IF_ERROR(alg->Run(*t, input, output));
       }
+      // In place, the warm-up summed sums: check one all-reduce of fresh
+      // input. (In place, the timed loop's values keep doubling, up to
+      // infinity; neither costs more to add.)
+      std::fill(input, input + count, static_cast<float>(rank + 1));
+      STRATA_RETURN_IF_ERROR(alg->Run(*t, input, output));
       if (output[0] != expected || output[count - 1] != expected) {
         return absl::InternalError(absl::StrCat("rank ", rank, " got ", output[0], " and ",
                                                 output[count - 1], ", want ", expected, " at ",
@@ -293,8 +312,9 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
     return s.ok() ? 0 : 1;
   }
-  std::printf("all-reduce float32 SUM across processes, transport %s, algorithm %s\n",
-              transport.c_str(), absl::GetFlag(FLAGS_algorithm).c_str());
+  std::printf("all-reduce float32 SUM across processes, transport %s, algorithm %s, %s\n",
+              transport.c_str(), absl::GetFlag(FLAGS_algorithm).c_str(),
+              absl::GetFlag(FLAGS_in_place) ? "in place where supported" : "out of place");
   std::printf("%6s %10s %12s %10s %10s %10s %10s\n", "ranks", "bytes", "time_us", "algbw_GBps",
               "busbw_GBps", "memcpy_GBps", "vs_memcpy");
   std::fflush(stdout);

@@ -652,16 +652,28 @@ DistributedCollectiveExecutor::PrepareAllReduce(Instance& inst, const std::strin
   job->num_elements = n;
   job->group_size = p.group_size;
   STRATA_ASSIGN_OR_RETURN(job->alg, CreateCollectiveAlgorithm(ap.type, name, ap));
-  STRATA_ASSIGN_OR_RETURN(job->out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
-  job->in = inputs[0]->raw_data();
+  const bool in_place = job->alg->SupportsInPlace();
   if (local > 1) {
-    // 1. The local inputs merged in one pass, each read once (the
-    // algorithm's input may not alias its output, hence a scratch buffer).
+    // 1. The local inputs merged in one pass, each read once, into the
+    // buffer that is then all-reduced (in place where the algorithm can).
     STRATA_ASSIGN_OR_RETURN(job->local_sum, Tensor::Allocate(first.allocator, p.dtype, p.shape));
     std::vector<const void*> ins = InputsByRank(inputs);
     ReduceInputs(p.merge_op, FinalOp::kId, p.dtype, ins.data(), local, 0, n,
                  job->local_sum.raw_data(), 1);
     job->in = job->local_sum.raw_data();
+    if (in_place) job->out = job->local_sum;
+  } else {
+    job->in = first.input.raw_data();
+    // In place into the input only when nobody else holds its buffer (the
+    // kernel forwarded it: CollectiveOpKernel), as TensorFlow's collective
+    // kernels forward theirs: no output buffer to allocate and fault in,
+    // and one buffer instead of two in cache.
+    if (in_place && first.input.RefCountIsOne() && first.input.allocator() == first.allocator) {
+      job->out = first.input;
+    }
+  }
+  if (!job->out.IsInitialized()) {
+    STRATA_ASSIGN_OR_RETURN(job->out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
   }
   return job;
 }

@@ -19,6 +19,7 @@
 #include "kernels/cancellation.h"
 #include "runtime/collective/in_process_transport.h"
 #include "runtime/collective/shm_transport.h"
+#include "runtime/collective/tcp_transport.h"
 #include "runtime/coordination/key_value_store.h"
 #include "runtime/session.h"
 
@@ -35,13 +36,30 @@ bool Contains(const absl::Status& s, const std::string& what) {
 // W workers, each with its own executor, connected by one in-process
 // communicator, as W processes would be by TCP.
 struct Cluster {
-  explicit Cluster(int w, absl::Duration timeout = absl::Seconds(60)) : fatal_calls(w) {
+  // With `tcp`, the workers are connected by TcpTransport on loopback.
+  explicit Cluster(int w, absl::Duration timeout = absl::Seconds(60), bool tcp = false)
+      : fatal_calls(w) {
     auto mailbox = std::make_shared<InProcessMailbox>(w);
+    std::vector<std::unique_ptr<Transport>> transports(w);
+    if (tcp) {
+      InMemoryKeyValueStore kv;
+      TcpTransportOptions to;
+      to.host = "127.0.0.1";
+      std::vector<std::thread> threads;
+      for (int r = 0; r < w; ++r) {
+        threads.emplace_back([&, r] {
+          auto t = ConnectTcpTransport(r, w, kv, to);
+          EXPECT_TRUE(t.ok()) << t.status();
+          if (t.ok()) transports[r] = std::move(*t);
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
     for (int r = 0; r < w; ++r) {
       DistributedCollectiveExecutorOptions o;
       o.worker_rank = r;
       o.num_workers = w;
-      o.transport = mailbox->Connect(r);
+      o.transport = tcp ? std::move(transports[r]) : mailbox->Connect(r);
       o.default_timeout = timeout;
       o.on_fatal_error = [this, r](const absl::Status&) { ++fatal_calls[r]; };
       auto ce = DistributedCollectiveExecutor::Create(std::move(o));
@@ -166,6 +184,46 @@ TEST_P(ShapesTest, BroadcastFromADeviceOfWorkerOneReachesEveryDevice) {
 
 INSTANTIATE_TEST_SUITE_P(WorkersTimesDevices, ShapesTest,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Values(1, 2)));
+
+TEST(DistributedCollectiveExecutorTest, AllReduceRunsInPlaceOnlyInAnInputNobodyElseHolds) {
+  // Over TCP the all-reduce is the pipelined ring, which can run in place.
+  constexpr int w = 2, kElems = 100003;
+  for (int l : {1, 2}) {
+    Cluster c(w, absl::Seconds(60), /*tcp=*/true);
+    const int n = w * l;
+    for (bool caller_keeps_input : {false, true}) {
+      std::vector<absl::StatusOr<Tensor>> out(n);
+      std::vector<const void*> input_data(n);
+      std::vector<Tensor> kept(n);
+      OnDevices(w, l, [&](int r, int d) {
+        const int g = r * l + d;
+        CollectiveParams p = Params(CollectiveType::kAllReduce, n, caller_keeps_input ? 2 : 1, r, d,
+                                    TensorShape{kElems});
+        Tensor x(DT_FLOAT, TensorShape{kElems});
+        for (int i = 0; i < kElems; ++i) x.data<float>()[i] = float(g + i % 5);
+        input_data[g] = x.raw_data();
+        if (caller_keeps_input) kept[g] = x;
+        out[g] = c.workers[r]->Execute(p, std::move(x), CpuAllocator(), nullptr);
+      });
+      for (int g = 0; g < n; ++g) {
+        SCOPED_TRACE(absl::StrCat(l, " devices per worker, global rank ", g,
+                                  caller_keeps_input ? ", input kept" : ", input handed over"));
+        ASSERT_TRUE(out[g].ok()) << out[g].status();
+        for (int i = 0; i < kElems; ++i) {
+          ASSERT_EQ(out[g]->data<float>()[i], float(n * (n - 1) / 2 + n * (i % 5))) << i;
+        }
+        // One device per worker: the result is written over an input
+        // handed over, and never over one its caller still holds.
+        EXPECT_EQ(out[g]->raw_data() == input_data[g], l == 1 && !caller_keeps_input);
+        if (caller_keeps_input) {
+          for (int i = 0; i < kElems; ++i) {
+            ASSERT_EQ(kept[g].data<float>()[i], float(g + i % 5)) << i;
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(DistributedCollectiveExecutorTest, InstanceReuseMatchesByExecutionNotByStepId) {
   constexpr int w = 2, l = 2, n = 4;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "graph/mutex.h"
@@ -21,9 +23,9 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
   static absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> Create(const AlgorithmParams& p) {
     return CreatePipelinedRingAllReduce(p);
   }
-  AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes, int64_t drive_max_bytes,
-                         size_t send_window_bytes);
+  AllReducePipelinedRing(const AlgorithmParams& p, const PipelinedRingOptions& options);
   absl::Status Run(Transport& t, const void* input, void* output) override;
+  bool SupportsInPlace() const override { return true; }
 
  private:
   enum class Op { kScatterRecv, kScatterSend, kGatherRecv, kGatherSend };
@@ -39,6 +41,13 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
     CondVar idle;
     int outstanding ABSL_GUARDED_BY(mu) = 0;
     int next_first_send ABSL_GUARDED_BY(mu) = 0;  // piece; see window_
+    // In place (in == out): the reduce-scatter receives into slots_, in
+    // (step, piece) order as slots free up; `queued` are those not posted
+    // yet, slot_of[step * pieces_ + piece] the slot of a posted one.
+    bool in_place = false;
+    std::deque<std::pair<int, int>> queued ABSL_GUARDED_BY(mu);
+    std::vector<char*> free_slots ABSL_GUARDED_BY(mu);
+    std::vector<char*> slot_of ABSL_GUARDED_BY(mu);
     absl::Status status ABSL_GUARDED_BY(mu);
   };
 
@@ -54,6 +63,12 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
   bool Post(State* st, Op op, int step, int j) const;
   // Posts the next first-step send not posted yet, if any.
   void PostNextFirstSend(State* st) const;
+  // In place: posts queued reduce-scatter receives while slots are free.
+  void PostQueuedScatterRecvs(State* st) const;
+  char* SlotOf(State* st, int step, int j) const {
+    MutexLock l(&st->mu);
+    return st->slot_of[step * pieces_ + j];
+  }
   void Done(State* st, Op op, int step, int j, const absl::Status& s) const;
 
   const AlgorithmParams p_;
@@ -64,13 +79,19 @@ class AllReducePipelinedRing : public CollectiveAlgorithm {
   int pieces_ = 1;  // per chunk
   // First-step sends posted at a time: one more as each is written.
   int window_ = 1;
+  // In place: receive slots of slot_bytes_ (the largest piece), allocated by
+  // the first in-place run and kept, so that they stay in cache.
+  int num_slots_ = 1;
+  size_t slot_bytes_ = 0;
+  Tensor slots_;
 };
 
-AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p, size_t piece_bytes,
-                                               int64_t drive_max_bytes, size_t send_window_bytes)
+AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p,
+                                               const PipelinedRingOptions& options)
     : p_(p),
       elem_bytes_(DataTypeSize(p.dtype)),
-      drive_(p.num_elements * static_cast<int64_t>(elem_bytes_) <= drive_max_bytes) {
+      drive_(p.num_elements * static_cast<int64_t>(elem_bytes_) <= options.drive_max_bytes) {
+  const size_t piece_bytes = options.piece_bytes, send_window_bytes = options.send_window_bytes;
   if (p.size > 1) {
     const int64_t chunk_bytes = (p.num_elements + p.size - 1) / p.size * static_cast<int64_t>(elem_bytes_);
     // At least kMinPieces pieces of >= kMinPieceBytes where the chunk
@@ -86,6 +107,10 @@ AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p, size_t 
     const int64_t cap = std::max<int64_t>(1, kMaxTags / (2 * (p.size - 1)));
     pieces_ = static_cast<int>(std::clamp<int64_t>(wanted, 1, cap));
     const int64_t piece_size = std::max<int64_t>(1, chunk_bytes / pieces_);
+    const int64_t chunk_elems = (p.num_elements + p.size - 1) / p.size;
+    slot_bytes_ = static_cast<size_t>((chunk_elems + pieces_ - 1) / pieces_) * elem_bytes_;
+    num_slots_ = static_cast<int>(
+        std::clamp<int64_t>(options.in_place_slots, 1, int64_t{pieces_} * (p.size - 1)));
     window_ = send_window_bytes == 0
                   ? pieces_
                   : static_cast<int>(std::clamp<int64_t>(
@@ -104,6 +129,26 @@ std::pair<int64_t, int64_t> AllReducePipelinedRing::Piece(int c, int j) const {
   const int64_t base = len / pieces_, extra = len % pieces_;
   const int64_t b = begin + j * base + std::min<int64_t>(j, extra);
   return {b, b + base + (j < extra ? 1 : 0)};
+}
+
+void AllReducePipelinedRing::PostQueuedScatterRecvs(State* st) const {
+  for (;;) {
+    int step, j;
+    {
+      MutexLock l(&st->mu);
+      if (st->queued.empty() || st->free_slots.empty() || !st->status.ok()) return;
+      step = st->queued.front().first;
+      j = st->queued.front().second;
+      st->queued.pop_front();
+      st->slot_of[step * pieces_ + j] = st->free_slots.back();
+      st->free_slots.pop_back();
+    }
+    if (!Post(st, Op::kScatterRecv, step, j)) {
+      // An empty piece (nothing posted): its slot is free again.
+      MutexLock l(&st->mu);
+      st->free_slots.push_back(st->slot_of[step * pieces_ + j]);
+    }
+  }
 }
 
 void AllReducePipelinedRing::PostNextFirstSend(State* st) const {
@@ -150,7 +195,9 @@ bool AllReducePipelinedRing::Post(State* st, Op op, int step, int j) const {
   auto cb = [this, st, op, step, j](const absl::Status& s) { Done(st, op, step, j, s); };
   const bool gather = op == Op::kGatherSend || op == Op::kGatherRecv;
   const uint64_t tag = Tag(gather, step, j);
-  if (op == Op::kScatterRecv || op == Op::kGatherRecv) {
+  if (op == Op::kScatterRecv && st->in_place) {
+    st->t->RecvAsync(st->left, tag, SlotOf(st, step, j), bytes, std::move(cb));
+  } else if (op == Op::kScatterRecv || op == Op::kGatherRecv) {
     st->t->RecvAsync(st->left, tag, out, bytes, std::move(cb));
   } else {
     // The first step sends the rank's own input: nothing was copied to
@@ -168,12 +215,23 @@ void AllReducePipelinedRing::Done(State* st, Op op, int step, int j, const absl:
   if (s.ok()) {
     switch (op) {
       case Op::kScatterRecv: {
-        // The peer's partial sum of this piece is in `output`; add this
-        // rank's input while it is in cache and pass it on.
+        // The peer's partial sum of this piece is in `output` (in place: in
+        // its slot); add this rank's input while it is in cache and pass it
+        // on.
         const auto [begin, end] = Piece(Mod(p_.rank - step - 1), j);
         char* acc = st->out + begin * static_cast<int64_t>(elem_bytes_);
-        MergeInto(p_.merge_op, p_.dtype, acc, st->in + begin * static_cast<int64_t>(elem_bytes_),
-                  end - begin);
+        if (st->in_place) {
+          char* slot = SlotOf(st, step, j);
+          MergeInto(p_.merge_op, p_.dtype, acc, slot, end - begin);
+          {
+            MutexLock l(&st->mu);
+            st->free_slots.push_back(slot);
+          }
+          PostQueuedScatterRecvs(st);
+        } else {
+          MergeInto(p_.merge_op, p_.dtype, acc, st->in + begin * static_cast<int64_t>(elem_bytes_),
+                    end - begin);
+        }
         if (step + 1 < n - 1) {
           Post(st, Op::kScatterSend, step + 1, j);
         } else {
@@ -185,8 +243,9 @@ void AllReducePipelinedRing::Done(State* st, Op op, int step, int j, const absl:
       }
       case Op::kScatterSend:
         if (step == 0) PostNextFirstSend(st);  // keeps the window full
-        // Its region of `output` may now be overwritten by the final values.
-        if (step > 0) Post(st, Op::kGatherRecv, step, j);
+        // Its region of `output` may now be overwritten by the final values
+        // (in place, the first step's region too: it held the input).
+        if (step > 0 || st->in_place) Post(st, Op::kGatherRecv, step, j);
         break;
       case Op::kGatherRecv:
         if (step + 1 < n - 1) Post(st, Op::kGatherSend, step + 1, j);
@@ -213,7 +272,7 @@ void AllReducePipelinedRing::Done(State* st, Op op, int step, int j, const absl:
 absl::Status AllReducePipelinedRing::Run(Transport& t, const void* input, void* output) {
   const int n = p_.size, r = p_.rank;
   if (n == 1) {
-    CopyBytes(output, input, p_.num_elements * elem_bytes_);
+    if (output != input) CopyBytes(output, input, p_.num_elements * elem_bytes_);
     return absl::OkStatus();
   }
   if (t.size() != n || t.rank() != r) {
@@ -227,6 +286,21 @@ absl::Status AllReducePipelinedRing::Run(Transport& t, const void* input, void* 
   st.out = static_cast<char*>(output);
   st.right = (r + 1) % n;
   st.left = (r + n - 1) % n;
+  st.in_place = input == output;
+  if (st.in_place) {
+    if (!slots_.IsInitialized()) {
+      STRATA_ASSIGN_OR_RETURN(
+          slots_, AllocateScratch(p_, static_cast<int64_t>(slot_bytes_) * num_slots_));
+    }
+    MutexLock l(&st.mu);
+    st.slot_of.assign(static_cast<size_t>(pieces_) * (n - 1), nullptr);
+    for (int k = 0; k < num_slots_; ++k) {
+      st.free_slots.push_back(static_cast<char*>(slots_.raw_data()) + k * slot_bytes_);
+    }
+    for (int s = 0; s < n - 1; ++s) {
+      for (int j = 0; j < pieces_; ++j) st.queued.emplace_back(s, j);
+    }
+  }
   // Receives first, so that their grants are on the way before any data.
   // The count starts at 1, so that it cannot reach 0 while posting.
   {
@@ -234,9 +308,13 @@ absl::Status AllReducePipelinedRing::Run(Transport& t, const void* input, void* 
     st.outstanding = 1;
   }
   auto start = [&] {
-    for (int j = 0; j < pieces_; ++j) {
-      for (int s = 0; s < n - 1; ++s) Post(&st, Op::kScatterRecv, s, j);
-      Post(&st, Op::kGatherRecv, 0, j);
+    if (st.in_place) {
+      PostQueuedScatterRecvs(&st);
+    } else {
+      for (int j = 0; j < pieces_; ++j) {
+        for (int s = 0; s < n - 1; ++s) Post(&st, Op::kScatterRecv, s, j);
+        Post(&st, Op::kGatherRecv, 0, j);
+      }
     }
     for (int j = 0; j < window_; ++j) PostNextFirstSend(&st);
     MutexLock l(&st.mu);
@@ -263,15 +341,16 @@ STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllReduce, "pipelined_ring
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreatePipelinedRingAllReduce(
-    const AlgorithmParams& params, size_t piece_bytes, int64_t drive_max_bytes,
-    size_t send_window_bytes) {
+    const AlgorithmParams& params, const PipelinedRingOptions& options) {
   if (params.type != CollectiveType::kAllReduce) {
     return absl::InvalidArgumentError("pipelined_ring is an all-reduce algorithm");
   }
-  if (piece_bytes == 0) return absl::InvalidArgumentError("pipelined_ring: piece_bytes must be >= 1");
+  if (options.piece_bytes == 0) {
+    return absl::InvalidArgumentError("pipelined_ring: piece_bytes must be >= 1");
+  }
   STRATA_RETURN_IF_ERROR(CheckReducible(params.dtype));
   return std::unique_ptr<CollectiveAlgorithm>(
-      new AllReducePipelinedRing(params, piece_bytes, drive_max_bytes, send_window_bytes));
+      new AllReducePipelinedRing(params, options));
 }
 
 absl::StatusOr<std::string> SelectCrossProcessAlgorithm(CollectiveType type, const std::string& hint,

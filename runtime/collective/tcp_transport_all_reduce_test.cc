@@ -73,6 +73,10 @@ struct Case {
   int64_t drive_max_bytes = kPipelinedRingDriveMaxBytes;
   // First-step sends posted at a time (0: all).
   size_t send_window_bytes = kPipelinedRingSendWindowBytes;
+  // Even runs all-reduce one buffer in place (odd ones out of place, on the
+  // same algorithm object), receiving into this many slots.
+  bool in_place = false;
+  int in_place_slots = kPipelinedRingInPlaceSlots;
 };
 
 // Runs `runs` all-reduces on one algorithm object per rank; checks every
@@ -84,8 +88,12 @@ void RunCase(std::vector<std::unique_ptr<Transport>>& t, const Case& c, int runs
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto alg = CreatePipelinedRingAllReduce(Params(r, n, c.count, c.op, c.final_op), c.piece_bytes,
-                                              c.drive_max_bytes, c.send_window_bytes);
+      PipelinedRingOptions o;
+      o.piece_bytes = c.piece_bytes;
+      o.drive_max_bytes = c.drive_max_bytes;
+      o.send_window_bytes = c.send_window_bytes;
+      o.in_place_slots = c.in_place_slots;
+      auto alg = CreatePipelinedRingAllReduce(Params(r, n, c.count, c.op, c.final_op), o);
       if (!alg.ok()) {
         status[r] = alg.status();
         return;
@@ -93,8 +101,13 @@ void RunCase(std::vector<std::unique_ptr<Transport>>& t, const Case& c, int runs
       for (int run = 0; run < runs && status[r].ok(); ++run) {
         std::vector<float> in(c.count);
         for (int64_t i = 0; i < c.count; ++i) in[i] = Value(r, i, run);
-        std::fill(out[r].begin(), out[r].end(), -1234.0f);
-        status[r] = (*alg)->Run(*t[r], in.data(), out[r].data());
+        if (c.in_place && run % 2 == 0) {
+          out[r] = in;
+          status[r] = (*alg)->Run(*t[r], out[r].data(), out[r].data());
+        } else {
+          std::fill(out[r].begin(), out[r].end(), -1234.0f);
+          status[r] = (*alg)->Run(*t[r], in.data(), out[r].data());
+        }
         for (int64_t i = 0; i < c.count && status[r].ok(); ++i) {
           float want = Value(0, i, run);
           for (int q = 1; q < n; ++q) {
@@ -135,6 +148,15 @@ TEST(PipelinedRingTest, MatchesTheReductionForEveryShape) {
         {(1 << 20) + 3, 4 << 10, MergeOp::kAdd, FinalOp::kId, 0, 1},
         {2, 4, MergeOp::kAdd, FinalOp::kDiv, 0, 1},
         {(1 << 20) + 3, (64 << 10) + 4, MergeOp::kMax, FinalOp::kId, 0, 0},
+        // In place: one slot over many pieces (eager-sized, then
+        // rendezvous-sized), empty pieces, the default, and more slots than
+        // receives.
+        {(1 << 20) + 3, 4 << 10, MergeOp::kAdd, FinalOp::kDiv, 0, 1, true, 1},
+        {(1 << 20) + 3, (64 << 10) + 4, MergeOp::kAdd, FinalOp::kId, 0, 0, true, 1},
+        {2, 4, MergeOp::kAdd, FinalOp::kDiv, 0, 1, true, 1},
+        {(1 << 20) + 3, kPipelinedRingPieceBytes, MergeOp::kMax, FinalOp::kId, 0,
+         kPipelinedRingSendWindowBytes, true},
+        {1000, 100, MergeOp::kAdd, FinalOp::kId, 0, 0, true, 1000},
     };
     for (Case c : cases) {
       // Every shape with the caller driving the transport and without.
@@ -142,6 +164,8 @@ TEST(PipelinedRingTest, MatchesTheReductionForEveryShape) {
         c.drive_max_bytes = drive_max;
         SCOPED_TRACE(absl::StrCat(n, " ranks, ", c.count, " floats, pieces of ", c.piece_bytes,
                                   ", send window ", c.send_window_bytes,
+                                  c.in_place ? absl::StrCat(", in place, slots ", c.in_place_slots)
+                                             : "",
                                   drive_max > 0 ? ", driven" : ", I/O thread"));
         RunCase(t, c, /*runs=*/3);
       }
@@ -197,7 +221,11 @@ TEST(PipelinedRingTest, RankOtherThanTheTransportsIsAnError) {
 }
 
 TEST(PipelinedRingTest, BadParams) {
-  EXPECT_EQ(CreatePipelinedRingAllReduce(Params(0, 2, 8, MergeOp::kAdd, FinalOp::kId), 0).status().code(),
+  PipelinedRingOptions no_piece;
+  no_piece.piece_bytes = 0;
+  EXPECT_EQ(CreatePipelinedRingAllReduce(Params(0, 2, 8, MergeOp::kAdd, FinalOp::kId), no_piece)
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
   AlgorithmParams gather = Params(0, 2, 8, MergeOp::kAdd, FinalOp::kId);
   gather.type = CollectiveType::kAllGather;
