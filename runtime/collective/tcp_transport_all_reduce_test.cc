@@ -148,15 +148,6 @@ TEST(PipelinedRingTest, MatchesTheReductionForEveryShape) {
         {(1 << 20) + 3, 4 << 10, MergeOp::kAdd, FinalOp::kId, 0, 1},
         {2, 4, MergeOp::kAdd, FinalOp::kDiv, 0, 1},
         {(1 << 20) + 3, (64 << 10) + 4, MergeOp::kMax, FinalOp::kId, 0, 0},
-        // In place: one slot over many pieces (eager-sized, then
-        // rendezvous-sized), empty pieces, the default, and more slots than
-        // receives.
-        {(1 << 20) + 3, 4 << 10, MergeOp::kAdd, FinalOp::kDiv, 0, 1, true, 1},
-        {(1 << 20) + 3, (64 << 10) + 4, MergeOp::kAdd, FinalOp::kId, 0, 0, true, 1},
-        {2, 4, MergeOp::kAdd, FinalOp::kDiv, 0, 1, true, 1},
-        {(1 << 20) + 3, kPipelinedRingPieceBytes, MergeOp::kMax, FinalOp::kId, 0,
-         kPipelinedRingSendWindowBytes, true},
-        {1000, 100, MergeOp::kAdd, FinalOp::kId, 0, 0, true, 1000},
     };
     for (Case c : cases) {
       // Every shape with the caller driving the transport and without.
@@ -164,9 +155,35 @@ TEST(PipelinedRingTest, MatchesTheReductionForEveryShape) {
         c.drive_max_bytes = drive_max;
         SCOPED_TRACE(absl::StrCat(n, " ranks, ", c.count, " floats, pieces of ", c.piece_bytes,
                                   ", send window ", c.send_window_bytes,
-                                  c.in_place ? absl::StrCat(", in place, slots ", c.in_place_slots)
-                                             : "",
                                   drive_max > 0 ? ", driven" : ", I/O thread"));
+        RunCase(t, c, /*runs=*/3);
+      }
+    }
+  }
+}
+
+TEST(PipelinedRingTest, InPlaceMatchesTheReductionForEveryShape) {
+  for (int n : {2, 3, 4}) {
+    InMemoryKeyValueStore kv;
+    auto t = ConnectThreads(n, kv);
+    for (auto& x : t) ASSERT_TRUE(x);
+    // Even runs in place, odd ones out of place on the same object.
+    const Case cases[] = {
+        // One slot over many pieces (eager-sized, then rendezvous-sized).
+        {(1 << 18) + 3, 4 << 10, MergeOp::kAdd, FinalOp::kDiv, 0, 1, true, 1},
+        {(1 << 18) + 3, (64 << 10) + 4, MergeOp::kAdd, FinalOp::kId, 0, 0, true, 1},
+        // Empty pieces; the defaults; more slots than receives.
+        {2, 4, MergeOp::kAdd, FinalOp::kDiv, 0, 1, true, 1},
+        {(1 << 20) + 3, kPipelinedRingPieceBytes, MergeOp::kMax, FinalOp::kId, 0,
+         kPipelinedRingSendWindowBytes, true},
+        {1000, 100, MergeOp::kAdd, FinalOp::kId, 0, 0, true, 1000},
+    };
+    for (Case c : cases) {
+      for (int64_t drive_max : {int64_t{0}, int64_t{1} << 40}) {
+        c.drive_max_bytes = drive_max;
+        SCOPED_TRACE(absl::StrCat(n, " ranks, ", c.count, " floats, pieces of ", c.piece_bytes,
+                                  ", send window ", c.send_window_bytes, ", slots ",
+                                  c.in_place_slots, drive_max > 0 ? ", driven" : ", I/O thread"));
         RunCase(t, c, /*runs=*/3);
       }
     }
