@@ -96,14 +96,15 @@ AllReducePipelinedRing::AllReducePipelinedRing(const AlgorithmParams& p,
     const int64_t chunk_bytes = (p.num_elements + p.size - 1) / p.size * static_cast<int64_t>(elem_bytes_);
     // Pieces of piece_bytes, however few that makes: a chunk of one piece
     // overlaps nothing within its step, yet measured faster than cut finer.
-    // Measured across network namespaces,
-    // 2 ranks, in place, medians of 6-8 interleaved runs, at least 8 pieces
-    // of >= 128 KiB (as before) -> pieces of 512 KiB: 512 KiB 4.35 -> 5.81
-    // GB/s bus bandwidth, 1 MiB 4.65 -> 6.60 (out of place 4.63 -> 6.58),
-    // 2 MiB 4.30 -> 5.29, 4 MiB 5.37 -> 5.74 and 5.89 -> 5.89; from 16 MiB
-    // the two rules cut alike; 4 ranks on 4 hosts (2 cores), medians of 5:
-    // 1 MiB 1.28 -> 1.58, 4 MiB 1.27 -> 1.77. (Before the in-place all-reduce and the
-    // congestion control change, 1 MiB had measured the other way round.)
+    // Across network namespaces, in place, bus bandwidth GB/s, at least 8
+    // pieces of >= 128 KiB (the rule before) -> pieces of 512 KiB:
+    //   2 ranks, medians of 6-8 interleaved runs: 512 KiB 4.35 -> 5.81,
+    //   1 MiB 4.65 -> 6.60 (out of place 4.63 -> 6.58), 2 MiB 4.30 -> 5.29,
+    //   4 MiB 5.37 -> 5.74 and 5.89 -> 5.89; from 16 MiB the rules agree;
+    //   4 ranks on 4 hosts (2 cores), medians of 5: 1 MiB 1.28 -> 1.58,
+    //   4 MiB 1.27 -> 1.77.
+    // (Before the in-place all-reduce and the congestion control change,
+    // 1 MiB had measured the other way round.)
     const int64_t wanted =
         (chunk_bytes + static_cast<int64_t>(piece_bytes) - 1) / static_cast<int64_t>(piece_bytes);
     const int64_t cap = std::max<int64_t>(1, kMaxTags / (2 * (p.size - 1)));
