@@ -69,7 +69,18 @@ absl::Status LocalRendezvous::Send(const std::string& key, const Tensor& value) 
           --f->n;
         };
         if (schedule_) {
+          // `finish` may run, and the step end (its pool and this rendezvous
+          // with it destroyed), while this thread is still inside the
+          // scheduler's call: the call holds a count of its own, dropped
+          // once it returned (by then `this` is no longer touched).
+          std::shared_ptr<InFlight> f = in_flight_;
+          {
+            MutexLock l(&f->mu);
+            ++f->n;
+          }
           schedule_(std::move(finish));
+          MutexLock l(&f->mu);
+          --f->n;
         } else {
           finish();
         }
