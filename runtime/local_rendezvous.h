@@ -46,7 +46,9 @@ class LocalRendezvous : public Rendezvous {
   LocalRendezvous(const DeviceMgr* devices, Scheduler schedule)
       : devices_(devices), schedule_(std::move(schedule)) {}
   // Pending receives are completed with Cancelled ("rendezvous destroyed");
-  // waits for copies in flight (they hold the rendezvous).
+  // waits for copies in flight (they hold the rendezvous), each until its
+  // value is handed over and its call to `schedule` has returned, so that
+  // the scheduler (a pool the caller destroys next) is not still in use.
   ~LocalRendezvous() override;
 
   // InvalidArgument if `key` was already sent this step; the abort status
