@@ -113,9 +113,9 @@ TEST(TrainerTest, SelfKillAfterAStepThenResumeIsBitwiseIdentical) {
 }
 
 TEST(TrainerTest, ExternalSigkillWhileTrainingThenResumeIsBitwiseIdentical) {
-  // Wide layers make a step slow enough (~1 ms) to be killed mid-run; 1,200
-  // steps leave about a second after the kill point (a run takes about 100 s
-  // under TSan, three of them here).
+  // Wide layers make a step slow enough (~1 ms) to be killed mid-run; of
+  // 1,200 steps about 900 are left when the kill comes (a run takes about
+  // 35 s under TSan, three of them here).
   auto flags = [](const std::string& dir) {
     return std::vector<std::string>{
         "--model=mlp", "--hidden=512,512", "--global_batch_size=64", "--steps=1200",

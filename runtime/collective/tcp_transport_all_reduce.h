@@ -9,7 +9,8 @@
 //   - every ring chunk is cut into pieces of at most `piece_bytes` (default
 //     512 KiB; a chunk of up to 512 KiB is one piece: cutting 1 MiB
 //     all-reduces into 8 pieces of 128 KiB per chunk, as this did before,
-//     measured 30% slower, see the constructor), and every step of a piece starts as soon as that piece's previous step is
+//     measured 30% slower, see the constructor), and every step of a piece
+//     starts as soon as that piece's previous step is
 //     done, not when the whole previous step is: a piece received in the
 //     reduce-scatter is merged while it is still in cache and sent on at
 //     once, while the later pieces are still arriving, and the all-gather of
