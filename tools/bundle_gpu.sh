@@ -39,6 +39,10 @@ chmod u+w "$out/bin/$name"
 if [[ -d "$bin.runfiles" ]]; then
   rm -rf "$out/bin/$name.runfiles"
   cp -rL "$bin.runfiles" "$out/bin/$name.runfiles"
+  # The runfiles hold the binary itself and, for tests, the shared libraries
+  # of its Bazel dependencies (_solib_*): both are already in bin/ and lib/.
+  find "$out/bin/$name.runfiles" -depth \( -name '_solib_*' -o -type f -name "$name" \) \
+    -exec rm -rf {} +
 fi
 for extra in "$@"; do cp -rL "$extra" "$out/"; done
 
