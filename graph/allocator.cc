@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "graph/mutex.h"
+#include "base/mutex.h"
 
 namespace strata {
 

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/mutex.h"
+#include "base/mutex.h"
 
 namespace strata {
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 
 namespace strata {
 

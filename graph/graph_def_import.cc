@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "graph/tensor_shape.h"
 #include "graph/types.h"
 

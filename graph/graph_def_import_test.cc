@@ -2,16 +2,16 @@
 
 #include <string>
 
+#include "gmock/gmock.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "google/protobuf/text_format.h"
 #include "google/protobuf/message.h"
+#include "google/protobuf/text_format.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
 #include "graph/scope.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace strata {

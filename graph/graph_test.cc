@@ -1,9 +1,9 @@
 #include "graph/graph.h"
 
+#include "base/status.h"
 #include "graph/op_registry.h"
 #include "graph/scope.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 #include "gtest/gtest.h"
 
 namespace strata {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "graph/status.h"
+#include "base/status.h"
 
 namespace strata {
 

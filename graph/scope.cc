@@ -1,7 +1,7 @@
 #include "graph/scope.h"
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 
 namespace strata {
 

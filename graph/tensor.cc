@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 
 namespace strata {
 

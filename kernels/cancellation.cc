@@ -1,5 +1,6 @@
 #include "kernels/cancellation.h"
-#include "graph/mutex.h"
+
+#include "base/mutex.h"
 
 #include <utility>
 

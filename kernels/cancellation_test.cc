@@ -3,8 +3,8 @@
 #include <atomic>
 #include <thread>
 
-#include "graph/mutex.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "gtest/gtest.h"
 
 namespace strata {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 
 namespace strata {
 

@@ -8,8 +8,8 @@
 #define STRATA_KERNELS_EIGEN_VIEWS_H_
 
 #define EIGEN_USE_THREADS
-#include "unsupported/Eigen/CXX11/Tensor"
 #include "graph/tensor.h"
+#include "unsupported/Eigen/CXX11/Tensor"
 
 namespace strata {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 
 namespace strata {
 

@@ -1,8 +1,8 @@
 #include "kernels/op_kernel.h"
 
 #include "absl/strings/str_cat.h"
-#include "graph/mutex.h"
-#include "graph/status.h"
+#include "base/mutex.h"
+#include "base/status.h"
 
 namespace strata {
 

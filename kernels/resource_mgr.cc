@@ -5,7 +5,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/op_kernel.h"
 
 namespace strata {

@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "graph/tensor.h"
 #include "kernels/testing/kernel_runner.h"
 

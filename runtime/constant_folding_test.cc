@@ -2,13 +2,13 @@
 
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
 #include "graph/ops/random_ops.h"
 #include "graph/scope.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/session.h"
 

@@ -6,9 +6,9 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "kernels/eigen_views.h"
-#include "graph/mutex.h"
-#include "graph/status.h"
 
 namespace strata {
 

@@ -38,8 +38,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "graph/tensor.h"
 #include "absl/strings/string_view.h"
+#include "graph/tensor.h"
 #include "kernels/device_base.h"
 #include "kernels/resource_mgr.h"
 #include "runtime/device_name.h"

@@ -43,7 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "graph/graph.h"
 #include "kernels/device_base.h"
 #include "kernels/op_kernel.h"

@@ -3,12 +3,12 @@
 #include <atomic>
 #include <thread>
 
-#include "graph/mutex.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
 #include "graph/scope.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 #include "gtest/gtest.h"
 #include "kernels/call_frame.h"
 #include "kernels/cancellation.h"

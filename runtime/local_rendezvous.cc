@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "graph/mutex.h"
-#include "graph/status.h"
+#include "base/mutex.h"
+#include "base/status.h"
 
 namespace strata {
 

@@ -28,7 +28,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "kernels/rendezvous.h"
 #include "runtime/device.h"
 

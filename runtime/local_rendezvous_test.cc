@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "gtest/gtest.h"
 
 namespace strata {

@@ -14,14 +14,14 @@
 #include <memory>
 #include <vector>
 
-#include "benchmark/benchmark.h"
-#include "unsupported/Eigen/CXX11/Tensor"
 #include "Eigen/Core"
+#include "benchmark/benchmark.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
 #include "graph/scope.h"
 #include "runtime/session.h"
+#include "unsupported/Eigen/CXX11/Tensor"
 
 namespace strata {
 namespace {

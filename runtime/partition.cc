@@ -5,8 +5,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/attr_value.h"
-#include "graph/status.h"
 #include "runtime/subgraph.h"
 
 namespace strata {

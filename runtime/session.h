@@ -46,7 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "graph/graph.h"
 #include "graph/scope.h"
 #include "graph/tensor.h"

@@ -3,13 +3,13 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "graph/attr_value.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/scope.h"
 #include "graph/shape_inference.h"
 #include "gtest/gtest.h"
-#include "absl/time/clock.h"
 #include "kernels/cancellation.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"

@@ -40,7 +40,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 
 namespace strata {
 

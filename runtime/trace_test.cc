@@ -10,10 +10,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "graph/ops/collective_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/scope.h"
+#include "gtest/gtest.h"
 #include "runtime/session.h"
 
 namespace strata {

@@ -40,8 +40,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/json.h"
 #include "proto/cluster.pb.h"
-#include "strategy/json.h"
 
 namespace strata {
 

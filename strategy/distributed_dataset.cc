@@ -2,8 +2,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
 #include "train/data/preprocess.h"
 
 namespace strata {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "base/status.h"
 #include "gtest/gtest.h"
-#include "graph/status.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/test_util.h"
 #include "train/data/csv.h"

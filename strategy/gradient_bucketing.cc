@@ -5,9 +5,9 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
 #include "strategy/replica_context.h"
 
 namespace strata {

@@ -5,9 +5,9 @@
 #include <memory>
 #include <vector>
 
-#include "gtest/gtest.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
+#include "gtest/gtest.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/replica_context.h"
 #include "strategy/test_util.h"

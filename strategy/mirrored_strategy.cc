@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
 #include "strategy/mirrored_variable.h"
 #include "strategy/strategy_devices.h"
 

@@ -10,9 +10,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
-#include "gtest/gtest.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
+#include "gtest/gtest.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/mirrored_variable.h"
 #include "strategy/one_device_strategy.h"

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "graph/ops/collective_ops.h"
-#include "graph/status.h"
 #include "runtime/collective/distributed_collective_executor.h"
 #include "runtime/collective/shm_transport.h"
 #include "runtime/collective/tcp_transport.h"

@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/status.h"
+#include "base/status.h"
 #include "strategy/strategy_devices.h"
 
 namespace strata {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
+#include "gtest/gtest.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/mirrored_variable.h"
 #include "strategy/replica_context.h"

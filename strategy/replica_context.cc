@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/collective_ops.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
 
 namespace strata {
 namespace distribute {

@@ -10,10 +10,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "graph/attr_value.h"
 #include "graph/ops/core_ops.h"
+#include "gtest/gtest.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/one_device_strategy.h"
 #include "strategy/test_util.h"

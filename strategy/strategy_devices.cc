@@ -6,7 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "runtime/device_name.h"
 
 #if STRATA_WITH_CUDA

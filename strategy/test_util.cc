@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/mirrored_variable.h"

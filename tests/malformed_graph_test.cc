@@ -14,9 +14,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "graph/graph_def_import.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace strata {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "gtest/gtest.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
+#include "gtest/gtest.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/replica_context.h"
 #include "strategy/test_util.h"

@@ -20,15 +20,15 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "graph/graph_def_import.h"
-#include "graph/tensor.h"
 #include "graph/passes/cse.h"
+#include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "runtime/constant_folding.h"
 #include "runtime/session.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 
 namespace strata {
 namespace {

@@ -34,9 +34,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/json.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
-#include "strategy/json.h"
 #include "tests/trainer_process.h"
 
 namespace strata {

@@ -20,10 +20,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_reader.h"

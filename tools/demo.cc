@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <iostream>
 
+#include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
 #include "graph/ops/random_ops.h"
 #include "graph/scope.h"
-#include "graph/status.h"
 #include "runtime/session.h"
 
 namespace strata {

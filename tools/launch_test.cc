@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "strategy/cluster_resolver.h"
@@ -81,10 +82,9 @@ std::map<std::string, std::vector<std::string>> ByTask(const std::string& text) 
 class LaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string templ = absl::StrCat(tmp == nullptr ? "/tmp" : tmp, "/launch_XXXXXX");
-    ASSERT_NE(mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
+    absl::StatusOr<std::string> dir = io::MakeTempDir("launch");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *dir;
   }
 
   // The launcher's arguments to run the test worker with `actions`.

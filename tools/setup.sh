@@ -67,6 +67,13 @@ echo "setup: installing ${missing[*]}"
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# apt prints a few lines per package (hundreds for a fresh machine): they go
+# to a log, shown only when apt fails.
+log=$(mktemp /tmp/strata_setup.XXXXXX.log)
+if ! { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "setup: apt-get failed (whole log: $log)" >&2
+  exit 1
+fi
+echo "setup: installed ${#missing[@]} packages (apt's log: $log)"
 if (( peers )); then install_tensorflow; fi

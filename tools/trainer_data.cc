@@ -21,7 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "tools/trainer_lib.h"
 #include "train/data/csv.h"
 #include "train/data/preprocess.h"

@@ -21,15 +21,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "unsupported/Eigen/CXX11/ThreadPool"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/session.h"
 #include "runtime/trace.h"
+#include "strategy/cluster_resolver.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
-#include "strategy/cluster_resolver.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
 #include "strategy/one_device_strategy.h"
@@ -44,6 +43,7 @@
 #include "train/models.h"
 #include "train/optimizers.h"
 #include "train/variable.h"
+#include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace strata {
 namespace trainer {

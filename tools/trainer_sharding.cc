@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
 #include "graph/scope.h"
-#include "graph/status.h"
 #include "runtime/session.h"
 #include "train/data/csv.h"
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/ops/core_ops.h"
+#include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/initializers.h"
 #include "train/variable.h"

@@ -4,8 +4,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/gradients/gradients.h"
-#include "graph/status.h"
 
 namespace strata {
 namespace train {

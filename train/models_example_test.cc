@@ -11,9 +11,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
-#include "gtest/gtest.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
+#include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/session.h"
 #include "train/data/dataset.h"

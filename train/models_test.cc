@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/ops/core_ops.h"
+#include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/losses.h"
 #include "train/optimizers.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
+#include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/initializers.h"
 

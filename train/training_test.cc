@@ -6,11 +6,11 @@
 #include <random>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/gradients/gradients.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
+#include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/initializers.h"
 #include "train/losses.h"

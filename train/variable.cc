@@ -4,10 +4,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/state_ops.h"
-#include "graph/status.h"
 
 namespace strata {
 namespace train {

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/state_ops.h"
+#include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/initializers.h"
 

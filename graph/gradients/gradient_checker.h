@@ -26,9 +26,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/gradients/gradients.h"
 #include "graph/scope.h"
-#include "graph/status.h"
 #include "graph/tensor.h"
 #include "runtime/session.h"
 

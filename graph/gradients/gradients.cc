@@ -9,10 +9,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/gradients/grad_registry.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/math_ops.h"
-#include "graph/status.h"
 
 namespace strata {
 

@@ -4,9 +4,9 @@
 // back to the operand's shape (grad::ReduceBinaryGrads); the comparisons
 // Maximum/Minimum and Pow's x > 0 test are built from Equal, Maximum and
 // Minimum because Strata has no Greater op: x == max(x, y) is x >= y.
+#include "graph/gradients/grad_ops.h"
 #include "graph/gradients/grad_registry.h"
 #include "graph/gradients/grad_util.h"
-#include "graph/gradients/grad_ops.h"
 #include "graph/gradients/gradients.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"

@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "graph/op_registry.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 
 namespace strata {
 

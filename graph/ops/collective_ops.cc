@@ -3,11 +3,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/attr_value.h"
 #include "graph/op_registry.h"
 #include "graph/ops/core_ops.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 
 namespace strata {
 

@@ -1,10 +1,10 @@
 #include "graph/ops/collective_ops.h"
 
-#include "gtest/gtest.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "graph/ops/core_ops.h"
 #include "graph/scope.h"
+#include "gtest/gtest.h"
 
 namespace strata {
 namespace {

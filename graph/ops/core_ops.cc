@@ -1,10 +1,10 @@
 #include "graph/ops/core_ops.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/attr_value.h"
 #include "graph/op_registry.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 
 namespace strata {
 

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/op_registry.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 
 namespace strata {
 namespace {

@@ -1,9 +1,9 @@
 #include "graph/ops/state_ops.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/op_registry.h"
 #include "graph/shape_inference.h"
-#include "graph/status.h"
 
 namespace strata {
 

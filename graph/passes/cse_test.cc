@@ -1,10 +1,10 @@
 #include "graph/passes/cse.h"
 
+#include "gmock/gmock.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/random_ops.h"
 #include "graph/scope.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace strata {

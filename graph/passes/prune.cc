@@ -4,8 +4,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/graph_def_import.h"
-#include "graph/status.h"
 
 namespace strata {
 

@@ -1,9 +1,9 @@
 #include "graph/passes/prune.h"
 
+#include "gmock/gmock.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/scope.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace strata {

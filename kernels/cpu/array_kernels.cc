@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/array_ops.h"
-#include "graph/status.h"
 #include "kernels/cpu/array_copy.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"

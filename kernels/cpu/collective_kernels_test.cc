@@ -4,9 +4,9 @@
 #include <memory>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/op_registry.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "kernels/collective.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

@@ -3,8 +3,8 @@
 // frame and the rendezvous, so each is written to cost as little as the
 // executor around it (no copies, no allocation after construction).
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "graph/status.h"
 #include "kernels/call_frame.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

@@ -37,7 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "graph/tensor.h"
 #include "kernels/eigen_views.h"
 #include "kernels/op_kernel.h"

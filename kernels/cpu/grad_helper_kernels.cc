@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/gradients/grad_ops.h"
 #include "graph/ops/array_ops.h"
-#include "graph/status.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

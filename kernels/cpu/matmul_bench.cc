@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "Eigen/Core"
 #include "benchmark/benchmark.h"
 #include "graph/op_registry.h"
 #include "graph/tensor.h"
@@ -23,7 +24,6 @@
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 #include "kernels/testing/kernel_runner.h"
-#include "Eigen/Core"
 
 namespace strata {
 namespace {

@@ -6,8 +6,8 @@
 // latter is the same GEBP kernel with less set-up. matmul_bench.cc measures this against Eigen and OpenBLAS.
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/math_ops.h"
-#include "graph/status.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

@@ -4,8 +4,8 @@
 // Softmax, convolution and pooling live in their own files.
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/nn_ops.h"
-#include "graph/status.h"
 #include "kernels/cpu/nn_kernel_helpers.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"

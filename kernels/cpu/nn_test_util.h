@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/attr_value.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "kernels/testing/kernel_runner.h"
 
 namespace strata {

@@ -14,8 +14,8 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/array_ops.h"
-#include "graph/status.h"
 #include "kernels/cpu/philox.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"

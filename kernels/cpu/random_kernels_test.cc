@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "gmock/gmock.h"
 #include "graph/op_registry.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/random_ops.h"
 #include "graph/scope.h"
-#include "graph/status.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/philox.h"
 #include "kernels/eigen_views.h"

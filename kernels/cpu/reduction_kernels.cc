@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/math_ops.h"
-#include "graph/status.h"
 #include "kernels/cpu/cwise.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"

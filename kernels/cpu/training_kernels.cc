@@ -15,8 +15,8 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/training_ops.h"
-#include "graph/status.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

@@ -4,8 +4,8 @@
 #include <random>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "kernels/resource_mgr.h"
 #include "kernels/testing/kernel_runner.h"
 

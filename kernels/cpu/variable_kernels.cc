@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/state_ops.h"
-#include "graph/status.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

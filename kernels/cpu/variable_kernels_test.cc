@@ -2,8 +2,8 @@
 #include <thread>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "kernels/resource_mgr.h"
 #include "kernels/testing/kernel_runner.h"
 

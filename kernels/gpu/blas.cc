@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/gpu/gpu_util.h"
 
 namespace strata {

@@ -16,8 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "graph/ops/nn_ops.h"
-#include "graph/status.h"
 #include "kernels/gpu/blas.h"
 #include "kernels/gpu/conv_gpu.h"
 #include "kernels/gpu/gpu_util.h"

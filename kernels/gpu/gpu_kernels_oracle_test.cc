@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "graph/attr_value.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "kernels/eigen_views.h"
 #include "kernels/gpu/testing/test_gpu_device.h"
 #include "kernels/resource_mgr.h"

@@ -1,7 +1,7 @@
 // GPU MatMul through cuBLAS (blas.h): float, double, half and bfloat16, with
 // the transpose attrs passed to cuBLAS rather than materialized.
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/gpu/blas.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

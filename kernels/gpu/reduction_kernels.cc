@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/gpu/reduce_gpu.h"
 #include "kernels/kernel_registry.h"

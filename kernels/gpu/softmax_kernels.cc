@@ -4,7 +4,7 @@
 // on the CPU) and copied to the device; int64 labels are already on the
 // device, where a bad one gives NaN in its row instead.
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/gpu/reduce_gpu.h"
 #include "kernels/kernel_registry.h"

@@ -8,7 +8,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/gpu/training_gpu.h"
 #include "kernels/kernel_registry.h"

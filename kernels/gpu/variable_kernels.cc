@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/kernel_registry.h"

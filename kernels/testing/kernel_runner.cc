@@ -1,8 +1,8 @@
 #include "kernels/testing/kernel_runner.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/op_registry.h"
-#include "graph/status.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/crc32c.h"
 #include "benchmark/benchmark.h"
 #include "graph/tensor.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
-#include "runtime/checkpoint/crc32c.h"
 
 namespace strata {
 namespace {

@@ -5,9 +5,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/crc32c.h"
 #include "graph/tensor_shape.h"
 #include "graph/types.h"
-#include "runtime/checkpoint/crc32c.h"
 
 namespace strata {
 namespace checkpoint_format {

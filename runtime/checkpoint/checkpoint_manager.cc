@@ -7,15 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "graph/status.h"
+#include "base/file_io.h"
+#include "base/status.h"
 #include "runtime/checkpoint/checkpoint_format.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
-#include "runtime/checkpoint/file_io.h"
 
 namespace strata {
 namespace {
 
-namespace io = checkpoint_io;
 namespace fmt = checkpoint_format;
 
 constexpr char kCkptPrefix[] = "ckpt-";

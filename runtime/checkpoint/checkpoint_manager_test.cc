@@ -8,21 +8,15 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
-#include "runtime/checkpoint/file_io.h"
 
 namespace strata {
 namespace {
 
-namespace io = checkpoint_io;
 
-std::string NewTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/mgrXXXXXX");
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+std::string NewTempDir() { return io::MakeTempDir("mgr").value(); }
 
 std::vector<std::pair<std::string, Tensor>> Weights(int64_t step) {
   return {{"w", Tensor::FromVector<float>({static_cast<float>(step), 1, 2, 3})},

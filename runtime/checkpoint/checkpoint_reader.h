@@ -33,9 +33,9 @@
 #include "graph/types.h"
 
 namespace strata {
-namespace checkpoint_io {
+namespace io {
 class RandomAccessFile;
-}  // namespace checkpoint_io
+}  // namespace io
 
 class CheckpointReader {
  public:
@@ -84,7 +84,7 @@ class CheckpointReader {
   std::string data_path_;
   uint64_t data_size_ = 0;  // as the index records it
   uint32_t data_crc_ = 0;   // CRC32C of the whole data file
-  std::unique_ptr<checkpoint_io::RandomAccessFile> data_;
+  std::unique_ptr<io::RandomAccessFile> data_;
   std::map<std::string, Entry> entries_;
   std::map<std::string, TensorInfo> infos_;
   std::map<std::string, std::string> metadata_;

@@ -8,26 +8,19 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gtest/gtest.h"
+#include "base/file_io.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_format.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
-#include "runtime/checkpoint/file_io.h"
 
 namespace strata {
 namespace {
 
-namespace io = checkpoint_io;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
-std::string NewTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/ckptXXXXXX");
-  char* d = ::mkdtemp(tmpl.data());
-  EXPECT_NE(d, nullptr);
-  return tmpl;
-}
+std::string NewTempDir() { return io::MakeTempDir("ckpt").value(); }
 
 Named SampleTensors(float bias = 0) {
   return {

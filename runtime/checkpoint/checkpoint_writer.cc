@@ -6,16 +6,15 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/crc32c.h"
+#include "base/file_io.h"
+#include "base/status.h"
 #include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/checkpoint_format.h"
-#include "runtime/checkpoint/crc32c.h"
-#include "runtime/checkpoint/file_io.h"
 
 namespace strata {
 namespace {
 
-namespace io = checkpoint_io;
 namespace fmt = checkpoint_format;
 using internal::SaveStage;
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "graph/status.h"
+#include "base/status.h"
 
 namespace strata {
 

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "runtime/collective/reduction.h"
 
 namespace strata {

@@ -54,7 +54,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "runtime/collective/algorithm.h"
 
 namespace strata {

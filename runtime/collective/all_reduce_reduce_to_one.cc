@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "graph/status.h"
+#include "base/status.h"
 #include "runtime/collective/reduction.h"
 
 namespace strata {

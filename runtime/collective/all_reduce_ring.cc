@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "graph/status.h"
+#include "base/status.h"
 #include "runtime/collective/reduction.h"
 
 namespace strata {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "runtime/collective/reduction.h"
 #include "runtime/collective/shm_transport.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "graph/types.h"
+#include "gtest/gtest.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/in_process_transport.h"

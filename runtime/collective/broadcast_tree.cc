@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 
 namespace strata {
 

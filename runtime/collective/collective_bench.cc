@@ -28,9 +28,9 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "benchmark/benchmark.h"
 #include "graph/allocator.h"
-#include "graph/mutex.h"
 #include "graph/tensor.h"
 #include "kernels/collective.h"
 #include "runtime/collective/local_collective_executor.h"

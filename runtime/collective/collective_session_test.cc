@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "graph/ops/collective_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/scope.h"
+#include "gtest/gtest.h"
 #include "kernels/cancellation.h"
 #include "runtime/session.h"
 

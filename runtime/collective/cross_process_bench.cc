@@ -52,7 +52,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "graph/status.h"
+#include "base/file_io.h"
+#include "base/status.h"
 #include "graph/tensor.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
@@ -320,12 +321,12 @@ int Main(int argc, char** argv) {
   std::fflush(stdout);
   int exit_code = 0;
   for (int n : rank_counts) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cross_process_bench.XXXXXX");
-    if (mkdtemp(dir.data()) == nullptr) {
-      std::perror("cross_process_bench: mkdtemp");
+    absl::StatusOr<std::string> kv_dir = io::MakeTempDir("cross_process_bench");
+    if (!kv_dir.ok()) {
+      std::fprintf(stderr, "cross_process_bench: %s\n", kv_dir.status().ToString().c_str());
       return 1;
     }
+    const std::string dir = *kv_dir;
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r) {
       const pid_t pid = fork();

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/reduction.h"
 #include "runtime/collective/tcp_transport_all_reduce.h"

@@ -86,7 +86,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "kernels/collective.h"
 #include "runtime/collective/local_collective_executor.h"
 #include "runtime/collective/shm_transport.h"

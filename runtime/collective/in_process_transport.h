@@ -25,7 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "runtime/collective/transport.h"
 
 namespace strata {

@@ -43,7 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "kernels/cancellation.h"
 #include "kernels/collective.h"
 #include "runtime/collective/all_reduce_direct.h"

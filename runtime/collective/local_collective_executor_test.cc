@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
+#include "base/mutex.h"
 #include "graph/allocator.h"
-#include "graph/mutex.h"
+#include "gtest/gtest.h"
 #include "kernels/cancellation.h"
 
 namespace strata {

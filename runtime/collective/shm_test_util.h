@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
 #include "runtime/collective/file_key_value_store.h"
 #include "runtime/collective/shm_transport.h"
 #include "runtime/coordination/key_value_store.h"
@@ -57,12 +58,7 @@ inline std::vector<std::string> ShmEntries(const std::string& part) {
 }
 
 // A fresh directory for a FileKeyValueStore.
-inline std::string MakeKvDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(base != nullptr ? base : "/tmp", "/shmkv.XXXXXX");
-  if (mkdtemp(templ.data()) == nullptr) return "/tmp";
-  return templ;
-}
+inline std::string MakeKvDir() { return io::MakeTempDir("shmkv").value_or("/tmp"); }
 
 inline absl::Status ConnectAndRun(int rank, int n, KeyValueStore& kv,
                                   const ShmTransportOptions& options, const RankFn& fn) {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/mutex.h"
-#include "graph/status.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "runtime/collective/reduction.h"
 
 namespace strata {

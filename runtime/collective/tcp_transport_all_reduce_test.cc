@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "graph/types.h"
+#include "gtest/gtest.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/tcp_transport.h"

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/file_io.h"
 #include "graph/types.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
@@ -125,9 +126,12 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  char tmpl[] = "/tmp/tcp_bench_kvXXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return 2;
-  const std::string dir = tmpl;
+  absl::StatusOr<std::string> kv_dir = io::MakeTempDir("tcp_bench_kv");
+  if (!kv_dir.ok()) {
+    std::fprintf(stderr, "tcp_transport_bench: %s\n", kv_dir.status().ToString().c_str());
+    return 2;
+  }
+  const std::string dir = *kv_dir;
   std::vector<pid_t> kids;
   for (int r = 1; r < f.ranks; ++r) {
     const pid_t pid = fork();

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "runtime/collective/tcp_transport_internal.h"
 
 namespace strata {

@@ -28,7 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "runtime/collective/tcp_socket.h"
 #include "runtime/collective/tcp_transport.h"
 #include "runtime/collective/transport.h"

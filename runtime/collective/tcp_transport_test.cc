@@ -21,10 +21,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
+#include "base/mutex.h"
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
-#include "graph/mutex.h"
 #include "graph/types.h"
+#include "gtest/gtest.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/file_key_value_store.h"
@@ -605,10 +606,7 @@ void RunProcesses(int n, const std::function<absl::Status(int)>& body, std::vect
   }
 }
 
-std::string TempDir() {
-  std::string tmpl = absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", "/kvXXXXXX");
-  return mkdtemp(tmpl.data()) ? tmpl : "/tmp";
-}
+std::string TempDir() { return io::MakeTempDir("kv").value_or("/tmp"); }
 
 TEST(TcpTransportProcessTest, MessagesAndRingAllReduce) {
   for (int n : {2, 3}) {

@@ -31,7 +31,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 
 namespace strata {
 

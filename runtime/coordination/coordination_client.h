@@ -53,7 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "proto/coordination.grpc.pb.h"
 #include "runtime/coordination/key_value_store.h"
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "gmock/gmock.h"
-#include "graph/mutex.h"
 #include "gtest/gtest.h"
 #include "runtime/coordination/grpc_server.h"
 

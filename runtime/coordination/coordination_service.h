@@ -47,7 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "proto/cluster.pb.h"
 #include "proto/coordination.grpc.pb.h"
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 
 namespace strata {
 

@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 
 namespace strata {
 

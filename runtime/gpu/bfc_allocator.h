@@ -43,8 +43,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "base/mutex.h"
 #include "graph/allocator.h"
-#include "graph/mutex.h"
 
 namespace strata {
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/eigen_views.h"
 #include "runtime/gpu/cuda_status.h"
 #include "runtime/gpu/gpu_info.h"

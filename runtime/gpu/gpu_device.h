@@ -51,7 +51,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "graph/tensor.h"
 #include "runtime/device.h"
 #include "runtime/gpu/bfc_allocator.h"

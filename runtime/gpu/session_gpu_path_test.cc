@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "graph/mutex.h"
-#include "graph/status.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "train/data/csv.h"
 
 namespace strata {

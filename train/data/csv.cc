@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "train/data/sources.h"
 
 namespace strata {

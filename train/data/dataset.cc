@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "graph/status.h"
+#include "base/status.h"
 
 namespace strata {
 namespace data {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "train/data/transforms.h"
 
 namespace strata {

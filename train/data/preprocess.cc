@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "train/data/transforms.h"
 
 namespace strata {

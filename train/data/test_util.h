@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "train/data/dataset.h"
 #include "train/data/sources.h"
 

@@ -6,7 +6,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "kernels/eigen_views.h"
 #include "kernels/testing/kernel_runner.h"
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "gtest/gtest.h"
+#include "base/status.h"
 #include "graph/allocator.h"
 #include "graph/op_registry.h"
-#include "graph/status.h"
 #include "graph/tensor.h"
+#include "gtest/gtest.h"
 #include "kernels/collective.h"
 #include "kernels/device_base.h"
 #include "kernels/kernel_registry.h"

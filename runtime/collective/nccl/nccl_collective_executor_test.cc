@@ -15,8 +15,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "graph/allocator.h"
+#include "gtest/gtest.h"
 #include "runtime/collective/nccl/nccl_unique_id.h"
 #include "runtime/coordination/key_value_store.h"
 

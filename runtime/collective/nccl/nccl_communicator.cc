@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/status.h"
+#include "base/status.h"
 #include "runtime/collective/nccl/nccl_unique_id.h"
 
 namespace strata {

@@ -53,7 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "graph/mutex.h"
+#include "base/mutex.h"
 #include "graph/types.h"
 #include "kernels/collective.h"
 #include "runtime/coordination/key_value_store.h"

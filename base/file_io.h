@@ -1,4 +1,4 @@
-// Thin POSIX file helpers for checkpoint I/O: every system-call failure
+// Thin POSIX file helpers (namespace strata::io): every system-call failure
 // becomes a Status that names the path (NotFound for a missing file, the
 // errno's code otherwise). Durability is explicit: WritableFile::Sync and
 // SyncDir are the fsyncs that make a rename-based commit crash-safe.
@@ -13,8 +13,8 @@
 // Thread-safety: a WritableFile is used by one thread; RandomAccessFile::Read
 // is safe from many threads at once (pread). The free functions are
 // thread-safe. Ownership: each file object owns its descriptor.
-#ifndef STRATA_RUNTIME_CHECKPOINT_FILE_IO_H_
-#define STRATA_RUNTIME_CHECKPOINT_FILE_IO_H_
+#ifndef STRATA_BASE_FILE_IO_H_
+#define STRATA_BASE_FILE_IO_H_
 
 #include <cstdint>
 #include <memory>
@@ -26,7 +26,7 @@
 #include "absl/strings/string_view.h"
 
 namespace strata {
-namespace checkpoint_io {
+namespace io {
 
 class WritableFile {
  public:
@@ -93,7 +93,12 @@ std::string JoinPath(absl::string_view dir, absl::string_view name);
 // 16 hex digits, different in every call (random, pid and clock mixed).
 std::string UniqueId();
 
-}  // namespace checkpoint_io
+// Makes a new, empty directory PREFIX.XXXXXX (mkdtemp) under $TEST_TMPDIR
+// (Bazel's per-test folder), else $TMPDIR, else /tmp, and returns its path.
+// Nothing removes it: under Bazel the test's folder goes with the test.
+absl::StatusOr<std::string> MakeTempDir(absl::string_view prefix);
+
+}  // namespace io
 }  // namespace strata
 
-#endif  // STRATA_RUNTIME_CHECKPOINT_FILE_IO_H_
+#endif  // STRATA_BASE_FILE_IO_H_

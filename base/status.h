@@ -1,7 +1,7 @@
 // Status helpers shared by every layer. Errors are absl::Status / StatusOr;
 // messages name the culprit (node, attr, file, task).
-#ifndef STRATA_GRAPH_STATUS_H_
-#define STRATA_GRAPH_STATUS_H_
+#ifndef STRATA_BASE_STATUS_H_
+#define STRATA_BASE_STATUS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,4 +35,4 @@ inline absl::Status AnnotateStatus(const absl::Status& s, absl::string_view pref
 
 }  // namespace strata
 
-#endif  // STRATA_GRAPH_STATUS_H_
+#endif  // STRATA_BASE_STATUS_H_

@@ -14,8 +14,8 @@
 //
 // Thread-safety: these are the thread-safety tools. Ownership: plain values,
 // neither copyable nor movable.
-#ifndef STRATA_GRAPH_MUTEX_H_
-#define STRATA_GRAPH_MUTEX_H_
+#ifndef STRATA_BASE_MUTEX_H_
+#define STRATA_BASE_MUTEX_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -154,4 +154,4 @@ class Notification {
 
 }  // namespace strata
 
-#endif  // STRATA_GRAPH_MUTEX_H_
+#endif  // STRATA_BASE_MUTEX_H_

@@ -7,8 +7,8 @@
 //   uint32_t d = crc32c::Extend(crc32c::Value(a, n), b, m);  // == Value(a ++ b)
 //
 // Thread-safety: pure functions, safe from any thread.
-#ifndef STRATA_RUNTIME_CHECKPOINT_CRC32C_H_
-#define STRATA_RUNTIME_CHECKPOINT_CRC32C_H_
+#ifndef STRATA_BASE_CRC32C_H_
+#define STRATA_BASE_CRC32C_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -32,4 +32,4 @@ bool HardwareAccelerated();
 }  // namespace crc32c
 }  // namespace strata
 
-#endif  // STRATA_RUNTIME_CHECKPOINT_CRC32C_H_
+#endif  // STRATA_BASE_CRC32C_H_

@@ -15,8 +15,8 @@
 // Nesting deeper than 100 levels is rejected rather than recursing further.
 //
 // Value type; no shared state; safe to use from any thread.
-#ifndef STRATA_STRATEGY_JSON_H_
-#define STRATA_STRATEGY_JSON_H_
+#ifndef STRATA_BASE_JSON_H_
+#define STRATA_BASE_JSON_H_
 
 #include <string>
 #include <utility>
@@ -77,4 +77,4 @@ absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 
 }  // namespace strata
 
-#endif  // STRATA_STRATEGY_JSON_H_
+#endif  // STRATA_BASE_JSON_H_

@@ -1,4 +1,4 @@
-#include "runtime/checkpoint/file_io.h"
+#include "base/file_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -8,13 +8,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace strata {
-namespace checkpoint_io {
+namespace io {
 namespace {
 
 absl::Status Errno(int err, absl::string_view what, absl::string_view path) {
@@ -220,5 +221,14 @@ std::string UniqueId() {
   return absl::StrFormat("%016x", x);
 }
 
-}  // namespace checkpoint_io
+absl::StatusOr<std::string> MakeTempDir(absl::string_view prefix) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  if (base == nullptr || *base == '\0') base = std::getenv("TMPDIR");
+  if (base == nullptr || *base == '\0') base = "/tmp";
+  std::string path = JoinPath(base, absl::StrCat(prefix, ".XXXXXX"));
+  if (::mkdtemp(path.data()) == nullptr) return Errno(errno, "mkdtemp", path);
+  return path;
+}
+
+}  // namespace io
 }  // namespace strata

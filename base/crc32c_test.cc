@@ -1,4 +1,4 @@
-#include "runtime/checkpoint/crc32c.h"
+#include "base/crc32c.h"
 
 #include <cstring>
 #include <random>

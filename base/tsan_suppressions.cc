@@ -5,7 +5,7 @@
 // reference counts inside absl::Status and absl::Cord (in libabsl_status.so,
 // libabsl_cord*.so) are invisible to TSan, so the release of a status payload
 // shared between threads looks like an unsynchronized delete. Strata's own
-// locks are pthread-based (graph/mutex.h) and stay fully checked.
+// locks are pthread-based (base/mutex.h) and stay fully checked.
 //
 // Debian's gRPC C core (libgrpc, libgpr) is uninstrumented too: TSan cannot
 // see how its threads hand file descriptors and memory to each other and

@@ -1,4 +1,4 @@
-#include "strategy/json.h"
+#include "base/json.h"
 
 #include <cstdlib>
 #include <string>
