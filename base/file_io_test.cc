@@ -95,7 +95,9 @@ TEST(FileIoTest, TempDirsAreNewAndUnderTheTestFolder) {
   EXPECT_NE(a, b);
   EXPECT_TRUE(FileExists(a));
   const char* test_tmp = std::getenv("TEST_TMPDIR");
-  if (test_tmp != nullptr) EXPECT_TRUE(absl::StartsWith(a, test_tmp)) << a;
+  if (test_tmp != nullptr) {
+    EXPECT_TRUE(absl::StartsWith(a, test_tmp)) << a;
+  }
   EXPECT_TRUE(absl::StrContains(BaseName(a), "file_io_test.")) << a;
   absl::StatusOr<std::vector<std::string>> names = ListDir(a);
   ASSERT_TRUE(names.ok());

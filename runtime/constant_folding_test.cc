@@ -38,7 +38,7 @@ TEST(ConstantFoldingTest, FoldsAConstantChainKeepingNamesAndConsumers) {
   Output prod = ops::Mul(root.WithOpName("prod").WithDevice("/cpu:0"), a, b);
   Output neg = ops::Neg(root.WithOpName("neg"), prod);
   Output sum = ops::AddN(root.WithOpName("sum"), {neg, a, b});
-  Output y = ops::AddV2(root.WithOpName("y"), x, sum);
+  ops::AddV2(root.WithOpName("y"), x, sum);
   ASSERT_TRUE(root.ok()) << root.status();
   Graph* g = root.graph();
   EXPECT_TRUE(Fold(g));
@@ -57,10 +57,10 @@ TEST(ConstantFoldingTest, FoldsAConstantChainKeepingNamesAndConsumers) {
 TEST(ConstantFoldingTest, LeavesStatefulMultiOutputAndPlaceholderFedNodes) {
   Scope root = Scope::NewRootScope();
   Output shape = ops::Const<int32_t>(root, {2});
-  Output r = ops::RandomUniform(root.WithOpName("random"), shape, DT_FLOAT);
+  ops::RandomUniform(root.WithOpName("random"), shape, DT_FLOAT);
   Output logits = ops::Const<float>(root, {1, 2, 3, 4}, TensorShape{2, 2});
   Output labels = ops::Const<int32_t>(root, {0, 1});
-  auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root.WithOpName("xent"), logits, labels);
+  ops::SparseSoftmaxCrossEntropyWithLogits(root.WithOpName("xent"), logits, labels);
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_FALSE(Fold(root.graph()));
   EXPECT_TRUE(root.graph()->FindNode("random")->IsOp("RandomUniform"));
@@ -71,8 +71,8 @@ TEST(ConstantFoldingTest, CapsTheSizeOfFoldedConstants) {
   Scope root = Scope::NewRootScope();
   // 4 bytes of graph that would expand to 16M floats (64 MB).
   Output dims = ops::Const<int32_t>(root, {4000, 4000});
-  Output big = ops::Fill(root.WithOpName("big"), dims, ops::Const(root, 1.0f));
-  Output small = ops::Neg(root.WithOpName("small"), ops::Const<float>(root, {1, 2, 3}));
+  ops::Fill(root.WithOpName("big"), dims, ops::Const(root, 1.0f));
+  ops::Neg(root.WithOpName("small"), ops::Const<float>(root, {1, 2, 3}));
   ASSERT_TRUE(root.ok()) << root.status();
   ConstantFoldingOptions opts;
   opts.max_constant_elements = 2;
@@ -135,7 +135,7 @@ TEST(ConstantFoldingTest, RunsAsASessionOptimizationPass) {
   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({2}));
   Output s = ops::AddV2(root.WithOpName("s"), ops::Const<float>(root, {1, 2}),
                         ops::Const<float>(root, {10, 20}));
-  Output y = ops::Mul(root.WithOpName("y"), x, s);
+  ops::Mul(root.WithOpName("y"), x, s);
   ASSERT_TRUE(root.ok()) << root.status();
   SessionOptions opts;
   opts.optimization_passes.push_back([](Graph* g) { return FoldConstants(g).status(); });

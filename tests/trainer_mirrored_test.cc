@@ -133,8 +133,10 @@ TEST(TrainerMirroredTest, CheckpointsMoveBetweenStrategies) {
                         Case{one, {"--strategy=mirrored", "--devices=/cpu:1,/cpu:0"}}}) {
     SCOPED_TRACE(absl::StrCat(c.written_by, " read with ", c.reader_flags.back()));
     const std::string dir = TempDir("move_copy");
-    std::system(absl::StrCat("cp '", c.written_by, "'/ckpt-100.* '", c.written_by, "'/checkpoint '",
-                             dir, "'/").c_str());
+    ASSERT_EQ(std::system(absl::StrCat("cp '", c.written_by, "'/ckpt-100.* '", c.written_by,
+                                       "'/checkpoint '", dir, "'/")
+                              .c_str()),
+              0);
     Exit e = RunTrainer(Join(ResumeFlags(dir, 100), c.reader_flags), "move_read");
     ASSERT_EQ(e.code, 0) << e.err;
     EXPECT_TRUE(absl::StrContains(e.err, "resumed from " + dir + "/ckpt-100 at step 100")) << e.err;

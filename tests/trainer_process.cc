@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -41,7 +42,8 @@ std::string Runfile(const std::string& path) {
 std::string TempDir(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
   std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
-  std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
   return dir;
 }
 

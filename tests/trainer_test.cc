@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -154,12 +155,15 @@ void FlipByte(const std::string& path, uint32_t seed) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// The data file of checkpoint `base` in `dir` (BASE.data-...).
 std::string DataFileOf(const std::string& dir, const std::string& base) {
-  const std::string listing_cmd = absl::StrCat("ls '", dir, "' | grep '^", base, ".data-' > '", dir, "/.ls'");
-  std::system(listing_cmd.c_str());
-  std::string name = ReadFile(dir + "/.ls");
-  while (!name.empty() && (name.back() == '\n')) name.pop_back();
-  return dir + "/" + name;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, base + ".data-")) names.push_back(name);
+  }
+  EXPECT_EQ(names.size(), 1u) << "data files of " << base << " in " << dir;
+  return dir + "/" + (names.empty() ? std::string() : names[0]);
 }
 
 TEST(TrainerTest, CorruptLatestCheckpointIsRefusedAndThePreviousOneResumed) {

@@ -60,8 +60,8 @@ absl::Status Main() {
   RunOptions run_opts;
   run_opts.output_partition_graphs = true;
   RunMetadata meta;
-  STRATA_RETURN_IF_ERROR(session->Run(run_opts, {{"x", input}}, {"pred", "row_sums"}, {}, &out,
-                                      &meta));
+  STRATA_RETURN_IF_ERROR(session->Run(run_opts, {{"x", input}}, {pred.name(), sums.name()}, {},
+                                      &out, &meta));
   std::printf("graph: %d nodes, split into %zu partitions:\n", root.graph()->num_nodes(),
               meta.partition_devices.size());
   for (size_t i = 0; i < meta.partition_devices.size(); ++i) {
@@ -80,7 +80,7 @@ absl::Status Main() {
   constexpr int kSteps = 200;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kSteps; ++i) {
-    STRATA_RETURN_IF_ERROR(session->Run({{"x", input}}, {"pred"}, {}, &out));
+    STRATA_RETURN_IF_ERROR(session->Run({{"x", input}}, {pred.name()}, {}, &out));
   }
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   std::printf("cached step (batch %d): %.1f us, %lld plan(s) built for %d runs\n", kBatch,

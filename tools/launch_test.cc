@@ -177,7 +177,7 @@ TEST_F(LaunchTest, EachTaskGetsTensorFlowTfConfigWithItsOwnIndexAndDistinctPorts
   auto out = ByTask(r.out);
   ASSERT_EQ(out.size(), 3u) << r.out;
   std::vector<ClusterSpec> specs;
-  for (const std::string& task : {"chief:0", "worker:0", "worker:1"}) {
+  for (const std::string task : {"chief:0", "worker:0", "worker:1"}) {
     const std::vector<std::string>& lines = out[task];
     ASSERT_EQ(lines.size(), 4u) << task << "\n" << r.out;
     absl::string_view config = lines[0];
@@ -206,7 +206,7 @@ TEST_F(LaunchTest, FailedWorkerIsNamedAndTheOthersAreStopped) {
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("launch: worker:1 (pid "));
   EXPECT_THAT(r.err, HasSubstr(") exited with status 3; stopping the other tasks"));
-  for (const std::string& task : {"worker:0", "worker:2"}) {
+  for (const std::string task : {"worker:0", "worker:2"}) {
     EXPECT_THAT(r.err, HasSubstr("launch: stopped " + task + " (pid "));
   }
   EXPECT_THAT(r.err, HasSubstr("was killed by signal 15 (Terminated)"));

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -24,7 +25,7 @@ namespace {
 std::string TempDir(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
   std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
-  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  std::filesystem::remove_all(dir);
   return dir;
 }
 
@@ -196,7 +197,7 @@ TEST(TrainerLibTest, StatisticsFromSumsOverSharesMatchTheWhole) {
 
 TEST(TrainerLibTest, CsvPathsExpandFilesDirectoriesAndPatterns) {
   const std::string dir = TempDir("csv_paths");
-  std::system(absl::StrCat("mkdir -p '", dir, "/d'").c_str());
+  std::filesystem::create_directories(dir + "/d");
   for (const char* name : {"d/b.csv", "d/a.csv", "d/.hidden", "c.csv", "e1.csv", "e0.csv"}) {
     std::ofstream(absl::StrCat(dir, "/", name)) << "1,0\n2,1\n";
   }
@@ -213,7 +214,7 @@ TEST(TrainerLibTest, CsvPathsExpandFilesDirectoriesAndPatterns) {
   EXPECT_EQ(ExpandCsvPaths(spec).status().code(), absl::StatusCode::kInvalidArgument);
   spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/nothing*.csv"));
   EXPECT_EQ(ExpandCsvPaths(spec).status().code(), absl::StatusCode::kNotFound);
-  std::system(absl::StrCat("mkdir -p '", dir, "/empty'").c_str());
+  std::filesystem::create_directories(dir + "/empty");
   spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/empty"));
   EXPECT_EQ(ExpandCsvPaths(spec).status().code(), absl::StatusCode::kNotFound);
   spec = *ParseDataSpec(absl::StrCat("csv:", dir, "/missing.csv"));

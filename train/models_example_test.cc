@@ -2,6 +2,7 @@
 // model, train it with the session, checkpoint, and resume. A run stopped
 // at step 60 and resumed to step 100 must end with exactly the weights of a
 // run that went to 100 at once. Keep this file and the doc in step.
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -135,7 +136,7 @@ std::pair<Tensor, Tensor> Blobs() {
 std::string TempDir(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(t == nullptr ? "/tmp" : t) + "/" + name;
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::filesystem::remove_all(dir);
   return dir;
 }
 

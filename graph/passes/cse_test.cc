@@ -27,7 +27,7 @@ TEST(CseTest, MergesDuplicatedChainsAndRewiresConsumers) {
   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
   Output a1 = ops::Exp(root, ops::Neg(root, x));
   Output a2 = ops::Exp(root, ops::Neg(root, x));
-  Output sum = ops::AddV2(root.WithOpName("sum"), a1, a2);
+  ops::AddV2(root.WithOpName("sum"), a1, a2);
   ASSERT_TRUE(root.ok()) << root.status();
   Graph* g = root.graph();
   EXPECT_TRUE(Cse(g));
@@ -96,9 +96,9 @@ TEST(CseTest, StatefulOpsAndPlaceholdersAreNeverMerged) {
 TEST(CseTest, KeptNodesSurvive) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
-  Output a = ops::Neg(root.WithOpName("a"), x);
-  Output b = ops::Neg(root.WithOpName("b"), x);
-  Output c = ops::Neg(root.WithOpName("c"), x);
+  ops::Neg(root.WithOpName("a"), x);
+  ops::Neg(root.WithOpName("b"), x);
+  ops::Neg(root.WithOpName("c"), x);
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_TRUE(Cse(root.graph(), {"b"}));
   EXPECT_NE(root.graph()->FindNode("a"), nullptr);

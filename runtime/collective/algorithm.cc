@@ -61,53 +61,77 @@ absl::StatusOr<Tensor> AllocateScratch(const AlgorithmParams& params, int64_t by
   return Tensor::Allocate(a, DT_UINT8, TensorShape{bytes});
 }
 
+namespace {
+
+// The one selection table: what hint "auto" runs, first matching row wins.
+// Every column is a value each rank of the group has checked to be equal
+// (the collective, the transport's kind, whether the ranks share an address
+// space), so every rank picks the same algorithm. A row applies only when
+// its algorithm is linked in (AllReduceShm and AllReducePipelinedRing live
+// in their own libraries). Why each row wins where it does is measured in
+// docs/perf/notes/ (inprocess.md, crossprocess.md).
+struct AutoChoice {
+  CollectiveType type;
+  const char* transport_kind;  // nullptr: any
+  enum { kAny, kShared } address_space;
+  const char* algorithm;
+};
+constexpr AutoChoice kAutoChoices[] = {
+    // Over TCP, pieces pipelined through the ring, receives posted early.
+    {CollectiveType::kAllReduce, "tcp", AutoChoice::kAny, "pipelined_ring"},
+    // Over shared memory, reduced in the segment itself (faster than the
+    // ring over the same transport at every size).
+    {CollectiveType::kAllReduce, "shm", AutoChoice::kAny, "shm"},
+    // In one address space, every input read once and the result written
+    // once, no chunk through the transport (faster than ring and
+    // reduce_to_one from 4 KiB to 64 MiB, 2 and 4 ranks).
+    {CollectiveType::kAllReduce, nullptr, AutoChoice::kShared, "direct"},
+    // Across address spaces the ring was as fast or faster than reduce_to_one.
+    {CollectiveType::kAllReduce, nullptr, AutoChoice::kAny, "ring"},
+    {CollectiveType::kAllGather, nullptr, AutoChoice::kAny, "ring"},
+    {CollectiveType::kBroadcastSend, nullptr, AutoChoice::kAny, "tree"},
+    {CollectiveType::kBroadcastRecv, nullptr, AutoChoice::kAny, "tree"},
+};
+
+bool Registered(CollectiveType type, const std::string& name) {
+  return GetRegistry().count({RegistryType(type), name}) > 0;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
                                             int group_size, int64_t bytes_per_rank,
                                             bool same_address_space,
                                             const std::string& transport_kind) {
-  // A shared-memory communicator brings its own all-reduce (AllReduceShm,
-  // in //runtime/collective:shm_algorithms; only when that is linked in).
-  const bool shm_all_reduce = type == CollectiveType::kAllReduce && transport_kind == "shm" &&
-                              GetRegistry().count({type, "shm"}) > 0;
+  // Group size and bytes are kept in the signature for rows that would
+  // favour fewer hops for small messages; no row uses them today.
+  (void)group_size;
+  (void)bytes_per_rank;
   std::string wanted;
   if (hint == "ring") {
     wanted = "ring";
   } else if (hint == "reduce_to_one" || hint == "local") {
     wanted = "reduce_to_one";
   } else if (hint == "direct" || hint == "shared_memory") {
+    // The in-memory reduction of whichever memory the ranks share.
     if (same_address_space) wanted = "direct";
-    if (shm_all_reduce) wanted = "shm";
+    if (type == CollectiveType::kAllReduce && transport_kind == "shm") wanted = "shm";
   } else if (hint != "auto" && hint != "nccl" && !hint.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "communication_hint '", hint,
         "' is not one of auto, ring, reduce_to_one, local, direct, shared_memory, nccl"));
   }
-  if (!wanted.empty() && GetRegistry().count({RegistryType(type), wanted}) > 0) return wanted;
-  // Auto: a function of (type, group_size, bytes_per_rank), all equal on
-  // every rank.
-  switch (type) {
-    case CollectiveType::kAllReduce:
-      // In one address space, direct reads every input once and writes the
-      // result once, with no chunk copied through the transport
-      // (collective_bench: faster than ring and reduce_to_one at every size
-      // from 4 KiB to 64 MiB, 2 and 4 ranks; docs/performance.md). Across
-      // address spaces the ring was as fast or faster than reduce_to_one.
-      // bytes_per_rank is kept in the signature for transports where
-      // latency favours fewer hops.
-      // Over shared memory, AllReduceShm reduces in the segment itself
-      // (cross_process_bench: faster than ring over the same transport at
-      // every size).
-      (void)group_size;
-      (void)bytes_per_rank;
-      if (shm_all_reduce) return std::string("shm");
-      return std::string(same_address_space ? "direct" : "ring");
-    case CollectiveType::kAllGather:
-      return std::string("ring");
-    case CollectiveType::kBroadcastSend:
-    case CollectiveType::kBroadcastRecv:
-      return std::string("tree");
+  if (!wanted.empty() && Registered(type, wanted)) return wanted;
+  // "auto", "nccl" (on CPU devices, as in TensorFlow) and hints that name
+  // nothing usable here.
+  for (const AutoChoice& c : kAutoChoices) {
+    if (c.type != type) continue;
+    if (c.transport_kind != nullptr && transport_kind != c.transport_kind) continue;
+    if (c.address_space == AutoChoice::kShared && !same_address_space) continue;
+    if (!Registered(type, c.algorithm)) continue;
+    return std::string(c.algorithm);
   }
-  return absl::InternalError("unknown collective type");
+  return absl::InternalError(absl::StrCat("no ", CollectiveTypeName(type), " algorithm is linked in"));
 }
 
 }  // namespace strata

@@ -35,7 +35,7 @@
 #include "graph/tensor.h"
 #include "graph/types.h"
 #include "kernels/collective.h"
-#include "runtime/collective/transport.h"
+#include "runtime/collective/transport/transport.h"
 
 namespace strata {
 
@@ -98,13 +98,16 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> CreateCollectiveAlgorithm(
 std::vector<std::string> RegisteredAlgorithms(CollectiveType type);
 
 // The algorithm for a communication hint: "ring", "reduce_to_one" (alias
-// "local"), "direct" (alias "shared_memory"; only when same_address_space),
-// or "auto" (and "nccl", which on CPU devices means "auto", as in
-// TensorFlow): for all-reduce direct when same_address_space, else ring;
-// ring for all-gather, tree for broadcast. A hint that names no usable
-// algorithm of this collective falls back to auto; an unknown one is
-// InvalidArgument. Depends only on group-wide values (same_address_space is
-// a property of the executor, the same for every rank).
+// "local"), "direct" (alias "shared_memory": "direct" when
+// same_address_space, "shm" over a shared-memory transport), or "auto" (and
+// "nccl", which on CPU devices means "auto", as in TensorFlow), which takes
+// the first row of the selection table in algorithm.cc that fits: for
+// all-reduce "pipelined_ring" over TCP, "shm" over shared memory, "direct"
+// when same_address_space, else "ring"; "ring" for all-gather, "tree" for
+// broadcast. A hint that names no usable algorithm of this collective falls
+// back to auto; an unknown one is InvalidArgument. Depends only on
+// group-wide values (same_address_space is a property of the executor, the
+// same for every rank; every rank of a communicator has the same transport).
 // `transport_kind` is Transport::kind() of the communicator the algorithm
 // will run over ("" when not known yet).
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,

@@ -1,9 +1,9 @@
 // Cross-process all-reduce: forks --ranks processes on this host, connects
-// them with a cross-process Transport (--transport=shm: ShmTransport;
+// them with a cross-process Transport (--transport=shm: the shared-memory transport;
 // --transport=tcp: TcpTransport, listening on --host, 127.0.0.1 by default;
 // the ranks meet through a FileKeyValueStore in a temporary directory), and
 // times float32 SUM all-reduce from --min_bytes to --max_bytes (x4 each
-// step) with the algorithm SelectCrossProcessAlgorithm picks for that
+// step) with the algorithm SelectAlgorithm picks for that
 // transport under hint auto (or --algorithm; --piece_kib sizes the pieces of
 // TCP's pipelined ring). Where the algorithm supports it (TCP's pipelined
 // ring) the all-reduce runs in place, on one buffer, as Gloo's,
@@ -25,10 +25,11 @@
 // network namespace) through the store in --kv_dir, a directory they share;
 // --host is then the address of this rank's host:
 //
-//   ip netns exec h0 cross_process_bench --transport=tcp --ranks=2 --rank=0 \
+//   ip netns exec h0 cross_process_bench --transport=tcp --ranks=2 --rank=0
 //       --kv_dir=/tmp/kv --host=10.9.0.1 &
-//   ip netns exec h1 cross_process_bench --transport=tcp --ranks=2 --rank=1 \
+//   ip netns exec h1 cross_process_bench --transport=tcp --ranks=2 --rank=1
 //       --kv_dir=/tmp/kv --host=10.9.0.2
+// (one command each, shown on two lines)
 //
 // Prints a table per rank count and a line per measurement for scripts:
 //   RESULT impl=strata-shm ranks=2 bytes=4096 time_us=1.85 busbw_gbps=2.214
@@ -57,11 +58,11 @@
 #include "graph/tensor.h"
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
+#include "runtime/collective/algorithms/all_reduce_pipelined_ring.h"
 #include "runtime/collective/file_key_value_store.h"
-#include "runtime/collective/shm_transport.h"
-#include "runtime/collective/tcp_transport.h"
-#include "runtime/collective/tcp_transport_all_reduce.h"
-#include "runtime/collective/transport.h"
+#include "runtime/collective/transport/shm_transport.h"
+#include "runtime/collective/transport/tcp_transport.h"
+#include "runtime/collective/transport/transport.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "process counts to run, comma-separated");
 ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm or tcp");
@@ -188,8 +189,8 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t,
   p.merge_op = op;
   std::string name = hint;
   if (hint == "auto") {
-    STRATA_ASSIGN_OR_RETURN(name, SelectCrossProcessAlgorithm(p.type, "auto", p.size,
-                                                              count * DataTypeSize(dtype), t.kind()));
+    STRATA_ASSIGN_OR_RETURN(name, SelectAlgorithm(p.type, "auto", p.size, count * DataTypeSize(dtype),
+                                                  /*same_address_space=*/false, t.kind()));
   }
   if (name == "pipelined_ring") {
     const int64_t drive_kib = absl::GetFlag(FLAGS_tcp_drive_max_kib);

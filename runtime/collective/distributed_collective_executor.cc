@@ -8,8 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "runtime/collective/algorithm.h"
+#include "runtime/collective/algorithms/all_reduce_pipelined_ring.h"
 #include "runtime/collective/reduction.h"
-#include "runtime/collective/tcp_transport_all_reduce.h"
 
 namespace strata {
 
@@ -196,7 +196,7 @@ DistributedCollectiveExecutor::DistributedCollectiveExecutor(DistributedCollecti
       worker_names_(std::move(o.worker_names)),
       transport_(std::move(o.transport)),
       on_fatal_error_(std::move(o.on_fatal_error)),
-      shm_(dynamic_cast<ShmTransport*>(transport_.get())) {}
+      workspace_(transport_->shared_workspace()) {}
 
 DistributedCollectiveExecutor::~DistributedCollectiveExecutor() {
   // The lane thread and the pool may still be leaving a collective whose
@@ -287,7 +287,7 @@ void DistributedCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
                                                                            "workers broke earlier: ")));
     return;
   }
-  if (!run->exchange && ref->type == CollectiveType::kAllReduce && shm_ != nullptr) {
+  if (!run->exchange && ref->type == CollectiveType::kAllReduce && workspace_ != nullptr) {
     absl::StatusOr<std::string> name = AllReduceAlgorithm(*ref, *transport_);
     if (name.ok() && IsOrdered(*name, ref->shape.num_elements())) {
       // Straight to the lane (no pool thread's wake-up).
@@ -527,7 +527,7 @@ void DistributedCollectiveExecutor::LaneLoop() {
     }
     if (await) {
       // Something waits here: learn which collective runs next.
-      absl::StatusOr<uint64_t> next = shm_->NextAnnouncement();
+      absl::StatusOr<uint64_t> next = workspace_->NextAnnouncement();
       if (!next.ok()) {
         Fail(next.status());  // breaks the lane: the queue fails
         continue;
@@ -553,7 +553,7 @@ void DistributedCollectiveExecutor::LaneLoop() {
       fn = std::move(it->second);
       lane_.ready.erase(it);
     }
-    absl::Status s = worker_rank_ == 0 ? shm_->Announce(id) : absl::OkStatus();
+    absl::Status s = worker_rank_ == 0 ? workspace_->Announce(id) : absl::OkStatus();
     fn(std::move(s));  // a failure breaks the communicator, and the lane with it
   }
 }
@@ -611,9 +611,9 @@ std::vector<const void*> InputsByRank(const std::vector<const Tensor*>& inputs) 
 
 absl::StatusOr<std::string> DistributedCollectiveExecutor::AllReduceAlgorithm(
     const CollectiveParams& p, const Transport& t) const {
-  return SelectCrossProcessAlgorithm(CollectiveType::kAllReduce, p.communication_hint,
-                                     num_workers_, p.shape.num_elements() * DataTypeSize(p.dtype),
-                                     t.kind());
+  return SelectAlgorithm(CollectiveType::kAllReduce, p.communication_hint, num_workers_,
+                         p.shape.num_elements() * DataTypeSize(p.dtype),
+                         /*same_address_space=*/false, t.kind());
 }
 
 bool DistributedCollectiveExecutor::IsOrdered(const std::string& algorithm,
@@ -622,7 +622,7 @@ bool DistributedCollectiveExecutor::IsOrdered(const std::string& algorithm,
   // equal-sized gradients swapped between workers would be summed with each
   // other: it runs in the order worker 0 announces (see the header). An
   // empty one moves nothing and needs no turn.
-  return algorithm == "shm" && shm_ != nullptr && num_elements > 0;
+  return algorithm == "shm" && workspace_ != nullptr && num_elements > 0;
 }
 
 absl::StatusOr<std::unique_ptr<DistributedCollectiveExecutor::AllReduceJob>>
@@ -707,8 +707,9 @@ absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transpo
   ap.num_elements = block * local;  // one worker's blocks, in local rank order
   ap.scratch_allocator = first.allocator;
   STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectCrossProcessAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          block_bytes * local, t.kind()));
+                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          block_bytes * local, /*same_address_space=*/false,
+                                          t.kind()));
   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, out_shape));
   const void* in = inputs[0]->raw_data();
@@ -757,8 +758,9 @@ absl::Status DistributedCollectiveExecutor::RunBroadcast(Instance& inst, Transpo
   ap.num_elements = p.shape.num_elements();
   ap.scratch_allocator = first.allocator;
   STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectCrossProcessAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          ap.num_elements * DataTypeSize(p.dtype), t.kind()));
+                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          ap.num_elements * DataTypeSize(p.dtype),
+                                          /*same_address_space=*/false, t.kind()));
   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, p.shape));
   if (absl::Status s = alg->Run(t, sender != nullptr ? sender->input.raw_data() : nullptr,

@@ -8,7 +8,7 @@
 // cross-worker communicator:
 //   - all-reduce is hierarchical: the L local inputs are reduced in one pass
 //     into a scratch buffer, the W local sums are all-reduced across workers
-//     (algorithm from SelectCrossProcessAlgorithm(..., transport->kind()):
+//     (algorithm from SelectAlgorithm(..., transport->kind()):
 //     over TCP the pipelined ring, over shared memory AllReduceShm), and the
 //     L local outputs share that one buffer; Div divides by the global
 //     group_size;
@@ -19,19 +19,19 @@
 //     across workers from that one, and every local participant gets it.
 // With num_workers == 1 it is exactly a LocalCollectiveExecutor.
 //
-// Ordered collectives: AllReduceShm reduces in the segment's one workspace,
-// so every worker must run those all-reduces one at a time and in one
-// order, while each worker's graph starts them in its own order. Worker 0
-// decides: it runs them in the order they start on it and announces each
-// through the segment (ShmTransport::Announce) just before; the others run
-// them in announced order, each waiting for the announced one to start
-// here. One lane thread per executor runs them; the last arriver's thread
-// queues an instance straight there (no pool thread, whose wake-up per
-// collective costs 35-60 us on a VM and preempts a busy core) unless the
-// workers must first compare descriptors. This cannot deadlock while every worker
-// runs the same graphs: an instance started on worker 0 depends only on
-// collectives that finished there, hence everywhere, so it starts
-// everywhere. Empty all-reduces skip the order (they move nothing).
+// Ordered collectives: AllReduceShm reduces in the segment's one workspace, so
+// every worker must run those all-reduces one at a time and in one order, while
+// each worker's graph starts them in its own order. Worker 0 decides: it runs
+// them in the order they start on it and announces each through the transport's
+// shared workspace (SharedWorkspace::Announce) just before; the others run them
+// in announced order, each waiting for the announced one to start here. One
+// lane thread per executor runs them; the last arriver's thread queues an
+// instance straight there (no pool thread, whose wake-up per collective costs
+// 35-60 us on a VM and preempts a busy core) unless the workers must first
+// compare descriptors. This cannot deadlock while every worker runs the same
+// graphs: an instance started on worker 0 depends only on collectives that
+// finished there, hence everywhere, so it starts everywhere. Empty all-reduces
+// skip the order (they move nothing).
 //
 // Matching across workers does not use step_id (processes may run different
 // numbers of Session::Run calls): the k-th execution of (group_key,
@@ -89,8 +89,8 @@
 #include "base/mutex.h"
 #include "kernels/collective.h"
 #include "runtime/collective/local_collective_executor.h"
-#include "runtime/collective/shm_transport.h"
-#include "runtime/collective/transport.h"
+#include "runtime/collective/transport/shared_workspace.h"
+#include "runtime/collective/transport/transport.h"
 
 namespace strata {
 
@@ -225,8 +225,8 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   std::map<std::pair<int, int>, Series> series_ ABSL_GUARDED_BY(dmu_);
   std::map<uint64_t, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(dmu_);  // by Instance::id
 
-  // The shared-memory transport's workspace side, when transport_ is one.
-  ShmTransport* const shm_;
+  // The transport's shared workspace (ordered all-reduces), or nullptr.
+  SharedWorkspace* const workspace_;
   mutable Mutex lane_mu_;
   Lane lane_ ABSL_GUARDED_BY(lane_mu_);
   std::thread lane_thread_;  // started with the first ordered collective

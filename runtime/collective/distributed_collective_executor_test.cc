@@ -17,9 +17,9 @@
 #include "graph/scope.h"
 #include "gtest/gtest.h"
 #include "kernels/cancellation.h"
-#include "runtime/collective/in_process_transport.h"
-#include "runtime/collective/shm_transport.h"
-#include "runtime/collective/tcp_transport.h"
+#include "runtime/collective/transport/in_process_transport.h"
+#include "runtime/collective/transport/shm_transport.h"
+#include "runtime/collective/transport/tcp_transport.h"
 #include "runtime/coordination/key_value_store.h"
 #include "runtime/session.h"
 

@@ -46,8 +46,8 @@
 #include "base/mutex.h"
 #include "kernels/cancellation.h"
 #include "kernels/collective.h"
-#include "runtime/collective/all_reduce_direct.h"
-#include "runtime/collective/in_process_transport.h"
+#include "runtime/collective/algorithms/all_reduce_direct.h"
+#include "runtime/collective/transport/in_process_transport.h"
 #include "runtime/collective/worker_pool.h"
 
 namespace strata {
