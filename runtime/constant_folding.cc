@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/tensor.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 
@@ -119,10 +119,10 @@ absl::StatusOr<Node*> ReplaceWithConst(Graph* g, Node* n, const Tensor& value) {
 }  // namespace
 
 absl::StatusOr<bool> FoldConstants(Graph* g, const ConstantFoldingOptions& options) {
-  std::unique_ptr<TestCpuDevice> own_device;
+  std::unique_ptr<StandaloneCpuDevice> own_device;
   DeviceBase* device = options.device;
   if (device == nullptr) {
-    own_device = std::make_unique<TestCpuDevice>(1);
+    own_device = std::make_unique<StandaloneCpuDevice>(1);
     device = own_device.get();
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<Node*> order, g->TopologicalSort());

@@ -44,7 +44,7 @@ TEST(StrategyDevicesTest, DefaultIsTheFirstCpuWithoutGpus) {
 }
 
 TEST(StrategyDevicesTest, UnknownDevicesAreNamed) {
-  for (const std::string& bad : {"/gpu:0", "/device:GPU:1", "/cpu:4", "/job:worker/cpu:0"}) {
+  for (const std::string bad : {"/gpu:0", "/device:GPU:1", "/cpu:4", "/job:worker/cpu:0"}) {
     auto s = MirroredStrategy::Create({"/cpu:0", bad}, Machine(4));
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);

@@ -46,6 +46,11 @@ elif [[ -d /usr/local/cuda ]]; then
   echo "CUDA step skipped: extra bazel arguments ($*) given"
 fi
 
+# Visibility keeps the layers' arrows one way (analysis only, no build).
+layering_xml=$(mktemp)
+tools/layering_check.sh --junit="$layering_xml"
+summary_args+=(--junit="$layering_xml")
+
 python3 tools/test_summary.py "${summary_args[@]}" "$@"
 summary_rc=$?
 

@@ -3,7 +3,8 @@
 
 Reads bazel-testlogs/<target>/test.xml (gtest's JUnit output). A test target
 with no XML (it failed to build, or crashed before writing one) counts as one
-failure, named on stderr. Exit status 1 if anything failed.
+failure, named on stderr. --junit=FILE adds the cases of a check run outside
+Bazel (tools/layering_check.sh). Exit status 1 if anything failed.
 
 CUDA-only test targets (target_compatible_with = cuda_only(): skipped by the
 default configuration) are counted only with --with_cuda, i.e. when
@@ -93,6 +94,23 @@ def main():
             # Bazel says it did not pass but the report (maybe stale) shows no failure.
             print(f"FAILED (per bazel): {t}", file=sys.stderr)
             failed += 1
+    # Checks that run outside Bazel (tools/layering_check.sh) leave JUnit XML.
+    for a in sys.argv[1:]:
+        if not a.startswith("--junit="):
+            continue
+        path = a.split("=", 1)[1]
+        try:
+            cases = list(ET.parse(path).getroot().iter("testcase"))
+        except (OSError, ET.ParseError):
+            print(f"no report from a check outside Bazel: {path}", file=sys.stderr)
+            failed += 1
+            continue
+        for case in cases:
+            if case.find("failure") is not None:
+                failed += 1
+                print(f"FAILED: {case.get('classname')}.{case.get('name')}", file=sys.stderr)
+            else:
+                passed += 1
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -15,7 +15,7 @@
 #include "graph/ops/core_ops.h"
 #include "graph/scope.h"
 #include "gtest/gtest.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -140,7 +140,7 @@ Tensor RefPack(const std::vector<Tensor>& ins, int axis) {
 // ---- Reshape ----------------------------------------------------------------
 
 TEST(ReshapeTest, SharesBufferAndInfersMinusOne) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   std::mt19937 rng(1);
   Tensor x = RandomTensor<float>(TensorShape{4, 6}, &rng);
   Tensor y = RunOne(&dev, "Reshape", {x, Ints({3, -1, 2})});
@@ -159,7 +159,7 @@ TEST(ReshapeTest, SharesBufferAndInfersMinusOne) {
 }
 
 TEST(ReshapeTest, BadShapesAreErrors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{2, 3});
   absl::Status s = RunStatus(&dev, "Reshape", {x, Ints({4, 2})});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -197,7 +197,7 @@ void CheckRandomTransposes(DeviceBase* dev, std::mt19937* rng, int trials) {
 }
 
 TEST(TransposeTest, MatchesReferenceForEveryElementSize) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   std::mt19937 rng(2);
   CheckRandomTransposes<float>(&dev, &rng, 60);
   CheckRandomTransposes<double>(&dev, &rng, 30);
@@ -207,7 +207,7 @@ TEST(TransposeTest, MatchesReferenceForEveryElementSize) {
 }
 
 TEST(TransposeTest, LargeTiledAndRunCopies) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   std::mt19937 rng(3);
   // A 2-D transpose wider than a tile, with ragged edges.
   Tensor m = RandomTensor<float>(TensorShape{301, 257}, &rng);
@@ -221,7 +221,7 @@ TEST(TransposeTest, LargeTiledAndRunCopies) {
 }
 
 TEST(TransposeTest, IdentityAndSizeOneMovesShareTheBuffer) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   std::mt19937 rng(4);
   Tensor x = RandomTensor<float>(TensorShape{5, 1, 7}, &rng);
   Tensor same = RunOne(&dev, "Transpose", {x, Ints({0, 1, 2})});
@@ -234,7 +234,7 @@ TEST(TransposeTest, IdentityAndSizeOneMovesShareTheBuffer) {
 }
 
 TEST(TransposeTest, BadPermIsAnError) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{2, 3});
   EXPECT_THAT(RunStatus(&dev, "Transpose", {x, Ints({0, 0})}).message(), HasSubstr("twice"));
   EXPECT_THAT(RunStatus(&dev, "Transpose", {x, Ints({0, 1, 2})}).message(), HasSubstr("rank"));
@@ -250,7 +250,7 @@ absl::StatusOr<std::vector<Tensor>> RunConcat(DeviceBase* dev, const std::vector
 }
 
 TEST(ConcatV2Test, MatchesReference) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   std::mt19937 rng(5);
   for (int t = 0; t < 80; ++t) {
     const int rank = 1 + static_cast<int>(rng() % 4);
@@ -281,7 +281,7 @@ TEST(ConcatV2Test, MatchesReference) {
 }
 
 TEST(ConcatV2Test, BadShapesAreErrors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor a(DT_FLOAT, TensorShape{2, 3}), b(DT_FLOAT, TensorShape{2, 4}), c(DT_FLOAT, TensorShape{2});
   EXPECT_THAT(RunConcat(&dev, {a, b}, Tensor::Scalar<int32_t>(0)).status().message(),
               HasSubstr("dimension 1"));
@@ -297,7 +297,7 @@ TEST(ConcatV2Test, BadShapesAreErrors) {
 }
 
 TEST(PackTest, MatchesReference) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   std::mt19937 rng(6);
   for (int t = 0; t < 60; ++t) {
     const int rank = static_cast<int>(rng() % 4);
@@ -315,7 +315,7 @@ TEST(PackTest, MatchesReference) {
 }
 
 TEST(PackTest, BadInputsAreErrors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor a(DT_FLOAT, TensorShape{2, 3}), b(DT_FLOAT, TensorShape{3, 2});
   EXPECT_THAT(RunKernelWithListInputs(&dev, "Pack", {{a, b}}).status().message(),
               HasSubstr("one shape"));
@@ -328,7 +328,7 @@ TEST(PackTest, BadInputsAreErrors) {
 // ---- Slice ------------------------------------------------------------------
 
 TEST(SliceTest, MatchesReference) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   std::mt19937 rng(7);
   for (int t = 0; t < 100; ++t) {
     const int rank = 1 + static_cast<int>(rng() % 4);
@@ -348,7 +348,7 @@ TEST(SliceTest, MatchesReference) {
 }
 
 TEST(SliceTest, WholeInputSharesBuffer) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   std::mt19937 rng(8);
   Tensor x = RandomTensor<float>(TensorShape{3, 4}, &rng);
   EXPECT_TRUE(RunOne(&dev, "Slice", {x, Ints({0, 0}), Ints({-1, 4})}).SharesBufferWith(x));
@@ -357,7 +357,7 @@ TEST(SliceTest, WholeInputSharesBuffer) {
 }
 
 TEST(SliceTest, OutOfBoundsIsAnError) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{3, 4});
   EXPECT_THAT(RunStatus(&dev, "Slice", {x, Ints({0, 1}), Ints({2, 4})}).message(),
               HasSubstr("size[1]"));
@@ -371,7 +371,7 @@ TEST(SliceTest, OutOfBoundsIsAnError) {
 // ---- Fill, ZerosLike, OnesLike, Shape ---------------------------------------
 
 TEST(FillTest, FillsEveryElementAndChecksDims) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   Tensor f = RunOne(&dev, "Fill", {Ints({300, 201}), Tensor::Scalar<double>(2.5)});
   ASSERT_EQ(f.shape(), (TensorShape{300, 201}));
   for (double v : f.span<double>()) ASSERT_EQ(v, 2.5);
@@ -402,7 +402,7 @@ void CheckZerosOnes(DeviceBase* dev) {
 }
 
 TEST(ZerosOnesLikeTest, EveryCommonDtype) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   CheckZerosOnes<float>(&dev);
   CheckZerosOnes<double>(&dev);
   CheckZerosOnes<int32_t>(&dev);
@@ -417,7 +417,7 @@ TEST(ZerosOnesLikeTest, EveryCommonDtype) {
 }
 
 TEST(ShapeTest, Int32AndInt64) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{2, 0, 7});
   Tensor s = RunOne(&dev, "Shape", {x});
   ASSERT_EQ(s.dtype(), DT_INT32);
@@ -432,7 +432,7 @@ TEST(ShapeTest, Int32AndInt64) {
 // ---- OneHot -----------------------------------------------------------------
 
 TEST(OneHotTest, MatchesReferenceOnEveryAxis) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   std::mt19937 rng(10);
   for (int t = 0; t < 40; ++t) {
     const int rank = static_cast<int>(rng() % 3);
@@ -461,7 +461,7 @@ TEST(OneHotTest, MatchesReferenceOnEveryAxis) {
 }
 
 TEST(OneHotTest, IndexTypesAndErrors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor idx = Tensor::FromVector<uint8_t>({2, 0});
   Tensor out = RunOne(&dev, "OneHot",
                       {idx, Tensor::Scalar<int32_t>(3), Tensor::Scalar<int32_t>(1),

@@ -9,8 +9,8 @@
 #include "gtest/gtest.h"
 #include "kernels/collective.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/kernel_runner.h"
 #include "kernels/op_kernel.h"
-#include "kernels/testing/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -35,7 +35,7 @@ class RecordingExecutor : public CollectiveExecutor {
 absl::StatusOr<Tensor> RunCollective(const std::string& op, const std::vector<Tensor>& inputs,
                            std::map<std::string, AttrValue> attrs, CollectiveExecutor* executor,
                            int64_t step_id = 5) {
-  static TestCpuDevice* device = new TestCpuDevice(1);
+  static StandaloneCpuDevice* device = new StandaloneCpuDevice(1);
   auto def = OpRegistry::Global()->LookUp(op);
   if (!def.ok()) return def.status();
   ::tensorflow::NodeDef node;
@@ -111,7 +111,7 @@ TEST(CollectiveKernelsTest, GatherAndSendNameTheirType) {
 }
 
 TEST(CollectiveKernelsTest, WithoutAnExecutorFailsWithFailedPrecondition) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernelWithListInputs(
       &dev, "CollectiveReduceV2",
       {{Tensor::FromVector<float>({1})}, {Tensor::Scalar<int32_t>(1)}, {Tensor::Scalar<int32_t>(1)},

@@ -1,5 +1,5 @@
 // Throughput of the CPU convolution kernels (Conv2D and its two gradients)
-// and MaxPool on layer shapes of a small CNN, on a TestCpuDevice with 1 or 2
+// and MaxPool on layer shapes of a small CNN, on a StandaloneCpuDevice with 1 or 2
 // intra-op threads. Convolutions report GFLOP/s (2 * multiply-adds of the
 // direct convolution); each iteration goes through RunKernel, whose fixed
 // cost (a few microseconds) is negligible at these sizes.
@@ -16,7 +16,7 @@
 #include "benchmark/benchmark.h"
 #include "graph/attr_value.h"
 #include "graph/tensor.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -37,7 +37,7 @@ Tensor Sizes(const TensorShape& s) {
 void BM_Conv(benchmark::State& state, const std::string& op) {
   const int64_t n = state.range(0), size = state.range(1), ic = state.range(2),
                 oc = state.range(3), stride = state.range(4);
-  TestCpuDevice dev(static_cast<int>(state.range(5)));
+  StandaloneCpuDevice dev(static_cast<int>(state.range(5)));
   const int64_t out = (size + stride - 1) / stride;
   const TensorShape in_shape{n, size, size, ic}, f_shape{3, 3, ic, oc}, out_shape{n, out, out, oc};
   std::vector<Tensor> inputs;
@@ -76,7 +76,7 @@ BENCHMARK(BM_Conv2DBackpropInput)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DBackpropFilter)->Apply(ConvArgs);
 
 void BM_MaxPool(benchmark::State& state) {
-  TestCpuDevice dev(static_cast<int>(state.range(0)));
+  StandaloneCpuDevice dev(static_cast<int>(state.range(0)));
   const Tensor x = Random(TensorShape{32, 28, 28, 64}, 1);
   const std::map<std::string, AttrValue> attrs = {
       {"ksize", MakeAttr(std::vector<int64_t>{1, 2, 2, 1})},

@@ -3,7 +3,7 @@
 #include "graph/attr_value.h"
 #include "graph/scope.h"
 #include "gtest/gtest.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -47,7 +47,7 @@ TEST(CoreOpsTest, ConstWithMismatchedDtypeIsRejected) {
 }
 
 TEST(CoreKernelsTest, ConstOutputsItsValueSharingOneBuffer) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor v = Tensor::FromVector<float>({1, 2, 3});
   auto out = RunKernel(&dev, "Const", {}, {{"value", MakeAttr(v)}, {"dtype", MakeAttr(DT_FLOAT)}});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -57,7 +57,7 @@ TEST(CoreKernelsTest, ConstOutputsItsValueSharingOneBuffer) {
 }
 
 TEST(CoreKernelsTest, IdentityPassesTheBufferThrough) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x = Tensor::FromVector<int32_t>({4, 5});
   auto out = RunKernel(&dev, "Identity", {x});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -65,7 +65,7 @@ TEST(CoreKernelsTest, IdentityPassesTheBufferThrough) {
 }
 
 TEST(CoreKernelsTest, UnfedPlaceholderSaysSo) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "Placeholder", {},
                        {{"dtype", MakeAttr(DT_FLOAT)}, {"shape", MakeAttr(PartialTensorShape({-1, 2}))}});
   ASSERT_FALSE(out.ok());
@@ -77,14 +77,14 @@ TEST(CoreKernelsTest, UnfedPlaceholderSaysSo) {
 }
 
 TEST(CoreKernelsTest, NoOpHasNoOutputs) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "NoOp", {});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(out->empty());
 }
 
 TEST(CoreKernelsTest, InternalOpsNeedTheirRuntimeServices) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   // Outside an executor there is no call frame or rendezvous: a clear error,
   // not a crash.
   auto arg = RunKernel(&dev, "_Arg", {}, {{"T", MakeAttr(DT_FLOAT)}, {"index", MakeAttr(0)}});

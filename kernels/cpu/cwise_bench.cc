@@ -14,8 +14,8 @@
 #include "graph/op_registry.h"
 #include "graph/tensor.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/kernel_runner.h"
 #include "kernels/op_kernel.h"
-#include "kernels/testing/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -25,7 +25,7 @@ namespace {
 // kernel writes in place instead of allocating.
 void RunOp(benchmark::State& state, const std::string& op, const TensorShape& xs,
            const TensorShape& ys, int threads, bool chain = false) {
-  TestCpuDevice dev(threads);
+  StandaloneCpuDevice dev(threads);
   ::tensorflow::NodeDef def;
   def.set_name("n");
   def.set_op(op);

@@ -6,7 +6,7 @@
 #include "graph/attr_value.h"
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -22,7 +22,7 @@ Tensor F32(std::vector<float> v, const TensorShape& s) { return Tensor::FromVect
 
 class GradHelperKernelsTest : public ::testing::Test {
  protected:
-  TestCpuDevice dev_{2};
+  StandaloneCpuDevice dev_{2};
 };
 
 TEST_F(GradHelperKernelsTest, BroadcastGradientArgs) {

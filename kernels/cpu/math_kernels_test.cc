@@ -13,7 +13,7 @@
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/math_test_util.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -66,7 +66,7 @@ TensorShape BroadcastShape(const TensorShape& a, const TensorShape& b) {
 template <typename T>
 void CheckBinary(const std::string& op, std::function<T(T, T)> ref, double lo_x, double hi_x,
                  double lo_y, double hi_y, int threads = 2) {
-  TestCpuDevice dev(threads);
+  StandaloneCpuDevice dev(threads);
   std::mt19937 rng(42);
   for (const ShapePair& c : BroadcastCases()) {
     SCOPED_TRACE(op + " " + c.x.DebugString() + " " + c.y.DebugString());
@@ -116,7 +116,7 @@ TEST(BinaryKernelTest, DoubleAndIntegerTypes) {
 }
 
 TEST(BinaryKernelTest, IncompatibleShapesAreAnError) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "AddV2", {Tensor(DT_FLOAT, TensorShape{2, 3}),
                                        Tensor(DT_FLOAT, TensorShape{4})});
   ASSERT_FALSE(out.ok());
@@ -126,7 +126,7 @@ TEST(BinaryKernelTest, IncompatibleShapesAreAnError) {
 }
 
 TEST(BinaryKernelTest, IntegerPowWithNegativeExponentIsAnError) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "Pow", {Tensor::FromVector<int32_t>({2, 3}),
                                      Tensor::FromVector<int32_t>({1, -1})});
   ASSERT_FALSE(out.ok());
@@ -134,14 +134,14 @@ TEST(BinaryKernelTest, IntegerPowWithNegativeExponentIsAnError) {
 }
 
 TEST(BinaryKernelTest, MismatchedDtypesAreAnError) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "Mul", {Tensor::Scalar<float>(1), Tensor::Scalar<int32_t>(2)});
   EXPECT_FALSE(out.ok());
 }
 
 template <typename T>
 void CheckUnary(const std::string& op, std::function<double(double)> ref, double lo, double hi) {
-  TestCpuDevice dev(2);
+  StandaloneCpuDevice dev(2);
   std::mt19937 rng(3);
   for (const TensorShape& s : {TensorShape{}, TensorShape{1}, TensorShape{5, 7},
                                TensorShape{40000}, TensorShape{0}, TensorShape{2, 0, 3}}) {
@@ -170,13 +170,13 @@ TEST(UnaryKernelTest, MatchesReference) {
 }
 
 TEST(UnaryKernelTest, NoIntegerKernelForExp) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "Exp", {Tensor::Scalar<int32_t>(1)});
   EXPECT_FALSE(out.ok());  // int32 is not an allowed type for Exp
 }
 
 TEST(EqualKernelTest, BroadcastsAndReturnsBool) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   std::mt19937 rng(5);
   Tensor x = RandomTensor<int32_t>(TensorShape{4, 3}, rng, 0, 2);
   Tensor y = RandomTensor<int32_t>(TensorShape{3}, rng, 0, 2);
@@ -195,7 +195,7 @@ TEST(EqualKernelTest, BroadcastsAndReturnsBool) {
 }
 
 TEST(EqualKernelTest, IncompatibleShapes) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{2}), y(DT_FLOAT, TensorShape{3});
   auto strict = RunKernel(&dev, "Equal", {x, y});
   EXPECT_EQ(strict.status().code(), absl::StatusCode::kInvalidArgument);
@@ -206,7 +206,7 @@ TEST(EqualKernelTest, IncompatibleShapes) {
 }
 
 TEST(AddNKernelTest, SumsAnyNumberOfInputs) {
-  TestCpuDevice dev(2);
+  StandaloneCpuDevice dev(2);
   std::mt19937 rng(9);
   for (int n : {1, 2, 3, 4, 5, 7, 8}) {
     for (const TensorShape& s : {TensorShape{}, TensorShape{3, 5}, TensorShape{70000}, TensorShape{0, 2}}) {
@@ -226,14 +226,14 @@ TEST(AddNKernelTest, SumsAnyNumberOfInputs) {
 }
 
 TEST(AddNKernelTest, MismatchedShapesAreAnError) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "AddN", {Tensor(DT_FLOAT, TensorShape{2}), Tensor(DT_FLOAT, TensorShape{3})});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SelectKernelTest, ElementwiseScalarAndRowConditions) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   std::mt19937 rng(11);
   Tensor t = RandomTensor<float>(TensorShape{4, 3}, rng, -1, 1);
   Tensor e = RandomTensor<float>(TensorShape{4, 3}, rng, -1, 1);
@@ -259,7 +259,7 @@ TEST(SelectKernelTest, ElementwiseScalarAndRowConditions) {
 }
 
 TEST(SelectKernelTest, BadShapesAreErrors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor t(DT_FLOAT, TensorShape{4, 3}), e(DT_FLOAT, TensorShape{4, 3});
   EXPECT_FALSE(RunKernel(&dev, "Select", {Tensor(DT_BOOL, TensorShape{3}), t, e}).ok());
   EXPECT_FALSE(RunKernel(&dev, "Select", {Tensor(DT_BOOL, TensorShape{4, 3}), t,
@@ -268,7 +268,7 @@ TEST(SelectKernelTest, BadShapesAreErrors) {
 }
 
 TEST(SelectV2KernelTest, BroadcastsAllThree) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   std::mt19937 rng(13);
   struct Case {
     TensorShape c, t, e;
@@ -297,7 +297,7 @@ TEST(SelectV2KernelTest, BroadcastsAllThree) {
 }
 
 TEST(CastKernelTest, ConvertsBetweenTypes) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto cast = [&](const Tensor& x, DataType dst) {
     auto out = RunKernel(&dev, "Cast", {x}, {{"DstT", MakeAttr(dst)}});
     EXPECT_TRUE(out.ok()) << out.status();

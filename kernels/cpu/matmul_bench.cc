@@ -1,5 +1,5 @@
 // MatMul throughput: the Strata kernel (made once, Compute called in the
-// loop, on a TestCpuDevice with 1 or 2 intra-op threads) against Eigen's
+// loop, on a StandaloneCpuDevice with 1 or 2 intra-op threads) against Eigen's
 // tensor contraction and Matrix product called directly, and OpenBLAS
 // cblas_sgemm, on the same row-major float shapes. Reported as GFLOP/s
 // (2*M*N*K per product).
@@ -22,8 +22,8 @@
 #include "graph/tensor.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/kernel_runner.h"
 #include "kernels/op_kernel.h"
-#include "kernels/testing/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -44,7 +44,7 @@ void SetFlops(benchmark::State& state, int64_t n) {
 void BM_StrataMatMul(benchmark::State& state) {
   const int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  TestCpuDevice dev(threads);
+  StandaloneCpuDevice dev(threads);
   ::tensorflow::NodeDef def;
   def.set_name("matmul");
   def.set_op("MatMul");

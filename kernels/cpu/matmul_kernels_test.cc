@@ -9,7 +9,7 @@
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/math_test_util.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -40,7 +40,7 @@ Tensor Reference(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 template <typename T>
 void Check(int64_t m, int64_t k, int64_t n, bool ta, bool tb, int threads, double tol) {
   SCOPED_TRACE(absl::StrCat(m, "x", k, "x", n, " ta=", ta, " tb=", tb, " threads=", threads));
-  TestCpuDevice dev(threads);
+  StandaloneCpuDevice dev(threads);
   std::mt19937 rng(static_cast<unsigned>(m * 31 + k * 7 + n));
   Tensor a = RandomTensor<T>(ta ? TensorShape{k, m} : TensorShape{m, k}, rng, -2, 2);
   Tensor b = RandomTensor<T>(tb ? TensorShape{n, k} : TensorShape{k, n}, rng, -2, 2);
@@ -77,7 +77,7 @@ TEST(MatMulKernelTest, EmptyProducts) {
 }
 
 TEST(MatMulKernelTest, ShapeErrors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto bad_inner = RunKernel(&dev, "MatMul", {Tensor(DT_FLOAT, TensorShape{2, 3}),
                                               Tensor(DT_FLOAT, TensorShape{4, 5})});
   ASSERT_FALSE(bad_inner.ok());
@@ -94,7 +94,7 @@ TEST(MatMulKernelTest, ShapeErrors) {
 }
 
 TEST(MatMulKernelTest, AcceptsTensorFlowGradAttrs) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto out = RunKernel(&dev, "MatMul", {Tensor::FromVector<float>({1, 2}, TensorShape{1, 2}),
                                         Tensor::FromVector<float>({3, 4}, TensorShape{2, 1})},
                        {{"grad_a", MakeAttr(true)}, {"grad_b", MakeAttr(false)}});

@@ -20,15 +20,15 @@
 #include "graph/attr_value.h"
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace nn_test {
 
 // A device with a 4-thread intra-op pool, so large inputs take the parallel
 // paths.
-inline TestCpuDevice* Device() {
-  static TestCpuDevice* const d = new TestCpuDevice(4);
+inline StandaloneCpuDevice* Device() {
+  static StandaloneCpuDevice* const d = new StandaloneCpuDevice(4);
   return d;
 }
 

@@ -20,8 +20,8 @@
 #include "kernels/cpu/philox.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/kernel_runner.h"
 #include "kernels/op_kernel.h"
-#include "kernels/testing/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -121,7 +121,7 @@ TEST(PhiloxTest, UniformConversionsStayBelowOne) {
 }
 
 TEST(RandomKernelsTest, SameSeedSameNumbersOnOneAndFourThreads) {
-  TestCpuDevice one(1), four(4);
+  StandaloneCpuDevice one(1), four(4);
   for (const char* op : kOps) {
     for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_HALF}) {
       SCOPED_TRACE(absl::StrCat(op, " ", DataTypeString(dt)));
@@ -141,7 +141,7 @@ TEST(RandomKernelsTest, SameSeedSameNumbersOnOneAndFourThreads) {
 }
 
 TEST(RandomKernelsTest, RunsDifferAndReplayFromAFreshInstance) {
-  TestCpuDevice dev(2);
+  StandaloneCpuDevice dev(2);
   for (const char* op : kOps) {
     SCOPED_TRACE(op);
     auto k = MustMake(&dev, op, DT_FLOAT, 3, 0);
@@ -156,7 +156,7 @@ TEST(RandomKernelsTest, RunsDifferAndReplayFromAFreshInstance) {
 }
 
 TEST(RandomKernelsTest, ElementDependsOnlyOnItsIndex) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   for (const char* op : kOps) {
     SCOPED_TRACE(op);
     auto small = MustMake(&dev, op, DT_DOUBLE, 11, 12);
@@ -168,7 +168,7 @@ TEST(RandomKernelsTest, ElementDependsOnlyOnItsIndex) {
 }
 
 TEST(RandomKernelsTest, SeedsMatterAndZeroSeedsAreRandomPerInstance) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   for (const char* op : kOps) {
     SCOPED_TRACE(op);
     Tensor base = MustRun(MustMake(&dev, op, DT_FLOAT, 5, 6).get(), {256});
@@ -200,7 +200,7 @@ Moments Measure(const std::vector<double>& v) {
 }
 
 TEST(RandomKernelsTest, DistributionsHaveTheRightMoments) {
-  TestCpuDevice dev(4);
+  StandaloneCpuDevice dev(4);
   // 200k samples: the standard error of the mean is ~0.002.
   for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16}) {
     SCOPED_TRACE(DataTypeString(dt));
@@ -227,7 +227,7 @@ TEST(RandomKernelsTest, DistributionsHaveTheRightMoments) {
 }
 
 TEST(RandomKernelsTest, EmptyScalarAndBadShapes) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   auto k = MustMake(&dev, "RandomUniform", DT_FLOAT, 1, 1);
   EXPECT_EQ(MustRun(k.get(), {3, 0}).NumElements(), 0);
   Tensor scalar = MustRun(k.get(), {});

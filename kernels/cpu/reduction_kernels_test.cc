@@ -12,7 +12,7 @@
 #include "graph/attr_value.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/math_test_util.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -69,7 +69,7 @@ void CheckReduction(const std::string& op, const TensorShape& shape,
                     int threads) {
   SCOPED_TRACE(absl::StrCat(op, " ", shape.DebugString(), " axes=[", absl::StrJoin(axes, ","),
                             "] keep_dims=", keep_dims));
-  TestCpuDevice dev(threads);
+  StandaloneCpuDevice dev(threads);
   std::mt19937 rng(static_cast<unsigned>(shape.num_elements() + axes.size()));
   Tensor x = RandomTensor<T>(shape, rng, -20, 20);
   Tensor ax = scalar_axis ? Tensor::Scalar<int32_t>(axes[0])
@@ -119,7 +119,7 @@ TEST(ReductionKernelTest, ScalarsAndNoAxes) {
 }
 
 TEST(ReductionKernelTest, EmptyInputsGiveTheIdentity) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{0, 3});
   auto run = [&](const std::string& op, const Tensor& in, int axis) {
     auto out = RunKernel(&dev, op, {in, Tensor::Scalar<int32_t>(axis)});
@@ -137,7 +137,7 @@ TEST(ReductionKernelTest, EmptyInputsGiveTheIdentity) {
 }
 
 TEST(ReductionKernelTest, BadAxesAreErrors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{2, 3});
   auto out = RunKernel(&dev, "Sum", {x, Tensor::Scalar<int32_t>(2)});
   ASSERT_FALSE(out.ok());
@@ -150,7 +150,7 @@ TEST(ReductionKernelTest, BadAxesAreErrors) {
 template <typename T, typename Tout>
 void CheckArgMax(const TensorShape& shape, int axis, int threads) {
   SCOPED_TRACE(absl::StrCat(shape.DebugString(), " axis=", axis));
-  TestCpuDevice dev(threads);
+  StandaloneCpuDevice dev(threads);
   std::mt19937 rng(static_cast<unsigned>(shape.num_elements() + axis + 100));
   Tensor x = RandomTensor<T>(shape, rng, 0, 5);  // small range: many ties
   auto out = RunKernel(&dev, "ArgMax", {x, Tensor::Scalar<int64_t>(axis)},
@@ -191,7 +191,7 @@ TEST(ArgMaxKernelTest, MatchesReferenceWithFirstIndexOnTies) {
 }
 
 TEST(ArgMaxKernelTest, Errors) {
-  TestCpuDevice dev;
+  StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{0, 3});
   auto empty_axis = RunKernel(&dev, "ArgMax", {x, Tensor::Scalar<int32_t>(0)});
   ASSERT_FALSE(empty_axis.ok());

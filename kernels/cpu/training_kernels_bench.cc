@@ -7,15 +7,15 @@
 
 #include "benchmark/benchmark.h"
 #include "graph/tensor.h"
+#include "kernels/kernel_runner.h"
 #include "kernels/resource_mgr.h"
-#include "kernels/testing/kernel_runner.h"
 
 namespace strata {
 namespace {
 
-class ResourceCpuDevice : public TestCpuDevice {
+class ResourceCpuDevice : public StandaloneCpuDevice {
  public:
-  explicit ResourceCpuDevice(int threads) : TestCpuDevice(threads), rm_("cpu") {}
+  explicit ResourceCpuDevice(int threads) : StandaloneCpuDevice(threads), rm_("cpu") {}
   ResourceMgr* resource_manager() const override { return &rm_; }
 
  private:

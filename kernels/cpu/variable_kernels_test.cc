@@ -4,14 +4,14 @@
 
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
+#include "kernels/kernel_runner.h"
 #include "kernels/resource_mgr.h"
-#include "kernels/testing/kernel_runner.h"
 
 namespace strata {
 namespace {
 
 // The kernel runner's CPU device plus a ResourceMgr, as runtime devices have.
-class ResourceCpuDevice : public TestCpuDevice {
+class ResourceCpuDevice : public StandaloneCpuDevice {
  public:
   explicit ResourceCpuDevice(const std::string& name = "cpu") : rm_(name) {}
   ResourceMgr* resource_manager() const override { return &rm_; }

@@ -15,8 +15,8 @@
 #include "gtest/gtest.h"
 #include "kernels/eigen_views.h"
 #include "kernels/gpu/testing/test_gpu_device.h"
+#include "kernels/kernel_runner.h"
 #include "kernels/resource_mgr.h"
-#include "kernels/testing/kernel_runner.h"
 
 namespace strata {
 namespace {
@@ -24,9 +24,9 @@ namespace {
 using Attrs = std::map<std::string, AttrValue>;
 
 // A CPU device with a ResourceMgr, for the variable and optimizer ops.
-class CpuDeviceWithResources : public TestCpuDevice {
+class CpuDeviceWithResources : public StandaloneCpuDevice {
  public:
-  CpuDeviceWithResources() : TestCpuDevice(2), rm_(name()) {}
+  CpuDeviceWithResources() : StandaloneCpuDevice(2), rm_(name()) {}
   ResourceMgr* resource_manager() const override { return &rm_; }
 
  private:

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "kernels/eigen_views.h"
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 namespace strata {
 namespace {

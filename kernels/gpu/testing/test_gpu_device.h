@@ -1,5 +1,5 @@
 // TestGpuDevice: a DeviceBase of type "GPU" for kernel tests, the GPU
-// counterpart of TestCpuDevice (kernels/testing/kernel_runner.h). It owns a
+// counterpart of StandaloneCpuDevice (kernels/kernel_runner.h). It owns a
 // cudaMalloc/cudaFree allocator with statistics, a compute stream with a
 // cuBLAS handle bound to it, a host allocator for the tensors that live in
 // host memory on GPU devices (int32, resource handles), a 1-thread Eigen host

@@ -2,15 +2,15 @@
 // constant folding: build the NodeDef from an op name, attrs and input
 // tensors, create the registered kernel for the device, call Compute.
 //
-//   TestCpuDevice dev(/*intra_op_threads=*/2);
+//   StandaloneCpuDevice dev(/*intra_op_threads=*/2);
 //   absl::StatusOr<std::vector<Tensor>> out =
 //       RunKernel(&dev, "MatMul", {a, b}, {{"transpose_b", MakeAttr(true)}});
 //
 // Type attrs the inputs imply (T, N) are filled in as the builder does.
-// Thread-safety: RunKernel may be called concurrently; a TestCpuDevice is
-// safe to share.
-#ifndef STRATA_KERNELS_TESTING_KERNEL_RUNNER_H_
-#define STRATA_KERNELS_TESTING_KERNEL_RUNNER_H_
+// Thread-safety: RunKernel may be called concurrently; a StandaloneCpuDevice
+// is safe to share.
+#ifndef STRATA_KERNELS_KERNEL_RUNNER_H_
+#define STRATA_KERNELS_KERNEL_RUNNER_H_
 
 #include <map>
 #include <memory>
@@ -28,11 +28,12 @@ class ThreadPoolInterface;
 
 namespace strata {
 
-// A CPU device with its own allocator and intra-op thread pool.
-class TestCpuDevice : public DeviceBase {
+// A CPU device with its own allocator and intra-op thread pool, for kernels
+// run outside a session.
+class StandaloneCpuDevice : public DeviceBase {
  public:
-  explicit TestCpuDevice(int intra_op_threads = 1);
-  ~TestCpuDevice() override;
+  explicit StandaloneCpuDevice(int intra_op_threads = 1);
+  ~StandaloneCpuDevice() override;
   const std::string& name() const override { return name_; }
   const std::string& device_type() const override { return type_; }
   Allocator* allocator() const override { return allocator_.get(); }
@@ -60,4 +61,4 @@ absl::StatusOr<std::vector<Tensor>> RunKernelWithListInputs(
 
 }  // namespace strata
 
-#endif  // STRATA_KERNELS_TESTING_KERNEL_RUNNER_H_
+#endif  // STRATA_KERNELS_KERNEL_RUNNER_H_

@@ -1,4 +1,4 @@
-#include "kernels/testing/kernel_runner.h"
+#include "kernels/kernel_runner.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -9,12 +9,12 @@
 
 namespace strata {
 
-TestCpuDevice::TestCpuDevice(int intra_op_threads)
+StandaloneCpuDevice::StandaloneCpuDevice(int intra_op_threads)
     : allocator_(std::make_unique<TrackingCpuAllocator>("test_cpu")),
       pool_(std::make_unique<Eigen::ThreadPool>(intra_op_threads)),
       eigen_device_(std::make_unique<Eigen::ThreadPoolDevice>(pool_.get(), intra_op_threads)) {}
 
-TestCpuDevice::~TestCpuDevice() = default;
+StandaloneCpuDevice::~StandaloneCpuDevice() = default;
 
 absl::StatusOr<std::vector<Tensor>> RunKernel(DeviceBase* device, const std::string& op,
                                               const std::vector<Tensor>& inputs,
