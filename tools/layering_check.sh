@@ -3,7 +3,8 @@
 # at the root): for each layer it makes a throw-away package inside that layer
 # with one target that depends on the layer just above (a wrong arrow), which
 # must fail analysis with "is not visible", and one that depends on the layer
-# just below (a right arrow), which must pass. The packages are removed
+# just below (a right arrow), which must pass; and that the one test-only
+# bridge up (//runtime:session_for_tests) is refused to production code. The packages are removed
 # afterwards. tools/test.sh runs it after the tests; each probe is one test
 # case of the summary line.
 #
@@ -80,6 +81,21 @@ for probe in "${probes[@]}"; do
     fi
   fi
 done
+
+# A test-only bridge up (//runtime:session_for_tests, for graph/gradients'
+# numeric checks) is visible to the lower layers but refused to anything that
+# is not testonly.
+pkg=graph/layering_probe_tmp
+pkgs+=("$pkg")
+mkdir -p "$pkg"
+echo 'cc_library(name = "uses_test_bridge", deps = ["//runtime:session_for_tests"])' >"$pkg/BUILD.bazel"
+out=$(bazel build --nobuild --noshow_progress "//$pkg:uses_test_bridge" 2>&1)
+if [[ $? -ne 0 && $out == *"depends on testonly target"* ]]; then
+  record "graph_production_may_not_use_runtime_test_bridge" 0
+else
+  record "graph_production_may_not_use_runtime_test_bridge" 1 \
+    "//$pkg depending on //runtime:session_for_tests was not refused as testonly: $(tail -n 3 <<<"$out")"
+fi
 
 if [[ -n $junit ]]; then
   {

@@ -24,6 +24,12 @@ def bad_targets(log_path):
         return bad
     with open(log_path, errors="replace") as f:
         for line in f:
+            # A target that failed analysis (a visibility error, say) never
+            # runs, and its report in bazel-testlogs may be an old run's.
+            marker = "errors encountered while analyzing target '"
+            if marker in line:
+                bad.add(line.split(marker, 1)[1].split("'", 1)[0])
+                continue
             words = line.split()
             if words and words[0].startswith("//") and any(
                     w in ("FAILED", "NO", "TIMEOUT", "INCOMPLETE", "FLAKY") for w in words[1:]):

@@ -118,15 +118,6 @@ namespace {
 
 // ---- Shape functions --------------------------------------------------------
 
-absl::StatusOr<std::optional<std::vector<int64_t>>> ConstInts(InferenceContext& c, int i,
-                                                              const char* what) {
-  const Tensor* t = c.input_tensor(i);
-  if (t == nullptr) return std::optional<std::vector<int64_t>>();
-  auto v = IntTensorValues(*t, what);
-  if (!v.ok()) return c.Annotate(v.status());
-  return std::optional<std::vector<int64_t>>(*std::move(v));
-}
-
 absl::Status SetOrAnnotate(InferenceContext& c, int out,
                            const absl::StatusOr<PartialTensorShape>& s) {
   if (!s.ok()) return c.Annotate(s.status());
@@ -140,8 +131,8 @@ absl::Status BroadcastGradientArgsShape(InferenceContext& c) {
   PartialTensorShape unused;
   STRATA_RETURN_IF_ERROR(c.WithRank(0, 1, &unused));
   STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
-  STRATA_ASSIGN_OR_RETURN(auto s0, ConstInts(c, 0, "BroadcastGradientArgs s0"));
-  STRATA_ASSIGN_OR_RETURN(auto s1, ConstInts(c, 1, "BroadcastGradientArgs s1"));
+  STRATA_ASSIGN_OR_RETURN(auto s0, ConstIntInput(c, 0, "BroadcastGradientArgs s0"));
+  STRATA_ASSIGN_OR_RETURN(auto s1, ConstIntInput(c, 1, "BroadcastGradientArgs s1"));
   if (s0 && s1) {
     std::vector<int64_t> r0, r1;
     absl::Status st = BroadcastGradientAxes(*s0, *s1, &r0, &r1);
@@ -158,7 +149,7 @@ absl::Status BroadcastGradientArgsShape(InferenceContext& c) {
 absl::Status BroadcastToShape(InferenceContext& c) {
   PartialTensorShape unused;
   STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
-  STRATA_ASSIGN_OR_RETURN(auto target, ConstInts(c, 1, "BroadcastTo shape"));
+  STRATA_ASSIGN_OR_RETURN(auto target, ConstIntInput(c, 1, "BroadcastTo shape"));
   if (!target) return SetOutputFromShapeInput(c, 1, "BroadcastTo shape");
   absl::Status st = CheckBroadcastTo(c.input(0), *target);
   if (!st.ok()) return c.Annotate(st);
@@ -184,7 +175,7 @@ absl::Status PadShape(InferenceContext& c) {
     return c.Error(absl::StrCat("Pad paddings must have shape [rank, 2], got ",
                                 pad.DebugString()));
   }
-  STRATA_ASSIGN_OR_RETURN(auto p, ConstInts(c, 1, "Pad paddings"));
+  STRATA_ASSIGN_OR_RETURN(auto p, ConstIntInput(c, 1, "Pad paddings"));
   if (p) return SetOrAnnotate(c, 0, PadOutputShape(c.input(0), *p));
   int64_t rank = c.input(0).dims();
   if (rank < 0) rank = pad.dim_size(0);

@@ -279,12 +279,6 @@ absl::StatusOr<PartialTensorShape> OneHotOutputShape(const PartialTensorShape& i
   return PartialTensorShape(out);
 }
 
-namespace {
-
-// Shape functions: each calls the shared rule with what is known statically.
-
-// The known values of constant input `i` (int32/int64), or nullopt if the
-// input is not a constant.
 absl::StatusOr<std::optional<std::vector<int64_t>>> ConstIntInput(InferenceContext& c, int i,
                                                                   const char* what) {
   const Tensor* t = c.input_tensor(i);
@@ -293,6 +287,10 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> ConstIntInput(InferenceConte
   if (!v.ok()) return c.Annotate(v.status());
   return std::optional<std::vector<int64_t>>(*std::move(v));
 }
+
+namespace {
+
+// Shape functions: each calls the shared rule with what is known statically.
 
 // A 1-D index input of unknown value: its length (or -1).
 int64_t VectorLength(InferenceContext& c, int i) {

@@ -31,6 +31,7 @@
 #define STRATA_GRAPH_OPS_ARRAY_OPS_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +49,12 @@ class InferenceContext;
 // The values of an int32 or int64 tensor (any rank, flattened) as int64;
 // InvalidArgument naming `what` for another dtype.
 absl::StatusOr<std::vector<int64_t>> IntTensorValues(const Tensor& t, const char* what);
+
+// For shape functions: the values of input `i` (int32/int64) when it is a
+// constant known at graph-build time, nullopt when it is not; an error
+// naming the node and `what` for another dtype.
+absl::StatusOr<std::optional<std::vector<int64_t>>> ConstIntInput(InferenceContext& c, int i,
+                                                                  const char* what);
 
 // A shape given as a 1-D int32/int64 tensor (Fill's `dims`, the random ops'
 // `shape`). InvalidArgument naming `what` if the tensor is not 1-D, a dim is

@@ -17,9 +17,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "graph/ops/nn_ops.h"
+#include "kernels/conv_geometry.h"
 #include "kernels/cpu/nn_kernel_helpers.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
@@ -36,55 +36,6 @@ using nn_internal::ParallelForRows;
 constexpr int64_t kMaxColBytes = 64 << 20;
 
 using ContractDims = Eigen::array<Eigen::IndexPair<Eigen::DenseIndex>, 1>;
-
-absl::StatusOr<Conv2DAttrsParsed> ParseCpuConvAttrs(const OpKernelConstruction& c) {
-  STRATA_ASSIGN_OR_RETURN(Conv2DAttrsParsed a, ParseConv2DAttrs(c.def().attr()));
-  if (a.nchw) {
-    return absl::InvalidArgumentError(
-        "the CPU convolution kernels support only data_format NHWC (as TensorFlow's)");
-  }
-  if (a.padding == Padding::kExplicit) {
-    return absl::InvalidArgumentError("EXPLICIT padding is not supported by Strata's Conv2D");
-  }
-  return a;
-}
-
-absl::StatusOr<TensorShape> ShapeFromSizes(const Tensor& sizes, const char* what) {
-  if (sizes.dims() != 1 || sizes.NumElements() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be an int32 vector of 4 entries, got shape ",
-                                                   sizes.shape().DebugString()));
-  }
-  const int32_t* v = sizes.data<int32_t>();
-  auto s = TensorShape::FromDims({v[0], v[1], v[2], v[3]});
-  if (!s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " [", absl::StrJoin(sizes.span<int32_t>(), ","),
-                                                   "] is not a valid shape"));
-  }
-  return *s;
-}
-
-// The geometry, after checking that `out_backprop` (if given) has the shape
-// the forward convolution produces.
-absl::StatusOr<Conv2DGeometry> Geometry(const Conv2DAttrsParsed& a, const TensorShape& input,
-                                        const TensorShape& filter, const Tensor* out_backprop) {
-  STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g,
-                          ComputeConv2DGeometry(a, input.dim_sizes(), filter.dim_sizes()));
-  if (out_backprop != nullptr) {
-    const TensorShape expected{g.batch, g.out_rows, g.out_cols, g.out_depth};
-    if (out_backprop->shape() != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "out_backprop has shape ", out_backprop->shape().DebugString(),
-          " but the convolution of input ", input.DebugString(), " with filter ",
-          filter.DebugString(), " has output shape ", expected.DebugString()));
-    }
-  }
-  return g;
-}
-
-bool IsPointwise(const Conv2DGeometry& g) {
-  return g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 && g.stride_cols == 1 &&
-         g.pad_top == 0 && g.pad_left == 0;
-}
 
 int64_t PatchSize(const Conv2DGeometry& g) { return g.filter_rows * g.filter_cols * g.in_depth; }
 
@@ -182,7 +133,7 @@ template <typename T>
 class Conv2DOp : public OpKernel {
  public:
   explicit Conv2DOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseCpuConvAttrs(c);
+    auto a = ParseConvKernelAttrs(c, "CPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
@@ -192,7 +143,7 @@ class Conv2DOp : public OpKernel {
     const Tensor& input = ctx.input(0);
     const Tensor& filter = ctx.input(1);
     STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g,
-                            Geometry(attrs_, input.shape(), filter.shape(), nullptr));
+                            ConvKernelGeometry(attrs_, input.shape(), filter.shape(), nullptr));
     Tensor* out;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(
         0, TensorShape{g.batch, g.out_rows, g.out_cols, g.out_depth}, &out));
@@ -234,7 +185,7 @@ template <typename T>
 class Conv2DBackpropInputOp : public OpKernel {
  public:
   explicit Conv2DBackpropInputOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseCpuConvAttrs(c);
+    auto a = ParseConvKernelAttrs(c, "CPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
@@ -254,7 +205,8 @@ class Conv2DBackpropInputOp : public OpKernel {
     } else {
       STRATA_ASSIGN_OR_RETURN(input_shape, ShapeFromSizes(sizes, "input_sizes"));
     }
-    STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g, Geometry(attrs_, input_shape, filter.shape(), &dy));
+    STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g,
+                            ConvKernelGeometry(attrs_, input_shape, filter.shape(), &dy));
     Tensor* dx;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, input_shape, &dx));
     const int64_t k = PatchSize(g);
@@ -295,7 +247,7 @@ template <typename T>
 class Conv2DBackpropFilterOp : public OpKernel {
  public:
   explicit Conv2DBackpropFilterOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseCpuConvAttrs(c);
+    auto a = ParseConvKernelAttrs(c, "CPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
@@ -306,7 +258,8 @@ class Conv2DBackpropFilterOp : public OpKernel {
     const Tensor& sizes = ctx.input(1);
     const Tensor& dy = ctx.input(2);
     STRATA_ASSIGN_OR_RETURN(TensorShape filter_shape, ShapeFromSizes(sizes, "filter_sizes"));
-    STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g, Geometry(attrs_, input.shape(), filter_shape, &dy));
+    STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g,
+                            ConvKernelGeometry(attrs_, input.shape(), filter_shape, &dy));
     Tensor* df;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, filter_shape, &df));
     const int64_t k = PatchSize(g);

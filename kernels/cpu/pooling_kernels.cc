@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/nn_ops.h"
+#include "kernels/conv_geometry.h"
 #include "kernels/cpu/nn_kernel_helpers.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
@@ -19,46 +20,6 @@ namespace strata {
 namespace {
 
 using nn_internal::ParallelForRows;
-
-struct PoolGeometry {
-  int64_t batch, in_rows, in_cols, depth;
-  int64_t window_rows, window_cols, stride_rows, stride_cols;
-  int64_t out_rows, out_cols, pad_top, pad_left;
-};
-
-absl::StatusOr<PoolAttrsParsed> ParseCpuPoolAttrs(const OpKernelConstruction& c) {
-  STRATA_ASSIGN_OR_RETURN(PoolAttrsParsed a, ParsePoolAttrs(c.def().attr()));
-  if (a.nchw) {
-    return absl::InvalidArgumentError(
-        "the CPU max pooling kernels support only data_format NHWC (as TensorFlow's)");
-  }
-  return a;
-}
-
-absl::StatusOr<PoolGeometry> ComputePoolGeometry(const PoolAttrsParsed& a, const TensorShape& in) {
-  if (in.dims() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input must be 4-D [batch, rows, cols, depth], got shape ", in.DebugString()));
-  }
-  PoolGeometry g;
-  g.batch = in.dim_size(0);
-  g.in_rows = in.dim_size(1);
-  g.in_cols = in.dim_size(2);
-  g.depth = in.dim_size(3);
-  g.window_rows = a.window_rows;
-  g.window_cols = a.window_cols;
-  g.stride_rows = a.stride_rows;
-  g.stride_cols = a.stride_cols;
-  auto rows = ComputeWindowedOutput(g.in_rows, g.window_rows, 1, g.stride_rows, a.padding);
-  if (!rows.ok()) return AnnotateStatus(rows.status(), absl::StrCat("rows of input ", in.DebugString(), ": "));
-  auto cols = ComputeWindowedOutput(g.in_cols, g.window_cols, 1, g.stride_cols, a.padding);
-  if (!cols.ok()) return AnnotateStatus(cols.status(), absl::StrCat("cols of input ", in.DebugString(), ": "));
-  g.out_rows = rows->size;
-  g.out_cols = cols->size;
-  g.pad_top = rows->pad_before;
-  g.pad_left = cols->pad_before;
-  return g;
-}
 
 // The in-range part [begin, end) of the window of output index `o`.
 inline void WindowRange(int64_t o, int64_t stride, int64_t pad, int64_t window, int64_t in,
@@ -72,7 +33,7 @@ template <typename T>
 class MaxPoolOp : public OpKernel {
  public:
   explicit MaxPoolOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseCpuPoolAttrs(c);
+    auto a = ParsePoolKernelAttrs(c, "CPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
@@ -120,7 +81,7 @@ template <typename T>
 class MaxPoolGradOp : public OpKernel {
  public:
   explicit MaxPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseCpuPoolAttrs(c);
+    auto a = ParsePoolKernelAttrs(c, "CPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }

@@ -1,5 +1,6 @@
 // GPU kernels for Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (NHWC,
-// SAME/VALID padding, strides and dilations), MaxPool and MaxPoolGrad.
+// SAME/VALID padding, strides and dilations); attrs and geometry are
+// kernels/conv_geometry.h's, shared with the CPU kernels.
 //
 // Convolutions are im2col + cuBLAS products (the CPU kernels' formulation):
 //   col [P, K] (P = images*out_rows*out_cols, K = filter_rows*filter_cols*in_depth)
@@ -15,9 +16,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "graph/ops/nn_ops.h"
+#include "kernels/conv_geometry.h"
 #include "kernels/gpu/blas.h"
 #include "kernels/gpu/conv_gpu.h"
 #include "kernels/gpu/gpu_util.h"
@@ -30,50 +31,13 @@ namespace {
 
 constexpr int64_t kMaxColBytes = int64_t{256} << 20;
 
-absl::StatusOr<Conv2DAttrsParsed> ParseGpuConvAttrs(const OpKernelConstruction& c) {
-  STRATA_ASSIGN_OR_RETURN(Conv2DAttrsParsed a, ParseConv2DAttrs(c.def().attr()));
-  if (a.nchw) return absl::InvalidArgumentError("the GPU convolution kernels support only data_format NHWC");
-  if (a.padding == Padding::kExplicit) {
-    return absl::InvalidArgumentError("EXPLICIT padding is not supported by Strata's Conv2D");
-  }
-  return a;
-}
-
-absl::StatusOr<TensorShape> ShapeFromSizes(const Tensor& sizes, const char* what) {
-  if (sizes.dtype() != DT_INT32 || sizes.dims() != 1 || sizes.NumElements() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be an int32 vector of 4 entries, got ",
-                                                   DataTypeString(sizes.dtype()), " ",
-                                                   sizes.shape().DebugString()));
-  }
-  const int32_t* v = sizes.data<int32_t>();
-  auto s = TensorShape::FromDims({v[0], v[1], v[2], v[3]});
-  if (!s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " [", absl::StrJoin(sizes.span<int32_t>(), ","), "] is not a valid shape"));
-  }
-  return *s;
-}
-
+// The shared geometry (kernels/conv_geometry.h) as the launchers' plain struct.
 absl::StatusOr<ConvGeom> Geometry(const Conv2DAttrsParsed& a, const TensorShape& input, const TensorShape& filter,
                                   const Tensor* out_backprop) {
-  STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g, ComputeConv2DGeometry(a, input.dim_sizes(), filter.dim_sizes()));
-  if (out_backprop != nullptr) {
-    const TensorShape expected{g.batch, g.out_rows, g.out_cols, g.out_depth};
-    if (out_backprop->shape() != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "out_backprop has shape ", out_backprop->shape().DebugString(), " but the convolution of input ",
-          input.DebugString(), " with filter ", filter.DebugString(), " has output shape ",
-          expected.DebugString()));
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(Conv2DGeometry g, ConvKernelGeometry(a, input, filter, out_backprop));
   return ConvGeom{g.batch,        g.in_rows,       g.in_cols,       g.in_depth,      g.filter_rows,
                   g.filter_cols,  g.out_depth,     g.stride_rows,   g.stride_cols,   g.dilation_rows,
                   g.dilation_cols, g.out_rows,     g.out_cols,      g.pad_top,       g.pad_left};
-}
-
-bool IsPointwise(const ConvGeom& g) {
-  return g.filter_rows == 1 && g.filter_cols == 1 && g.stride_rows == 1 && g.stride_cols == 1 && g.pad_top == 0 &&
-         g.pad_left == 0;
 }
 
 // Images per col chunk, and the chunk's col temporary.
@@ -87,7 +51,7 @@ absl::Status ColChunk(OpKernelContext& ctx, DataType dt, const ConvGeom& g, int6
 class Conv2DOp : public OpKernel {
  public:
   explicit Conv2DOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseGpuConvAttrs(c);
+    auto a = ParseConvKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
@@ -129,7 +93,7 @@ class Conv2DOp : public OpKernel {
 class Conv2DBackpropInputOp : public OpKernel {
  public:
   explicit Conv2DBackpropInputOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseGpuConvAttrs(c);
+    auto a = ParseConvKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
@@ -172,7 +136,7 @@ class Conv2DBackpropInputOp : public OpKernel {
 class Conv2DBackpropFilterOp : public OpKernel {
  public:
   explicit Conv2DBackpropFilterOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseGpuConvAttrs(c);
+    auto a = ParseConvKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
@@ -215,81 +179,6 @@ class Conv2DBackpropFilterOp : public OpKernel {
   Conv2DAttrsParsed attrs_;
 };
 
-absl::StatusOr<PoolGeom> PoolGeometry(const PoolAttrsParsed& a, const TensorShape& in) {
-  if (in.dims() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input must be 4-D [batch, rows, cols, depth], got shape ", in.DebugString()));
-  }
-  PoolGeom g{in.dim_size(0), in.dim_size(1), in.dim_size(2), in.dim_size(3), a.window_rows, a.window_cols,
-             a.stride_rows,  a.stride_cols,  0,              0,              0,             0};
-  auto rows = ComputeWindowedOutput(g.in_rows, g.window_rows, 1, g.stride_rows, a.padding);
-  if (!rows.ok()) return AnnotateStatus(rows.status(), absl::StrCat("rows of input ", in.DebugString(), ": "));
-  auto cols = ComputeWindowedOutput(g.in_cols, g.window_cols, 1, g.stride_cols, a.padding);
-  if (!cols.ok()) return AnnotateStatus(cols.status(), absl::StrCat("cols of input ", in.DebugString(), ": "));
-  g.out_rows = rows->size;
-  g.out_cols = cols->size;
-  g.pad_top = rows->pad_before;
-  g.pad_left = cols->pad_before;
-  return g;
-}
-
-absl::StatusOr<PoolAttrsParsed> ParseGpuPoolAttrs(const OpKernelConstruction& c) {
-  STRATA_ASSIGN_OR_RETURN(PoolAttrsParsed a, ParsePoolAttrs(c.def().attr()));
-  if (a.nchw) return absl::InvalidArgumentError("the GPU max pooling kernels support only data_format NHWC");
-  return a;
-}
-
-class MaxPoolOp : public OpKernel {
- public:
-  explicit MaxPoolOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseGpuPoolAttrs(c);
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    const Tensor& input = ctx.input(0);
-    STRATA_ASSIGN_OR_RETURN(const PoolGeom g, PoolGeometry(attrs_, input.shape()));
-    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(input.dtype()));
-    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
-    Tensor* out;
-    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{g.batch, g.out_rows, g.out_cols, g.depth}, &out));
-    return CudaStatus(LaunchMaxPool(t, input.raw_data(), out->raw_data(), g, stream), "MaxPool");
-  }
-
- private:
-  PoolAttrsParsed attrs_;
-};
-
-class MaxPoolGradOp : public OpKernel {
- public:
-  explicit MaxPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParseGpuPoolAttrs(c);
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    const Tensor& input = ctx.input(0);
-    const Tensor& orig_out = ctx.input(1);
-    const Tensor& grad = ctx.input(2);
-    STRATA_ASSIGN_OR_RETURN(const PoolGeom g, PoolGeometry(attrs_, input.shape()));
-    const TensorShape pooled{g.batch, g.out_rows, g.out_cols, g.depth};
-    if (orig_out.shape() != pooled || grad.shape() != pooled) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MaxPoolGrad: orig_output ", orig_out.shape().DebugString(), " and grad ", grad.shape().DebugString(),
-          " must have the pooled shape ", pooled.DebugString(), " of orig_input ", input.shape().DebugString()));
-    }
-    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(input.dtype()));
-    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
-    Tensor* dx;
-    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, input.shape(), &dx));
-    return CudaStatus(LaunchMaxPoolGrad(t, input.raw_data(), grad.raw_data(), dx->raw_data(), g, stream),
-                      "MaxPoolGrad");
-  }
-
- private:
-  PoolAttrsParsed attrs_;
-};
-
 #define REGISTER(op, dt, cls) STRATA_REGISTER_KERNEL(KernelBuilder(op).Device(kDeviceGpu).TypeConstraint("T", dt), cls)
 REGISTER("Conv2D", DT_FLOAT, Conv2DOp);
 REGISTER("Conv2D", DT_DOUBLE, Conv2DOp);
@@ -297,14 +186,6 @@ REGISTER("Conv2DBackpropInput", DT_FLOAT, Conv2DBackpropInputOp);
 REGISTER("Conv2DBackpropInput", DT_DOUBLE, Conv2DBackpropInputOp);
 REGISTER("Conv2DBackpropFilter", DT_FLOAT, Conv2DBackpropFilterOp);
 REGISTER("Conv2DBackpropFilter", DT_DOUBLE, Conv2DBackpropFilterOp);
-REGISTER("MaxPool", DT_FLOAT, MaxPoolOp);
-REGISTER("MaxPool", DT_DOUBLE, MaxPoolOp);
-REGISTER("MaxPool", DT_HALF, MaxPoolOp);
-REGISTER("MaxPool", DT_BFLOAT16, MaxPoolOp);
-REGISTER("MaxPoolGrad", DT_FLOAT, MaxPoolGradOp);
-REGISTER("MaxPoolGrad", DT_DOUBLE, MaxPoolGradOp);
-REGISTER("MaxPoolGrad", DT_HALF, MaxPoolGradOp);
-REGISTER("MaxPoolGrad", DT_BFLOAT16, MaxPoolGradOp);
 #undef REGISTER
 
 }  // namespace

@@ -1,6 +1,7 @@
 // GPU kernels of the elementwise family: unary math, broadcasting binary math
-// (NumPy rules, collapsed by cwise::BCast), Equal, Cast, Relu/ReluGrad and
-// BiasAdd. Launchers are in cwise_gpu.cu.
+// (NumPy rules, collapsed by cwise::BCast), Equal and Cast. Launchers are in
+// cwise_gpu.cu (Relu, ReluGrad and BiasAdd, of the nn family, use them from
+// nn_kernels.cc).
 //
 // int32 tensors live in host memory on GPU devices, so the int32 binary ops
 // (shape arithmetic) compute on the host; Equal on int32 computes on the host
@@ -142,88 +143,6 @@ class UnaryOp : public OpKernel {
   }
 };
 
-// ReluGrad(gradients, features): same shapes, no broadcasting.
-class ReluGradOp : public OpKernel {
- public:
-  explicit ReluGradOp(OpKernelConstruction& c) : OpKernel(c) {}
-  absl::Status Compute(OpKernelContext& ctx) override {
-    const Tensor& g = ctx.input(0);
-    const Tensor& f = ctx.input(1);
-    if (g.shape() != f.shape()) {
-      return absl::InvalidArgumentError(absl::StrCat("ReluGrad: gradients ", g.shape().DebugString(),
-                                                     " and features ", f.shape().DebugString(),
-                                                     " must have the same shape"));
-    }
-    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(g.dtype()));
-    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
-    Tensor* out;
-    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0, 1}, 0, g.shape(), &out));
-    StridedShape s;
-    s.rank = 1;
-    s.dims[0] = g.NumElements();
-    s.x_strides[0] = s.y_strides[0] = 1;
-    return CudaStatus(LaunchBinary(BinaryFn::kReluGrad, t, g.raw_data(), f.raw_data(), out->raw_data(), s,
-                                   g.NumElements(), stream),
-                      "ReluGrad");
-  }
-};
-
-// BiasAdd(value, bias): bias over the channel dim (last for NHWC, 1 for NCHW).
-class BiasAddOp : public OpKernel {
- public:
-  explicit BiasAddOp(OpKernelConstruction& c) : OpKernel(c) {
-    std::string f;
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("data_format", &f));
-    if (f != "NHWC" && f != "NCHW") {
-      c.SetStatus(absl::InvalidArgumentError(
-          absl::StrCat("attr 'data_format' is '", f, "', expected NHWC or NCHW")));
-      return;
-    }
-    nchw_ = f == "NCHW";
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    const Tensor& v = ctx.input(0);
-    const Tensor& bias = ctx.input(1);
-    const int min_rank = nchw_ ? 3 : 2;
-    if (v.dims() < min_rank || bias.dims() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("BiasAdd: value must have rank >= ", min_rank,
-                                                     " and bias rank 1, got ", v.shape().DebugString(),
-                                                     " and ", bias.shape().DebugString()));
-    }
-    const int cdim = nchw_ ? 1 : v.dims() - 1;
-    const int64_t c = v.dim_size(cdim);
-    if (bias.dim_size(0) != c) {
-      return absl::InvalidArgumentError(absl::StrCat("BiasAdd: bias has ", bias.dim_size(0),
-                                                     " entries but value ", v.shape().DebugString(),
-                                                     " has ", c, " channels"));
-    }
-    int64_t outer = 1, inner = 1;
-    for (int d = 0; d < cdim; ++d) outer *= v.dim_size(d);
-    for (int d = cdim + 1; d < v.dims(); ++d) inner *= v.dim_size(d);
-    StridedShape s;
-    s.rank = 3;
-    s.dims[0] = outer;
-    s.dims[1] = c;
-    s.dims[2] = inner;
-    s.x_strides[0] = c * inner;
-    s.x_strides[1] = inner;
-    s.x_strides[2] = 1;
-    s.y_strides[0] = 0;
-    s.y_strides[1] = 1;
-    s.y_strides[2] = 0;
-    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(v.dtype()));
-    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
-    Tensor* out;
-    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, v.shape(), &out));
-    return CudaStatus(LaunchBinary(BinaryFn::kAdd, t, v.raw_data(), bias.raw_data(), out->raw_data(), s,
-                                   v.NumElements(), stream),
-                      "BiasAdd");
-  }
-
- private:
-  bool nchw_ = false;
-};
-
 // Cast between any two GPU dtypes; int32 (host memory) is staged through a
 // device temporary (and a synchronous copy back when int32 is the result).
 class CastOp : public OpKernel {
@@ -279,11 +198,8 @@ class CastOp : public OpKernel {
   REGISTER_GPU("Rsqrt", dt, UnaryOp<UnaryFn::kRsqrt>);      \
   REGISTER_GPU("Exp", dt, UnaryOp<UnaryFn::kExp>);          \
   REGISTER_GPU("Log", dt, UnaryOp<UnaryFn::kLog>);          \
-  REGISTER_GPU("Relu", dt, UnaryOp<UnaryFn::kRelu>);        \
   REGISTER_GPU("Sigmoid", dt, UnaryOp<UnaryFn::kSigmoid>);  \
-  REGISTER_GPU("Tanh", dt, UnaryOp<UnaryFn::kTanh>);        \
-  REGISTER_GPU("ReluGrad", dt, ReluGradOp);                 \
-  REGISTER_GPU("BiasAdd", dt, BiasAddOp)
+  REGISTER_GPU("Tanh", dt, UnaryOp<UnaryFn::kTanh>)
 
 REGISTER_FLOATING(DT_FLOAT);
 REGISTER_FLOATING(DT_DOUBLE);

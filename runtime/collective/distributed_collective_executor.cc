@@ -196,7 +196,7 @@ DistributedCollectiveExecutor::DistributedCollectiveExecutor(DistributedCollecti
       worker_names_(std::move(o.worker_names)),
       transport_(std::move(o.transport)),
       on_fatal_error_(std::move(o.on_fatal_error)),
-      workspace_(transport_->shared_workspace()) {}
+      workspace_(transport_ != nullptr ? transport_->shared_workspace() : nullptr) {}
 
 DistributedCollectiveExecutor::~DistributedCollectiveExecutor() {
   // The lane thread and the pool may still be leaving a collective whose
