@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "strategy/mirrored_variable.h"
 #include "strategy/replica_context.h"
 
 namespace strata {
@@ -16,8 +15,7 @@ std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
     // No strategy traces this step: plain Base, but mirrored copies would
     // drift apart, so the strategy checks (and rejects) that case.
     for (const auto& [grad, var] : grads_and_vars) {
-      auto* m = dynamic_cast<const MirroredVariable*>(var);
-      if (m != nullptr && m->num_components() > 1) {
+      if (var->num_replicas() > 1) {
         scope.UpdateStatus(absl::FailedPreconditionError(absl::StrCat(
             "ApplyGradients outside Strategy::Run would update only the primary copy of mirrored "
             "variable '", var->name(), "'; apply gradients inside the step function")));
@@ -34,8 +32,8 @@ std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
   }
   if (ctx->replica_id() > 0) {
     for (size_t i = 0; i < out->size(); ++i) {
-      auto* m = dynamic_cast<MirroredVariable*>(grads_and_vars[i].second);
-      if (m != nullptr) component_of_[(*out)[i].second] = {m, ctx->replica_id()};
+      train::Variable* v = grads_and_vars[i].second;
+      if (v->distributed_by() != nullptr) component_of_[(*out)[i].second] = {v, ctx->replica_id()};
     }
   }
   return *std::move(out);
@@ -45,15 +43,14 @@ void ReplicaUpdates::CreateSlots(const Scope& scope, train::Variable* var,
                                  const std::function<void(const Scope&, train::Variable*)>& base) {
   auto comp = component_of_.find(var);
   if (comp == component_of_.end()) {
-    auto* m = dynamic_cast<MirroredVariable*>(var);
-    if (m == nullptr) {
+    if (var->distributed_by() == nullptr) {
       base(scope, var);
       return;
     }
     // Replica 0 (or no Run): the slots are made through the creator stack,
     // i.e. mirrored by the strategy. Remember them, in order, for the other
     // replicas.
-    std::vector<train::Variable*>& made = slots_[m];
+    std::vector<train::Variable*>& made = slots_[var];
     train::VariableCreatorScope record(
         [&made](const Scope& s, const train::VariableArgs& a, const train::VariableCreatorFn& next)
             -> absl::StatusOr<std::unique_ptr<train::Variable>> {
@@ -89,13 +86,13 @@ void ReplicaUpdates::CreateSlots(const Scope& scope, train::Variable* var,
                 "replica ", replica, " asks for more slots of '", mirrored->name(),
                 "' than replica 0 made"));
           }
-          auto* slot = dynamic_cast<MirroredVariable*>(made->second[next_slot++]);
-          if (slot == nullptr || slot->num_components() <= replica || slot->dtype() != a.dtype ||
+          const train::Variable* slot = made->second[next_slot++];
+          if (slot->num_replicas() <= replica || slot->dtype() != a.dtype ||
               !(slot->shape() == a.shape)) {
             return absl::InternalError(absl::StrCat("replica ", replica, "'s slot '", a.name,
                                                     "' does not match replica 0's"));
           }
-          const train::Variable* c = slot->component(replica);
+          const train::Variable* c = slot->replica(replica);
           return std::make_unique<train::Variable>(c->name(), c->handle(), c->dtype(), c->shape(),
                                                    /*initializer=*/nullptr, c->device(),
                                                    /*trainable=*/false);

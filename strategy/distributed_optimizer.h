@@ -42,8 +42,6 @@
 namespace strata {
 namespace distribute {
 
-class MirroredVariable;
-
 // The part of DistributedOptimizer that does not depend on Base.
 class ReplicaUpdates {
  public:
@@ -58,10 +56,10 @@ class ReplicaUpdates {
                    const std::function<void(const Scope&, train::Variable*)>& base);
 
  private:
-  // Replica r > 0 updates component r of a mirrored variable: which.
-  absl::flat_hash_map<const train::Variable*, std::pair<MirroredVariable*, int>> component_of_;
-  // The slots replica 0 made for each mirrored variable, in creation order.
-  absl::flat_hash_map<const MirroredVariable*, std::vector<train::Variable*>> slots_;
+  // Replica r > 0 updates copy r of a distributed variable: which.
+  absl::flat_hash_map<const train::Variable*, std::pair<train::Variable*, int>> component_of_;
+  // The slots replica 0 made for each distributed variable, in creation order.
+  absl::flat_hash_map<const train::Variable*, std::vector<train::Variable*>> slots_;
   // The optimizer keeps one slot table per variable object, so the
   // components of replicas r > 0 need slot objects of their own: views of
   // the mirrored slots' components, registered in this private graph's

@@ -4,9 +4,9 @@
 //
 //   StrategyScope in_scope = strategy->Scope();
 //   Variable* w = CreateVariable(root, "w", TensorShape{3}, DT_FLOAT, GlorotUniform(1));
-//   auto* m = dynamic_cast<MirroredVariable*>(w);
-//   m->num_components();       // one per replica
-//   m->component(1)->name();   // "w/replica_1", on devices()[1]
+//   w->num_replicas();         // one copy per replica
+//   w->replica(1)->name();     // "w/replica_1", on devices()[1]
+//   w->distributed_by();       // the strategy
 //
 // Components: component 0 ("w", the primary) is made with the variable's
 // initializer; component r > 0 ("w/replica_r") is initialised with an
@@ -51,7 +51,12 @@ class MirroredVariable : public train::Variable {
   const Strategy* strategy() const { return strategy_; }
   int num_components() const { return static_cast<int>(components_.size()); }
   train::Variable* component(int replica) const { return components_[replica].get(); }
-  int64_t creation_index() const { return creation_index_; }
+  int64_t creation_index() const override { return creation_index_; }
+
+  // train::Variable's view of the components.
+  int num_replicas() const override { return num_components(); }
+  train::Variable* replica(int replica) const override { return component(replica); }
+  const void* distributed_by() const override { return strategy_; }
 
   Output Read(const Scope& scope) const override;
   Node* Assign(const Scope& scope, Output value) const override;

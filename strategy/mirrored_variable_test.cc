@@ -53,6 +53,17 @@ TEST(MirroredVariableTest, OneCopyPerDeviceWithTensorFlowNames) {
   }
   // The collection holds the logical variable once.
   EXPECT_EQ(train::GlobalVariables(root), std::vector<train::Variable*>{v});
+  // Strategies see the copies through train::Variable, without a cast.
+  EXPECT_EQ(v->num_replicas(), 3);
+  EXPECT_EQ(v->distributed_by(), s.get());
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(v->replica(r), m->component(r));
+  EXPECT_EQ(v->creation_index(), m->creation_index());
+  // A plain variable is its own only copy.
+  const train::Variable* plain = m->component(1);
+  EXPECT_EQ(plain->num_replicas(), 1);
+  EXPECT_EQ(plain->replica(0), plain);
+  EXPECT_EQ(plain->distributed_by(), nullptr);
+  EXPECT_EQ(plain->creation_index(), -1);
 }
 
 TEST(MirroredVariableTest, CopiesStartBitwiseIdentical) {

@@ -16,7 +16,6 @@
 #include "runtime/device_name.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/gradient_bucketing.h"
-#include "strategy/mirrored_variable.h"
 #include "strategy/replica_context.h"
 #include "strategy/strategy_devices.h"
 #include "train/initializers.h"
@@ -157,14 +156,13 @@ absl::Status Strategy::CheckReplicaVariables(const strata::Scope& scope, int rep
                                              int first_node_id) const {
   if (num_replicas_in_sync() == 1) return absl::OkStatus();
   // The handles and initializers of this strategy's variables in this graph.
-  absl::flat_hash_map<const Node*, const MirroredVariable*> owned;  // handle node -> variable
+  absl::flat_hash_map<const Node*, const train::Variable*> owned;  // handle node -> variable
   absl::flat_hash_set<const Node*> initializers;
   for (train::Variable* v : train::GlobalVariables(scope)) {
-    auto* m = dynamic_cast<const MirroredVariable*>(v);
-    if (m == nullptr || m->strategy() != this) continue;
-    for (int r = 0; r < m->num_components(); ++r) {
-      owned[m->component(r)->handle().node()] = m;
-      initializers.insert(m->component(r)->initializer());
+    if (v->distributed_by() != this) continue;
+    for (int r = 0; r < v->num_replicas(); ++r) {
+      owned[v->replica(r)->handle().node()] = v;
+      initializers.insert(v->replica(r)->initializer());
     }
   }
   const Graph* g = scope.graph();
@@ -359,8 +357,7 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
   ReplicaContext* ctx = ReplicaContext::Current();
   if (ctx == nullptr) {
     for (const auto& [grad, var] : grads_and_vars) {
-      auto* m = dynamic_cast<const MirroredVariable*>(var);
-      if (m != nullptr && m->num_components() > 1) {
+      if (var->num_replicas() > 1) {
         return absl::FailedPreconditionError(absl::StrCat(
             "ApplyGradients outside Strategy::Run would update only the primary copy of mirrored "
             "variable '", var->name(), "'; apply gradients inside the step function"));
@@ -382,16 +379,15 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
   std::vector<TensorShape> shapes;
   for (size_t i = 0; i < grads_and_vars.size(); ++i) {
     const auto& [grad, var] = grads_and_vars[i];
-    auto* m = dynamic_cast<MirroredVariable*>(var);
-    if (n > 1 && (m == nullptr || m->strategy() != this)) {
+    if (n > 1 && var->distributed_by() != this) {
       return absl::InvalidArgumentError(absl::StrCat(
           "replica ", r, ": variable '", var->name(), "' was not made under this strategy's "
           "Scope(), so the replicas have no copies of it to update"));
     }
-    train::Variable* target = (m == nullptr || r == 0) ? var : m->component(r);
+    train::Variable* target = r == 0 ? var : var->replica(r);
     local.push_back({grad, target});
-    specs.push_back({var->dtype(), var->shape().num_elements(),
-                     m == nullptr ? static_cast<int64_t>(i) : m->creation_index()});
+    const int64_t order = var->creation_index() < 0 ? static_cast<int64_t>(i) : var->creation_index();
+    specs.push_back({var->dtype(), var->shape().num_elements(), order});
     grads.push_back(grad);
     shapes.push_back(var->shape());
   }

@@ -10,7 +10,6 @@
 #include "graph/ops/core_ops.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
-#include "strategy/mirrored_variable.h"
 #include "strategy/replica_context.h"
 #include "train/data/csv.h"
 #include "train/data/preprocess.h"
@@ -159,9 +158,8 @@ absl::StatusOr<TrainOutcome> TrainMlp(Strategy& strategy, const TrainConfig& c, 
   for (train::Variable* v : model->variables()) {
     out.names.push_back(v->name());
     weight_reads.push_back(v->Read(reads).name());
-    auto* m = dynamic_cast<MirroredVariable*>(v);
     for (int r = 0; r < strategy.num_local_replicas(); ++r) {
-      train::Variable* copy = m != nullptr ? m->component(r) : v;
+      train::Variable* copy = v->distributed_by() != nullptr ? v->replica(r) : v;
       copy_reads[r].push_back(copy->Read(reads).name());
     }
   }

@@ -95,6 +95,22 @@ class Variable {
   virtual Node* AssignAdd(const Scope& scope, Output value) const;
   virtual Node* AssignSub(const Scope& scope, Output value) const;
 
+  // Per-replica copies, for strategies (no casts to their variable types):
+  // a distributed variable keeps one copy per replica of the strategy that
+  // made it (distributed_by()); a plain variable is its own only copy and
+  // has no such owner.
+  virtual int num_replicas() const { return 1; }
+  // Copy `replica` (0 <= replica < num_replicas()); copy 0 is the variable
+  // itself as far as handle, name and device go.
+  virtual Variable* replica(int replica) const {
+    return replica == 0 ? const_cast<Variable*>(this) : nullptr;
+  }
+  // The strategy whose replicas hold the copies; nullptr for a plain one.
+  virtual const void* distributed_by() const { return nullptr; }
+  // The order in which that strategy made its variables (gradient buckets
+  // are formed from the last made); -1 for a plain one.
+  virtual int64_t creation_index() const { return -1; }
+
  protected:
   // `scope` with the variable's device and no request of its own.
   Scope OnDevice(const Scope& scope) const { return scope.WithDevice(device_); }
