@@ -38,6 +38,7 @@
 #ifndef STRATA_TRAIN_VARIABLE_H_
 #define STRATA_TRAIN_VARIABLE_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
