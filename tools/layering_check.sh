@@ -52,50 +52,43 @@ record() {  # name, ok (0/1), message
   fi
 }
 
-for probe in "${probes[@]}"; do
-  IFS='|' read -r layer above below <<<"$probe"
-  up=${above#//}; up=${up%%[:/]*}
-  down=${below#//}; down=${down%%[:/]*}
-  pkg=$layer/layering_probe_tmp
+# probe NAME LAYER DEP EXPECT: a throw-away package in LAYER with one
+# cc_library that depends on DEP; EXPECT is "refused:TEXT" (analysis must
+# fail, saying TEXT) or "accepted".
+probe() {
+  local name=$1 layer=$2 dep=$3 expect=$4
+  local pkg=$layer/layering_probe_tmp
   pkgs+=("$pkg")
   mkdir -p "$pkg"
-  {
-    echo 'cc_library(name = "uses_layer_above", deps = ["'"$above"'"])'
-    [[ -n $below ]] && echo 'cc_library(name = "uses_layer_below", deps = ["'"$below"'"])'
-  } >"$pkg/BUILD.bazel"
-
-  out=$(bazel build --nobuild --noshow_progress "//$pkg:uses_layer_above" 2>&1)
-  if [[ $? -ne 0 && $out == *"is not visible from target"* ]]; then
-    record "${layer}_may_not_use_${up}" 0
+  echo 'cc_library(name = "probe", deps = ["'"$dep"'"])' >"$pkg/BUILD.bazel"
+  local out rc
+  out=$(bazel build --nobuild --noshow_progress "//$pkg:probe" 2>&1)
+  rc=$?
+  if [[ $expect == accepted ]]; then
+    if (( rc == 0 )); then record "$name" 0; else
+      record "$name" 1 "//$pkg depending on $dep was refused: $(tail -n 3 <<<"$out")"; fi
   else
-    record "${layer}_may_not_use_${up}" 1 \
-      "//$pkg depending on $above was not refused for visibility: $(tail -n 3 <<<"$out")"
+    local text=${expect#refused:}
+    if (( rc != 0 )) && [[ $out == *"$text"* ]]; then record "$name" 0; else
+      record "$name" 1 "//$pkg depending on $dep was not refused ($text): $(tail -n 3 <<<"$out")"; fi
   fi
+}
+
+for p in "${probes[@]}"; do
+  IFS='|' read -r layer above below <<<"$p"
+  up=${above#//}; up=${up%%[:/]*}
+  probe "${layer}_may_not_use_${up}" "$layer" "$above" "refused:is not visible from target"
   if [[ -n $below ]]; then
-    out=$(bazel build --nobuild --noshow_progress "//$pkg:uses_layer_below" 2>&1)
-    if [[ $? -eq 0 ]]; then
-      record "${layer}_may_use_${down}" 0
-    else
-      record "${layer}_may_use_${down}" 1 \
-        "//$pkg depending on $below was refused: $(tail -n 3 <<<"$out")"
-    fi
+    down=${below#//}; down=${down%%[:/]*}
+    probe "${layer}_may_use_${down}" "$layer" "$below" accepted
   fi
 done
 
-# A test-only bridge up (//runtime:session_for_tests, for graph/gradients'
-# numeric checks) is visible to the lower layers but refused to anything that
-# is not testonly.
-pkg=graph/layering_probe_tmp
-pkgs+=("$pkg")
-mkdir -p "$pkg"
-echo 'cc_library(name = "uses_test_bridge", deps = ["//runtime:session_for_tests"])' >"$pkg/BUILD.bazel"
-out=$(bazel build --nobuild --noshow_progress "//$pkg:uses_test_bridge" 2>&1)
-if [[ $? -ne 0 && $out == *"depends on testonly target"* ]]; then
-  record "graph_production_may_not_use_runtime_test_bridge" 0
-else
-  record "graph_production_may_not_use_runtime_test_bridge" 1 \
-    "//$pkg depending on //runtime:session_for_tests was not refused as testonly: $(tail -n 3 <<<"$out")"
-fi
+# The one test-only bridge up (//runtime:session_for_tests, for
+# graph/gradients' numeric checks) is visible to the lower layers but
+# refused to anything that is not testonly.
+probe graph_production_may_not_use_runtime_test_bridge graph //runtime:session_for_tests \
+  "refused:depends on testonly target"
 
 if [[ -n $junit ]]; then
   {

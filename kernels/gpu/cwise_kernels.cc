@@ -13,6 +13,7 @@
 #include "kernels/cpu/cwise.h"
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
+#include "kernels/gpu/unary_op.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 
@@ -126,21 +127,6 @@ class BinaryOp : public OpKernel {
   }
 
   bool strict_ = true;
-};
-
-template <UnaryFn kFn>
-class UnaryOp : public OpKernel {
- public:
-  explicit UnaryOp(OpKernelConstruction& c) : OpKernel(c) {}
-  absl::Status Compute(OpKernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(x.dtype()));
-    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
-    Tensor* y;
-    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, x.shape(), &y));
-    return CudaStatus(LaunchUnary(kFn, t, x.raw_data(), y->raw_data(), x.NumElements(), stream),
-                      type_string().c_str());
-  }
 };
 
 // Cast between any two GPU dtypes; int32 (host memory) is staged through a

@@ -8,26 +8,13 @@
 #include "base/status.h"
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
+#include "kernels/gpu/unary_op.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 
 namespace strata {
 namespace gpu {
 namespace {
-
-class ReluOp : public OpKernel {
- public:
-  explicit ReluOp(OpKernelConstruction& c) : OpKernel(c) {}
-  absl::Status Compute(OpKernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(x.dtype()));
-    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
-    Tensor* y;
-    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, x.shape(), &y));
-    return CudaStatus(LaunchUnary(UnaryFn::kRelu, t, x.raw_data(), y->raw_data(), x.NumElements(), stream),
-                      "Relu");
-  }
-};
 
 // ReluGrad(gradients, features): same shapes, no broadcasting.
 class ReluGradOp : public OpKernel {
@@ -113,9 +100,9 @@ class BiasAddOp : public OpKernel {
 
 #define REGISTER_GPU(op, dt, cls) \
   STRATA_REGISTER_KERNEL(KernelBuilder(op).Device(kDeviceGpu).TypeConstraint("T", dt), cls)
-#define REGISTER_NN(dt)                     \
-  REGISTER_GPU("Relu", dt, ReluOp);         \
-  REGISTER_GPU("ReluGrad", dt, ReluGradOp); \
+#define REGISTER_NN(dt)                              \
+  REGISTER_GPU("Relu", dt, UnaryOp<UnaryFn::kRelu>); \
+  REGISTER_GPU("ReluGrad", dt, ReluGradOp);          \
   REGISTER_GPU("BiasAdd", dt, BiasAddOp)
 REGISTER_NN(DT_FLOAT);
 REGISTER_NN(DT_DOUBLE);
