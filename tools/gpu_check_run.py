@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +69,11 @@ TRAINER_COMMON = ["--optimizer=sgd", "--learning_rate=0.05", "--global_batch_siz
 class Report:
     def __init__(self, out_dir, budget_s):
         self.out_dir = out_dir
+        # Everything but the three report files (gtest results, metrics,
+        # checkpoints) goes here, not to the results folder.
+        self.scratch = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                    f"strata_gpu_check_{os.getpid()}")
+        os.makedirs(self.scratch, exist_ok=True)
         self.deadline = time.monotonic() + budget_s
         self.started = time.time()
         self.steps = []
@@ -121,6 +127,7 @@ class Report:
         with open(os.path.join(self.out_dir, "gpu_check.txt"), "w") as f:
             f.write(render_text(self.data))
         self.log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def render_text(d):
@@ -191,7 +198,7 @@ def list_devices(report):
 
 def gtest(report, name, timeout):
     """Step 2: one gtest binary, its JSON result parsed."""
-    result = os.path.join(report.out_dir, f".{name}.json")
+    result = os.path.join(report.scratch, f"{name}.json")
     if os.path.exists(result):
         os.remove(result)
     env = dict(os.environ)
@@ -205,7 +212,6 @@ def gtest(report, name, timeout):
                 parsed = json.load(f)
         except ValueError:
             parsed = {}
-        os.remove(result)  # only the three report files stay in the results folder
         for suite in parsed.get("testsuites", []):
             for t in suite.get("testsuite", []):
                 cases += 1
@@ -224,11 +230,12 @@ def gtest(report, name, timeout):
              and not l.endswith(": Skipped") and l.strip() not in skip_why and len(l) < 300][:20]
     if rc is None:
         status, summary = "failed", out.strip().splitlines()[-1] if out.strip() else "did not run"
-    elif rc != 0 or failed:
+    elif failed:
+        status, summary = "failed", f"{len(failed)} of {cases} cases failed (exit {rc})"
+    elif rc != 0:
+        # A crash (or an exit) that no case reported: its last words.
         status = "failed"
-        summary = f"{len(failed)} of {cases} cases failed (exit {rc})"
-        if cases == 0:
-            summary = f"exit {rc}: {out.strip()[-400:]}"
+        summary = f"exit {rc} with {cases} cases reported: {out.strip()[-400:]}"
     elif skipped:
         # Every skip in these tests means "no GPU", yet list_devices saw one.
         status = "failed"
@@ -323,8 +330,6 @@ def main():
     args = p.parse_args()
     os.makedirs(args.report_dir, exist_ok=True)
     report = Report(args.report_dir, args.budget_s)
-    report.scratch = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"strata_gpu_check_{os.getpid()}")
-    os.makedirs(report.scratch, exist_ok=True)
     only = set(filter(None, args.only.split(",")))
     want = lambda name: not only or name in only
 
