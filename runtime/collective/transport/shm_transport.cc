@@ -31,190 +31,10 @@
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "runtime/collective/transport/shared_workspace.h"
-
+#include "runtime/collective/transport/shm_segment.h"
 namespace strata {
-
+namespace shm {
 namespace {
-
-constexpr uint64_t kMagic = 0x3253485341545253;  // "SRTASHS2"
-constexpr size_t kLine = 64;
-constexpr size_t kPage = 4096;
-constexpr uint64_t kCtrlSlots = 256;
-constexpr int kMaxRanks = 64;
-
-using Clock = std::chrono::steady_clock;
-
-// Everything below lives in the segment: plain data and lock-free atomics,
-// which are address-free, so every process may map them anywhere.
-struct alignas(kLine) Header {
-  uint64_t magic;
-  uint64_t size;
-  uint64_t total_bytes;
-  uint64_t ring_bytes;
-  uint64_t chunk_bytes;
-  // 0: running; 1: an abort is being written; 2: abort_code/message valid.
-  std::atomic<uint32_t> abort_state;
-  int32_t abort_code;
-  char abort_message[448];
-};
-
-// Written by its rank only.
-struct alignas(kLine) RankLine {
-  std::atomic<uint32_t> attached;  // 0 not yet, 1 attached, 2 closed
-  int32_t pid;
-  uint64_t start_time;  // /proc/<pid>/stat field 22: tells a reused pid apart
-  // Two, used by alternate workspace collectives: a rank may publish the
-  // next one's while a peer still checks the current one.
-  struct Desc {
-    int64_t elements;
-    int32_t dtype, merge, final_op, collective;
-  } desc[2];
-  // How many of rank 0's announcements this rank has read.
-  std::atomic<uint64_t> announcements_read;
-};
-
-// A futex word plus a count of the processes sleeping on it, so that the
-// common case (nobody asleep) costs no system call.
-struct alignas(kLine) WaitWord {
-  std::atomic<uint32_t> value;
-  std::atomic<uint32_t> sleepers;
-};
-
-struct alignas(kLine) Index {
-  std::atomic<uint64_t> v;
-};
-
-// Rank 0's announcements, in order: entry k % kAnnouncements holds the k-th;
-// `count` (its value, mod 2^32) says how many were written.
-constexpr uint64_t kAnnouncements = 64;
-struct Announcements {
-  WaitWord count;
-  uint64_t entries[kAnnouncements];
-};
-
-enum RecordType : uint32_t { kDesc = 1, kClear = 2, kReject = 3 };
-struct Record {
-  uint32_t type;
-  uint32_t unused;
-  uint64_t tag;
-  uint64_t bytes;
-};
-
-// Single producer (head), single consumer (tail), each index in its line.
-struct ControlRing {
-  Index head;
-  Index tail;
-  Record records[kCtrlSlots];
-};
-struct DataRing {
-  Index head;
-  Index tail;
-};
-
-size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
-
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ts) {
-  // Not FUTEX_PRIVATE: the word is shared between processes.
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, ts, nullptr, 0);
-}
-
-void Ring(WaitWord& w) {
-  w.value.fetch_add(1, std::memory_order_seq_cst);
-  if (w.sleepers.load(std::memory_order_seq_cst) > 0) Futex(&w.value, FUTEX_WAKE, INT_MAX, nullptr);
-}
-
-// Sleeps while w.value == seen, at most `limit`.
-void SleepOn(WaitWord& w, uint32_t seen, absl::Duration limit) {
-  w.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (w.value.load(std::memory_order_seq_cst) == seen) {
-    const int64_t ns = std::max<int64_t>(1000, absl::ToInt64Nanoseconds(limit));
-    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-    Futex(&w.value, FUTEX_WAIT, seen, &ts);
-  }
-  w.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-}
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// A waiter's escalation: poll, then yield the core, then sleep.
-class Backoff {
- public:
-  Backoff(absl::Duration spin, absl::Duration yield)
-      : start_(Clock::now()), spin_(absl::ToChronoNanoseconds(spin)),
-        yield_(absl::ToChronoNanoseconds(yield)) {}
-  // True once the caller should sleep; otherwise it has spun or yielded.
-  bool Pause() {
-    if (++polls_ < 64) {
-      CpuRelax();
-      return false;
-    }
-    const auto waited = Clock::now() - start_;
-    if (waited < spin_) {
-      for (int i = 0; i < 16; ++i) CpuRelax();
-      return false;
-    }
-    if (waited < spin_ + yield_) {
-      sched_yield();
-      return false;
-    }
-    return true;
-  }
-
- private:
-  const Clock::time_point start_;
-  const std::chrono::nanoseconds spin_, yield_;
-  int64_t polls_ = 0;
-};
-
-// Field 22 of /proc/<pid>/stat (start time in clock ticks), or 0 when the
-// process is gone or a zombie (a killed child its parent has not reaped).
-uint64_t ProcessStartTime(int pid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = std::strrchr(buf, ')');  // the name may hold spaces
-  if (p == nullptr) return 0;
-  char state = 0;
-  unsigned long long start = 0;
-  // Fields 3 (state) .. 22 (starttime).
-  if (std::sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
-                  &state, &start) != 2) {
-    return 0;
-  }
-  if (state == 'Z' || state == 'X' || state == 'x') return 0;
-  return start;
-}
-
-// Where each part of the segment starts, from (size, ring_bytes, chunk_bytes).
-struct Layout {
-  int n;
-  size_t ring_bytes, chunk_bytes;
-  size_t ranks, announcements, doorbells, epochs, controls, data, workspace, total;
-
-  Layout(int size, size_t ring, size_t chunk) : n(size), ring_bytes(ring), chunk_bytes(chunk) {
-    const size_t pairs = static_cast<size_t>(n) * (n - 1);
-    ranks = RoundUp(sizeof(Header), kLine);
-    announcements = ranks + n * sizeof(RankLine);
-    doorbells = RoundUp(announcements + sizeof(Announcements), kLine);
-    epochs = doorbells + n * sizeof(WaitWord);
-    controls = epochs + n * sizeof(WaitWord);
-    data = RoundUp(controls + pairs * sizeof(ControlRing), kPage);
-    workspace = data + pairs * (kPage + ring_bytes);
-    total = workspace + (2 * n + 1) * chunk_bytes;
-  }
-  // Index of the ordered pair (from, to), from != to.
-  size_t Pair(int from, int to) const { return from * (n - 1) + (to < from ? to : to - 1); }
-};
 
 struct Op {
   bool is_send = false;
@@ -783,111 +603,10 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
   std::thread progress_;  // last: starts once everything above exists
 };
 
-std::string SegmentName(const std::string& prefix) {
-  // Readable, unique, and short enough for NAME_MAX.
-  std::string clean;
-  for (char c : prefix) {
-    if (clean.size() >= 40) break;
-    clean.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
-  }
-  static std::atomic<uint64_t> counter{0};
-  std::random_device rd;
-  return absl::StrCat("/strata-", clean, "-", getpid(), "-", counter.fetch_add(1), "-",
-                      absl::Hex(rd()));
-}
-
-// A segment's name lives in /dev/shm only while its ranks attach; if rank 0
-// was killed in that window the name stays. Rank 0 removes such leftovers
-// before it creates a segment: names of our format whose creator (the pid
-// in the name) has exited and that are older than a minute (so a creator in
-// another pid namespace, whose pid we cannot see, keeps a young segment).
-void RemoveLeftoverSegments() {
-  DIR* d = opendir("/dev/shm");
-  if (d == nullptr) return;
-  const time_t now = time(nullptr);
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.rfind("strata-", 0) != 0) continue;
-    // strata-<prefix>-<pid>-<counter>-<hex>: the pid is the third field from the end.
-    std::vector<std::string> parts = absl::StrSplit(name, '-');
-    int pid = 0;
-    if (parts.size() < 5 || !absl::SimpleAtoi(parts[parts.size() - 3], &pid) || pid <= 0) continue;
-    struct stat st;
-    const std::string path = "/dev/shm/" + name;
-    if (stat(path.c_str(), &st) != 0 || now - st.st_mtime < 60) continue;
-    if (ProcessStartTime(pid) == 0) shm_unlink(("/" + name).c_str());
-  }
-  closedir(d);
-}
-
-absl::Status Errno(const std::string& what) {
-  const int e = errno;
-  std::string msg = absl::StrCat("shm transport: ", what, ": ", std::strerror(e));
-  if (e == ENOSPC || e == ENOMEM) return absl::ResourceExhaustedError(msg);
-  if (e == ENOENT) return absl::NotFoundError(msg);
-  return absl::InternalError(msg);
-}
-
-// Creates the segment (rank 0). Returns the mapping.
-absl::StatusOr<char*> CreateSegment(const std::string& name, const Layout& layout) {
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno(absl::StrCat("shm_open(", name, ")"));
-  // Reserve the pages now: touching a page /dev/shm cannot back would be a
-  // SIGBUS later, mid-collective.
-  const int err = posix_fallocate(fd, 0, layout.total);
-  if (err != 0) {
-    close(fd);
-    shm_unlink(name.c_str());
-    errno = err;
-    return Errno(absl::StrCat("reserving ", layout.total, " bytes for ", name, " in /dev/shm"));
-  }
-  void* p = mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(name.c_str());
-    return Errno(absl::StrCat("mmap(", name, ")"));
-  }
-  char* base = static_cast<char*>(p);
-  Header* h = new (base) Header();
-  h->size = layout.n;
-  h->total_bytes = layout.total;
-  h->ring_bytes = layout.ring_bytes;
-  h->chunk_bytes = layout.chunk_bytes;
-  return base;
-}
-
-// Maps rank 0's segment and checks that it is one.
-absl::StatusOr<std::pair<char*, Layout>> OpenSegment(const std::string& name, int size) {
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) return Errno(absl::StrCat("shm_open(", name, ") published by rank 0"));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Header))) {
-    close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("shm transport: segment ", name, " is not a Strata shm segment"));
-  }
-  void* p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return Errno(absl::StrCat("mmap(", name, ")"));
-  char* base = static_cast<char*>(p);
-  const Header* h = reinterpret_cast<const Header*>(base);
-  const Layout layout(size, h->ring_bytes, h->chunk_bytes);
-  if (h->magic != kMagic || h->size != static_cast<uint64_t>(size) ||
-      h->total_bytes != static_cast<uint64_t>(st.st_size) || layout.total != h->total_bytes) {
-    const uint64_t their_size = h->size;
-    munmap(base, st.st_size);
-    return absl::FailedPreconditionError(
-        absl::StrCat("shm transport: segment ", name, " was made for ", their_size,
-                     " ranks (or is not a Strata shm segment); this rank expects ", size));
-  }
-  return std::make_pair(base, layout);
-}
-
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(int rank, int size,
-                                                               KeyValueStore& kv,
-                                                               const ShmTransportOptions& options) {
+absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int size, KeyValueStore& kv,
+                                                   const ShmTransportOptions& options) {
   if (size < 1 || size > kMaxRanks || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("shm transport: rank ", rank, " of ", size,
                                                    " (size must be 1..", kMaxRanks, ")"));
@@ -943,7 +662,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(int rank, int siz
   }
   if (rank == 0 && shm_unlink(name.c_str()) != 0) {
     munmap(base, layout.total);
-    return Errno(absl::StrCat("shm_unlink(", name, ")"));
+    return SegmentErrno(absl::StrCat("shm_unlink(", name, ")"));
   }
   ShmTransportOptions resolved = options;
   if (options.adaptive_wait) {
@@ -954,6 +673,14 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(int rank, int siz
     resolved.yield_duration = fits ? absl::Microseconds(100) : absl::Milliseconds(2);
   }
   return std::unique_ptr<Transport>(new ShmTransportImpl(rank, layout, base, resolved));
+}
+
+}  // namespace shm
+
+absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(int rank, int size,
+                                                               KeyValueStore& kv,
+                                                               const ShmTransportOptions& options) {
+  return shm::Connect(rank, size, kv, options);
 }
 
 }  // namespace strata
