@@ -178,7 +178,7 @@ TEST(AllReduceShmSelectTest, ShmKindPicksShmForAllReduceOnly) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastSend, "auto", 2, 8, false, "shm"), "tree");
 }
 
-// All-gather (ring) and broadcast (tree) over ShmTransport's send/receive,
+// All-gather (ring) and broadcast (tree) over the shared-memory transport's send/receive,
 // and the ring all-reduce too, between processes.
 TEST(ShmGenericAlgorithmsTest, AllGatherBroadcastAndRingAcrossProcesses) {
   ShmTransportOptions options;
