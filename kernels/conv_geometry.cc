@@ -6,6 +6,17 @@
 
 namespace strata {
 
+absl::Status GetBiasDataFormat(const OpKernelConstruction& c, bool* nchw) {
+  std::string f;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("data_format", &f));
+  if (f != "NHWC" && f != "NCHW") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attr 'data_format' is '", f, "', expected NHWC or NCHW"));
+  }
+  *nchw = f == "NCHW";
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Conv2DAttrsParsed> ParseConvKernelAttrs(const OpKernelConstruction& c,
                                                        absl::string_view device) {
   STRATA_ASSIGN_OR_RETURN(Conv2DAttrsParsed a, ParseConv2DAttrs(c.def().attr()));

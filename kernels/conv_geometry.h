@@ -1,5 +1,6 @@
-// What the convolution and pooling kernels of every device share: parsing
-// their attrs at construction (the layouts the kernels support), reading a
+// What the nn-family kernels of every device share: parsing their attrs at
+// construction (BiasAdd's data_format; the layouts the convolution and
+// pooling kernels support), reading a
 // shape from an int32 sizes tensor, and the geometry of one call, checked
 // against its inputs. Device code (CPU loops, CUDA launches) starts from
 // these, so the checks and their messages are the same on every device.
@@ -22,6 +23,10 @@
 #include "kernels/op_kernel.h"
 
 namespace strata {
+
+// BiasAdd's and BiasAddGrad's data_format: true for NCHW, false for NHWC;
+// InvalidArgument naming the attr for anything else.
+absl::Status GetBiasDataFormat(const OpKernelConstruction& c, bool* nchw);
 
 // A Conv2D-family kernel's attrs; InvalidArgument for NCHW (the kernels are
 // NHWC, as TensorFlow's CPU kernels) and for EXPLICIT padding. `device`

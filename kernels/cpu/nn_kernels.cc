@@ -8,6 +8,7 @@
 #include "graph/ops/nn_ops.h"
 #include "kernels/cpu/nn_kernel_helpers.h"
 #include "kernels/eigen_views.h"
+#include "kernels/conv_geometry.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 
@@ -134,17 +135,6 @@ class ReluGradOp : public OpKernel {
 };
 
 // ---- BiasAdd / BiasAddGrad -------------------------------------------------
-
-absl::Status GetBiasDataFormat(OpKernelConstruction& c, bool* nchw) {
-  std::string f;
-  STRATA_RETURN_IF_ERROR(c.GetAttr("data_format", &f));
-  if (f != "NHWC" && f != "NCHW") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attr 'data_format' is '", f, "', expected NHWC or NCHW"));
-  }
-  *nchw = f == "NCHW";
-  return absl::OkStatus();
-}
 
 // The value seen as [outer, channels, inner]: NHWC has inner 1, NCHW has
 // outer = batch and inner = the spatial dims.

@@ -9,6 +9,7 @@
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/gpu/unary_op.h"
+#include "kernels/conv_geometry.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 
@@ -46,14 +47,7 @@ class ReluGradOp : public OpKernel {
 class BiasAddOp : public OpKernel {
  public:
   explicit BiasAddOp(OpKernelConstruction& c) : OpKernel(c) {
-    std::string f;
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("data_format", &f));
-    if (f != "NHWC" && f != "NCHW") {
-      c.SetStatus(absl::InvalidArgumentError(
-          absl::StrCat("attr 'data_format' is '", f, "', expected NHWC or NCHW")));
-      return;
-    }
-    nchw_ = f == "NCHW";
+    STRATA_KERNEL_REQUIRES_OK(c, GetBiasDataFormat(c, &nchw_));
   }
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& v = ctx.input(0);

@@ -7,6 +7,7 @@
 #include "base/status.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/gpu/reduce_gpu.h"
+#include "kernels/conv_geometry.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 
@@ -182,14 +183,7 @@ class ArgMaxOp : public OpKernel {
 class BiasAddGradOp : public OpKernel {
  public:
   explicit BiasAddGradOp(OpKernelConstruction& c) : OpKernel(c) {
-    std::string f;
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("data_format", &f));
-    if (f != "NHWC" && f != "NCHW") {
-      c.SetStatus(absl::InvalidArgumentError(
-          absl::StrCat("attr 'data_format' is '", f, "', expected NHWC or NCHW")));
-      return;
-    }
-    nchw_ = f == "NCHW";
+    STRATA_KERNEL_REQUIRES_OK(c, GetBiasDataFormat(c, &nchw_));
   }
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& g = ctx.input(0);
