@@ -28,6 +28,20 @@ class KernelIndex {
   absl::flat_hash_map<std::pair<int, std::string>, bool> cache_;
 };
 
+// A CPU device of the task that `requested` (a full name) belongs to, with a
+// kernel for `n`, or nullptr.
+Device* HostWithKernel(const DeviceMgr& devices, const DeviceName& requested, const Node* n,
+                       KernelIndex* kernels) {
+  for (Device* d : devices.devices()) {
+    const DeviceName& name = d->parsed_name();
+    if (name.type == "CPU" && name.job == requested.job && name.replica == requested.replica &&
+        name.task == requested.task && kernels->Has(d, n)) {
+      return d;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 absl::Status PlaceGraph(Graph* g, const DeviceMgr& devices, const PlacementOptions& opts) {
@@ -70,6 +84,9 @@ absl::Status PlaceGraph(Graph* g, const DeviceMgr& devices, const PlacementOptio
     }
     for (Device* d : matching) {
       if (chosen == nullptr && kernels.Has(d, n)) chosen = d;
+    }
+    if (chosen == nullptr && opts.host_fallback_without_kernel) {
+      chosen = HostWithKernel(devices, matching.front()->parsed_name(), n, &kernels);
     }
     if (chosen == nullptr) {
       if (opts.allow_soft_placement) continue;

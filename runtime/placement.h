@@ -10,7 +10,9 @@
 //      (the default device if it matches). InvalidArgument naming the node
 //      and the device if the name is malformed, no device matches or no
 //      matching device has a kernel (unless soft placement is allowed, which
-//      falls through to rule 2).
+//      falls through to rule 2). With host fallback, a node whose requested
+//      device has no kernel for it (a GPU without an initializer's random
+//      op) runs on a CPU of that device's task instead.
 //   2. A node without a request runs where its first data input runs (the
 //      tensor then needs no Send/Recv), if that device has a kernel for it.
 //   3. An _Arg (a feed) runs where its first consumer runs.
@@ -34,6 +36,11 @@ struct PlacementOptions {
   // A request that cannot be honoured (no such device, no kernel there)
   // falls back to the rules for unrequested nodes instead of failing.
   bool allow_soft_placement = false;
+  // A request naming devices that exist but have no kernel for the node
+  // runs on a CPU device of the same task (the host) that has one; a request
+  // for a device that does not exist still fails. tf.distribute's soft
+  // placement does this for ops without a GPU kernel; strategies set it.
+  bool host_fallback_without_kernel = false;
 };
 
 absl::Status PlaceGraph(Graph* g, const DeviceMgr& devices, const PlacementOptions& opts);

@@ -139,6 +139,7 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
   PlacementOptions popts;
   popts.default_device = default_device_;
   popts.allow_soft_placement = options_.allow_soft_placement;
+  popts.host_fallback_without_kernel = options_.host_fallback_without_kernel;
   STRATA_RETURN_IF_ERROR(PlaceGraph(sg.graph.get(), *devices_, popts));
   STRATA_ASSIGN_OR_RETURN(std::vector<Partition> parts, PartitionGraph(*sg.graph, *devices_));
   for (Partition& p : parts) {

@@ -82,6 +82,9 @@ struct SessionOptions {
   std::string default_device;
   // A device request that cannot be met falls back to default placement.
   bool allow_soft_placement = false;
+  // A node requesting a device without a kernel for its op runs on a CPU of
+  // the same task (PlacementOptions::host_fallback_without_kernel).
+  bool host_fallback_without_kernel = false;
   // Run in order on every new step graph; none by default.
   std::vector<GraphPass> optimization_passes;
   // Where the collective ops (graph/ops/collective_ops.h) of every step

@@ -99,6 +99,9 @@ SessionOptions Strategy::session_options() const {
   o.devices = machine_;
   o.device_mgr = device_mgr_.get();
   o.collective_executor = collective_executor_;
+  // Initializers' random ops have CPU kernels only: they run on the host and
+  // their values are copied to the replica's device.
+  o.host_fallback_without_kernel = true;
   return o;
 }
 
