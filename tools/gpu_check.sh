@@ -11,9 +11,10 @@
 #
 # Then, through the device tool (the folder is git-ignored, so it is carried):
 #   run(command="gpu_check/run.sh $OUT", carry=["gpu_check"], timeout_s=480)
-# which writes $OUT/gpu_check.json, gpu_check.txt and gpu_check.log (three of
-# the 8 files a run may bring back) in under 7 minutes: tools/gpu_check_run.py
-# says what each step checks.
+# which writes $OUT/gpu_check.json, gpu_check.txt, gpu_check.log and, when
+# the step benchmark ran, gpu_step_trace.json and gpu_step_trace_synced.json
+# (of the 8 files a run may bring back) in under 7 minutes:
+# tools/gpu_check_run.py says what each step checks.
 #
 # What goes in is one list, //tools:gpu_check_binaries; the folder must stay
 # under 64 MiB (what a GPU run may carry): binaries are stripped, libraries
@@ -40,7 +41,7 @@ bazel build --config=cuda --noshow_progress $labels
 
 bins=()
 for label in $labels; do
-  # //kernels/gpu:gpu_kernels_bench -> bazel-bin/kernels/gpu/gpu_kernels_bench
+  # //runtime/gpu:gpu_kernels_bench -> bazel-bin/runtime/gpu/gpu_kernels_bench
   path=${label#//}
   bins+=("bazel-bin/${path/://}")
 done

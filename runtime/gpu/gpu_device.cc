@@ -1,6 +1,5 @@
 #include "runtime/gpu/gpu_device.h"
 
-#include <cublas_v2.h>
 
 #include <map>
 #include <utility>
@@ -138,10 +137,9 @@ absl::Status GpuDevice::Init(const Options& options) {
                                     "cudaStreamCreate (host to device)"));
   STRATA_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking),
                                     "cudaStreamCreate (device to host)"));
-  cublasHandle_t blas = nullptr;
-  STRATA_RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas), "cublasCreate"));
-  context_.blas = blas;
-  STRATA_RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas, compute_), "cublasSetStream"));
+  blas_ = std::make_unique<gpu::BlasHandle>();
+  STRATA_RETURN_IF_ERROR(blas_->Init(ord, compute_));
+  context_.blas = blas_->handle();
   context_.stream = compute_;
   callback_thread_ = std::thread([this] { CallbackLoop(); });
   return absl::OkStatus();
@@ -162,7 +160,7 @@ GpuDevice::~GpuDevice() {
     callback_thread_.join();
   }
   cudaSetDevice(context_.ordinal);
-  if (context_.blas != nullptr) cublasDestroy(static_cast<cublasHandle_t>(context_.blas));
+  blas_.reset();  // before its stream
   for (cudaStream_t s : {compute_, h2d_, d2h_}) {
     if (s != nullptr) cudaStreamDestroy(s);
   }

@@ -53,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
 #include "graph/tensor.h"
+#include "kernels/gpu/blas_handle.h"
 #include "runtime/device.h"
 #include "runtime/gpu/bfc_allocator.h"
 
@@ -136,6 +137,7 @@ class GpuDevice : public Device {
   GpuDeviceContext context_;
   BfcAllocator* allocator_ = nullptr;       // process-wide, never destroyed
   BfcAllocator* host_allocator_ = nullptr;  // process-wide, never destroyed
+  std::unique_ptr<gpu::BlasHandle> blas_;  // bound to compute_
   cudaStream_t compute_ = nullptr;
   cudaStream_t h2d_ = nullptr;
   cudaStream_t d2h_ = nullptr;

@@ -14,9 +14,10 @@ Runs, side by side in one run on one GPU:
      The ratio Strata / PyTorch uses the per-step synchronized time; issue
      20's targets are <= 0.5x eager and <= 1.0x torch.compile;
   2. cuBLAS MatMul TFLOP/s: Strata's MatMul kernel (`gpu_kernels_bench`,
-     kernels/gpu/) next to torch.matmul on the same shapes and dtypes (the
+     runtime/gpu/, on the GpuDevice sessions use) next to torch.matmul on the same shapes and dtypes (the
      MLP's forward and backward products and 4096^3), both timed with CUDA
-     events around 50 back-to-back launches, float32 without TF32.
+     events around 50 back-to-back launches after a warm-up (the mean over
+     repetitions), float32 without TF32.
 
 Both use full float32 (no TF32): Strata's float MatMul computes in
 CUBLAS_COMPUTE_32F; PyTorch is told allow_tf32 = False.
@@ -79,8 +80,10 @@ def torch_step(torch, args, device, compile_mode=None):
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
         limit = (6.0 / (fan_in + fan_out)) ** 0.5  # Glorot uniform, as train::Dense
         w = (torch.rand(fan_in, fan_out, generator=g) * 2 - 1) * limit
-        params.append(w.to(device).requires_grad_())
-        params.append(torch.zeros(fan_out, device=device, requires_grad=True))
+        # Parameters, as a model's are: torch.compile's CUDA graphs treat
+        # them as static inputs (plain tensors are copied in every call).
+        params.append(torch.nn.Parameter(w.to(device)))
+        params.append(torch.nn.Parameter(torch.zeros(fan_out, device=device)))
     x = torch.randn(args.batch, args.features, generator=g).to(device)
     y = torch.randint(0, args.classes, (args.batch,), generator=g).to(device)
     opt = torch.optim.SGD(params, lr=args.learning_rate)
@@ -138,6 +141,10 @@ def strata_step(args, device):
            f"--classes={args.classes}", f"--learning_rate={args.learning_rate}",
            f"--warmup={args.warmup}", f"--steps={args.steps}",
            f"--fetch_loss={'true' if args.fetch_loss else 'false'}"]
+    if args.strata_trace:
+        cmd.append(f"--trace_out={args.strata_trace}")
+    if args.strata_trace_synced:
+        cmd.append(f"--trace_synced_out={args.strata_trace_synced}")
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"{' '.join(cmd)} failed (exit {r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
@@ -179,19 +186,20 @@ def matmul_table(torch, args):
         bm = bb.t() if tb else bb
         for _ in range(5):
             torch.matmul(aa, bm)
+        torch.cuda.synchronize()
+        # The mean over reps of 50 launches, as google-benchmark reports
+        # Strata's (both warmed up first).
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        best = 0.0
+        start.record()
         for _ in range(args.matmul_reps):
-            start.record()
             for _ in range(50):
                 torch.matmul(aa, bm)
-            stop.record()
-            stop.synchronize()
-            sec = start.elapsed_time(stop) / 1e3
-            best = max(best, 2.0 * m * n * k * 50 / sec / 1e12)
+        stop.record()
+        stop.synchronize()
+        torch_seconds = start.elapsed_time(stop) / 1e3 / args.matmul_reps
         rows.append({"m": m, "k": k, "n": n, "ta": bool(ta), "tb": bool(tb), "dtype": dtype,
                      "strata_tflops": 2.0 * m * n * k * 50 / manual_seconds / 1e12,
-                     "torch_tflops": best})
+                     "torch_tflops": 2.0 * m * n * k * 50 / torch_seconds / 1e12})
     if not rows:
         fail(f"{args.kernels_bench} reported no MatMul benchmark")
     return rows
@@ -215,6 +223,10 @@ def main():
     p.add_argument("--compile", action="store_true",
                    help='also time the step with torch.compile(mode="reduce-overhead")')
     p.add_argument("--json_out", default="", help="also write every figure here")
+    p.add_argument("--strata_trace", default="",
+                   help="a Chrome trace of five Strata steps after the timed ones (runtime/trace.h)")
+    p.add_argument("--strata_trace_synced", default="",
+                   help="the same, the device waited for after each kernel (its time on the GPU)")
     args = p.parse_args()
     if args.steps < 10 or args.warmup < 1:
         fail("--steps must be >= 10 and --warmup >= 1")
@@ -237,7 +249,7 @@ def main():
     if args.device == "cuda" and not args.no_matmul:
         args.kernels_bench = find(args.kernels_bench, [
             os.path.join(os.getcwd(), "gpu_kernels_bench", "gpu_kernels_bench"),
-            os.path.join(root, "bazel-bin", "kernels", "gpu", "gpu_kernels_bench")])
+            os.path.join(root, "bazel-bin", "runtime", "gpu", "gpu_kernels_bench")])
 
     gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
     print(f"MLP {args.features}-{args.hidden.replace(',', '-')}-{args.classes}, batch {args.batch}, "

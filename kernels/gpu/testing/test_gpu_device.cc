@@ -1,6 +1,5 @@
 #include "kernels/gpu/testing/test_gpu_device.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -85,10 +84,9 @@ absl::StatusOr<std::unique_ptr<TestGpuDevice>> TestGpuDevice::Create(int ordinal
   if (err != cudaSuccess) return fail("cudaStreamCreate", cudaGetErrorString(err));
   d->context_.ordinal = ordinal;
   d->context_.stream = stream;
-  cublasHandle_t blas = nullptr;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) return fail("cublasCreate", "failed");
-  d->context_.blas = blas;
-  if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return fail("cublasSetStream", "failed");
+  d->blas_ = std::make_unique<gpu::BlasHandle>();
+  if (absl::Status s = d->blas_->Init(ordinal, stream); !s.ok()) return fail("cuBLAS", std::string(s.message()));
+  d->context_.blas = d->blas_->handle();
   d->name_ = absl::StrCat("/job:localhost/replica:0/task:0/device:GPU:", ordinal);
   d->allocator_ = std::make_unique<CudaMallocAllocator>(ordinal);
   d->host_allocator_ = std::make_unique<TrackingCpuAllocator>(absl::StrCat("test_gpu_host_", ordinal));
@@ -102,7 +100,7 @@ TestGpuDevice::~TestGpuDevice() {
   // Variables hold device buffers: free them while the context is alive.
   resource_mgr_.reset();
   if (context_.stream != nullptr) cudaStreamSynchronize(static_cast<cudaStream_t>(context_.stream));
-  if (context_.blas != nullptr) cublasDestroy(static_cast<cublasHandle_t>(context_.blas));
+  blas_.reset();  // before its stream
   if (context_.stream != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(context_.stream));
 }
 

@@ -29,6 +29,7 @@
 #include "graph/attr_value.h"
 #include "graph/tensor.h"
 #include "kernels/device_base.h"
+#include "kernels/gpu/blas_handle.h"
 #include "kernels/resource_mgr.h"
 
 namespace Eigen {
@@ -64,6 +65,7 @@ class TestGpuDevice : public DeviceBase {
   std::string name_;
   const std::string type_ = kDeviceGpu;
   GpuDeviceContext context_;
+  std::unique_ptr<gpu::BlasHandle> blas_;
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<Allocator> host_allocator_;
   std::unique_ptr<Eigen::ThreadPoolInterface> pool_;
