@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 #include "graph/allocator.h"
 #include "graph/types.h"
 
@@ -65,6 +67,10 @@ class DeviceBase {
   // Where this device keeps tensors that live in host memory (see
   // LivesInHostMemory); the device allocator itself on CPU devices.
   virtual Allocator* host_allocator() const { return allocator(); }
+  // Waits for the work enqueued on the device (a GPU's streams) and returns
+  // its first asynchronous error; OK at once on devices that run kernels
+  // synchronously (CPUs).
+  virtual absl::Status Sync() { return absl::OkStatus(); }
 };
 
 }  // namespace strata

@@ -75,10 +75,6 @@ class Device : public DeviceBase {
   // of one dtype and size, and stay referenced until `done`.
   virtual void CopyDeviceTensorToHost(const Tensor& src, Tensor* dst, StatusCallback done);
   virtual void CopyHostTensorToDevice(const Tensor& src, Tensor* dst, StatusCallback done);
-  // Waits for the work enqueued on the device (a GPU's streams) and returns
-  // its first asynchronous error; OK at once on devices that run kernels
-  // synchronously (CPUs).
-  virtual absl::Status Sync() { return absl::OkStatus(); }
 
  protected:
   explicit Device(const DeviceName& name);

@@ -148,6 +148,7 @@ class Executor::StepState {
       OpKernelContext ctx(params);
       const int64_t start_ns = tracer != nullptr ? StepTracer::NowNanos() : 0;
       absl::Status s = item.kernel->Compute(ctx);
+      if (tracer != nullptr && tracer->wait_for_device() && s.ok()) s = ex_->device_->Sync();
       if (tracer != nullptr) {
         tracer->Record(item.kernel->name(), item.kernel->type_string(), ex_->device_->name(),
                        start_ns, StepTracer::NowNanos(), /*async=*/false);

@@ -106,19 +106,21 @@ class Partitioner {
     std::string tensor_name;
     if (control) {
       // A control dependency carries no tensor; send a scalar made after
-      // the source ran.
+      // the source ran. int32, which lives in host memory on every device:
+      // the signal never waits for a device-to-host copy (on a GPU that
+      // would wait for every kernel enqueued before it).
       ::tensorflow::NodeDef c;
       c.set_name(sg->NewName(absl::StrCat(e->src->name(), "/_control_const")));
       c.set_op("Const");
-      (*c.mutable_attr())["value"] = MakeAttr(Tensor::Scalar<float>(0.0f));
-      (*c.mutable_attr())["dtype"] = MakeAttr(DT_FLOAT);
+      (*c.mutable_attr())["value"] = MakeAttr(Tensor::Scalar<int32_t>(0));
+      (*c.mutable_attr())["dtype"] = MakeAttr(DT_INT32);
       STRATA_ASSIGN_OR_RETURN(Node * dummy, sg->AddNode(std::move(c)));
       dummy->set_assigned_device_name(from.name());
       dummy->set_output_shapes({TensorShape()});
       sg->AddControlEdge(src, dummy);
       src = dummy;
       src_output = 0;
-      dtype = DT_FLOAT;
+      dtype = DT_INT32;
       shape = TensorShape();
       tensor_name = absl::StrCat(e->src->name(), ":control");
     } else {

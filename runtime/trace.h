@@ -68,6 +68,14 @@ class StepTracer {
   // A span of the "steps" track (not a kernel).
   void RecordSpan(absl::string_view name, int64_t start_ns, int64_t end_ns);
 
+  // When set (before the step), the executor waits for the device after
+  // each synchronous kernel (DeviceBase::Sync) before it records the
+  // kernel's end: an event then spans the kernel's launch and its run on a
+  // GPU, not only its launch. Slow; for finding the kernels that are slow on
+  // the device, never for timing a step.
+  void set_wait_for_device(bool wait) { wait_for_device_ = wait; }
+  bool wait_for_device() const { return wait_for_device_; }
+
   // Copies of the events so far, in recording order.
   std::vector<TraceEvent> events() const;
   size_t num_events() const;
@@ -79,6 +87,7 @@ class StepTracer {
   absl::Status WriteChromeTrace(const std::string& path) const;
 
  private:
+  bool wait_for_device_ = false;
   mutable Mutex mu_;
   std::vector<TraceEvent> events_ ABSL_GUARDED_BY(mu_);
 };

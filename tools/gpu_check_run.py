@@ -12,8 +12,12 @@ by default, inside the 7 minutes a lent machine's check may take); a step that
 does not fit is reported as not run, never as passed. The report is
 REPORT_DIR/gpu_check.json (every figure, every step's status) and
 REPORT_DIR/gpu_check.txt (the same, readable); REPORT_DIR/gpu_check.log holds
-every step's command and full output. Nothing else is written there, so the
-three files come back from a lent machine (at most 8 may).
+every step's command and full output; REPORT_DIR/gpu_step_trace.json (when
+the step benchmark ran) is a Chrome trace of five Strata steps, every kernel
+with its host-side start and end, and REPORT_DIR/gpu_step_trace_synced.json
+five more with the GPU waited for after each kernel (so each event includes
+the kernel's time on the GPU). Nothing else is written there, so the
+files come back from a lent machine (at most 8 may).
 
 Steps, in order:
   1. list_devices --json: with no GPU the report says "no GPU" and why (the
@@ -299,7 +303,9 @@ def step_bench(report):
     cmd = [sys.executable, bundled("gpu_step_bench.py"),
            f"--strata_bench={bundled('gpu_step_bench')}",
            f"--kernels_bench={bundled('gpu_kernels_bench')}", "--compile",
-           f"--json_out={out_json}"]
+           f"--json_out={out_json}",
+           f"--strata_trace={os.path.join(report.out_dir, 'gpu_step_trace.json')}",
+           f"--strata_trace_synced={os.path.join(report.out_dir, 'gpu_step_trace_synced.json')}"]
     rc, out, secs = report.run(cmd, 240)
     if rc != 0 or not os.path.exists(out_json):
         report.step("gpu_step_bench", "failed", secs, f"exit {rc}: {out.strip()[-600:]}")

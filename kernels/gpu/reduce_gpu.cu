@@ -1,5 +1,6 @@
-// Reductions: where the innermost kept dim is contiguous in x (reducing over
-// leading dims, as BiasAddGrad and batch means do) one thread per output walks
+// Reductions: a [rows, cols] matrix reduced over its rows (BiasAddGrad, batch
+// sums and means) has a column kernel (ReduceColumns below); elsewhere, where
+// the innermost kept dim is contiguous in x, one thread per output walks
 // the reduced elements and neighbouring threads read neighbouring addresses;
 // otherwise (reducing over the last dim) one warp per output strides over the
 // reduced elements and combines with shuffles. Softmax and cross-entropy use
@@ -102,6 +103,32 @@ __global__ void ReducePerWarp(ReduceFn fn, const T* x, T* out, ReduceShape s) {
   }
 }
 
+// x is [rows, cols] row-major, reduced over rows (BiasAddGrad, a batch sum
+// or mean): a block of 32 x kColumnLanes threads per 32 columns; each thread
+// combines every kColumnLanes-th row of its column (neighbouring threads
+// read neighbouring addresses), then lane 0 combines the lanes' partials in
+// a fixed order, so the result does not depend on timing. One thread per
+// column walking every row would wait for each of its loads in turn.
+constexpr int kColumnLanes = 32;
+
+template <typename T>
+__global__ void ReduceColumns(ReduceFn fn, const T* x, T* out, int64_t rows, int64_t cols) {
+  using A = typename Acc<T>::type;
+  __shared__ A partial[kColumnLanes][33];
+  const int64_t c = blockIdx.x * int64_t{32} + threadIdx.x;
+  A acc = Identity<A>(fn);
+  if (c < cols) {
+    for (int64_t r = threadIdx.y; r < rows; r += kColumnLanes) acc = Combine(fn, acc, Load(x[r * cols + c]));
+  }
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    A total = partial[0][threadIdx.x];
+    for (int l = 1; l < kColumnLanes; ++l) total = Combine(fn, total, partial[l][threadIdx.x]);
+    out[c] = Store<T>(Finish(fn, total, rows));
+  }
+}
+
 template <typename T, typename Index>
 __global__ void ArgMaxKernel(const T* x, Index* out, ReduceShape s) {
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < s.num_outputs;
@@ -195,7 +222,15 @@ cudaError_t Reduce(ReduceFn fn, const void* x, void* out, const ReduceShape& s, 
   const T* in = static_cast<const T*>(x);
   T* o = static_cast<T*>(out);
   const bool inner_contiguous = s.kept_rank > 0 && s.kept_strides[s.kept_rank - 1] == 1;
-  if (inner_contiguous || s.num_reduced < 64) {
+  const bool columns = s.kept_rank == 1 && s.reduced_rank == 1 && s.kept_strides[0] == 1 &&
+                       s.reduced_strides[0] == s.kept_dims[0];
+  if (columns && s.num_outputs > 0 && s.num_reduced >= kColumnLanes) {
+    const dim3 threads(32, kColumnLanes);
+    const int64_t blocks = (s.num_outputs + 31) / 32;
+    if (blocks > 2147483647) return cudaErrorInvalidValue;
+    ReduceColumns<T><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(fn, in, o, s.num_reduced,
+                                                                            s.num_outputs);
+  } else if (inner_contiguous || s.num_reduced < 64) {
     ReducePerThread<T><<<Blocks(s.num_outputs, 256), 256, 0, stream>>>(fn, in, o, s);
   } else {
     ReducePerWarp<T><<<Blocks(s.num_outputs * 32, 256), 256, 0, stream>>>(fn, in, o, s);

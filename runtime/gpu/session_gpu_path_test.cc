@@ -19,6 +19,7 @@
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 #include "runtime/session.h"
+#include "runtime/trace.h"
 
 namespace strata {
 namespace {
@@ -105,6 +106,23 @@ class FakeGpuShape : public OpKernel {
   }
 };
 
+// Only the int32 scalars the partitioner sends as control signals.
+class FakeGpuInt32Const : public OpKernel {
+ public:
+  explicit FakeGpuInt32Const(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{}, &out));
+    if (out->allocator() != ctx.device()->host_allocator()) {
+      return absl::InternalError("int32 output is not in host memory");
+    }
+    *out->data<int32_t>() = 0;
+    return absl::OkStatus();
+  }
+};
+
+STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceGpu).TypeConstraint<int32_t>("dtype"),
+                       FakeGpuInt32Const);
 STRATA_REGISTER_KERNEL(KernelBuilder("Square").Device(kDeviceGpu).TypeConstraint<float>("T"),
                        FakeGpuSquare);
 STRATA_REGISTER_KERNEL(KernelBuilder("Shape").Device(kDeviceGpu).TypeConstraint<float>("T"),
@@ -147,6 +165,53 @@ TEST(SessionGpuPathTest, FeedsAndFetchesCrossToAndFromDeviceMemory) {
     EXPECT_EQ(f.gpu->copies, 2 * step) << "x in, y out; the int32 shape is not copied";
     EXPECT_EQ(f.gpu->syncs, step) << "one synchronization per step";
   }
+}
+
+TEST(SessionGpuPathTest, AGpuTargetSignalsTheHostWithoutACopy) {
+  // A target on the GPU reaches the CPU partition's step end as a control
+  // signal: an int32 scalar, host memory on a GPU, so it never waits for a
+  // device-to-host copy (which would wait for every kernel before it).
+  Fixture f = MakeDevices();
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  ops::Square(root.WithOpName("y").WithDevice("/gpu:0"), x);
+  SessionOptions opts;
+  opts.device_mgr = f.mgr.get();
+  opts.inter_op_threads = 2;
+  auto session = Session::Create(root, opts);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int step = 1; step <= 2; ++step) {
+    std::vector<Tensor> out;
+    absl::Status st = (*session)->Run({{"x", Tensor::FromVector<float>({1, 2})}}, {}, {"y"}, &out);
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_EQ(f.gpu->copies, step) << "x in; nothing out";
+    EXPECT_EQ(f.gpu->syncs, step);
+  }
+}
+
+TEST(SessionGpuPathTest, ATracerThatWaitsForTheDeviceSyncsAfterEachKernel) {
+  Fixture f = MakeDevices();
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  Output y = ops::Square(root.WithOpName("y").WithDevice("/gpu:0"), x);
+  ops::Square(root.WithOpName("z").WithDevice("/gpu:0"), y);
+  SessionOptions opts;
+  opts.device_mgr = f.mgr.get();
+  auto session = Session::Create(root, opts);
+  ASSERT_TRUE(session.ok()) << session.status();
+  StepTracer tracer;
+  tracer.set_wait_for_device(true);
+  RunOptions ro;
+  ro.tracer = &tracer;
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run(ro, {{"x", Tensor::FromVector<float>({2})}}, {"z:0"}, {}, &out, nullptr).ok());
+  EXPECT_EQ(out[0].data<float>()[0], 16.0f);
+  int gpu_sync_kernels = 0;
+  for (const TraceEvent& e : tracer.events()) {
+    if (e.device == f.gpu->name() && !e.async) ++gpu_sync_kernels;
+  }
+  EXPECT_GE(gpu_sync_kernels, 2) << "y and z at least";
+  EXPECT_EQ(f.gpu->syncs, gpu_sync_kernels + 1) << "one per kernel, and the step's";
 }
 
 TEST(SessionGpuPathTest, AnAsynchronousDeviceErrorFailsTheStep) {

@@ -41,6 +41,7 @@
 #include "base/status.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/session.h"
+#include "runtime/trace.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/one_device_strategy.h"
 #include "strategy/replica_context.h"
@@ -60,6 +61,11 @@ ABSL_FLAG(int64_t, warmup, 20, "untimed steps first (allocator, cuBLAS and NCCL 
 ABSL_FLAG(int64_t, steps, 200, "timed steps");
 ABSL_FLAG(bool, fetch_loss, false, "fetch the loss every step (a device-to-host copy)");
 ABSL_FLAG(bool, json, false, "print one JSON object");
+ABSL_FLAG(std::string, trace_out, "",
+          "after the timed steps, trace 5 more (runtime/trace.h) into this Chrome trace file");
+ABSL_FLAG(std::string, trace_synced_out, "",
+          "and 5 more into this one, waiting for the device after each kernel (each event spans "
+          "the kernel's run on the GPU)");
 
 namespace strata {
 namespace {
@@ -172,6 +178,23 @@ absl::Status Main() {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   STRATA_RETURN_IF_ERROR(run_step(&loss_last));
+  auto trace = [&](const std::string& path, bool wait_for_device) -> absl::Status {
+    if (path.empty()) return absl::OkStatus();
+    StepTracer tracer;
+    tracer.set_wait_for_device(wait_for_device);
+    RunOptions ro;
+    ro.tracer = &tracer;
+    const std::vector<std::string> no_fetches;
+    for (int i = 0; i < 5; ++i) {
+      const int64_t t0 = StepTracer::NowNanos();
+      std::vector<Tensor> out;
+      STRATA_RETURN_IF_ERROR(session->Run(ro, {}, no_fetches, {step.op->name()}, &out, nullptr));
+      tracer.RecordSpan(absl::StrCat("step ", i), t0, StepTracer::NowNanos());
+    }
+    return tracer.WriteChromeTrace(path);
+  };
+  STRATA_RETURN_IF_ERROR(trace(absl::GetFlag(FLAGS_trace_out), false));
+  STRATA_RETURN_IF_ERROR(trace(absl::GetFlag(FLAGS_trace_synced_out), true));
   const Stats s = Summarize(ms);
   if (absl::GetFlag(FLAGS_json)) {
     std::printf(
