@@ -28,7 +28,8 @@ probes=(
   "kernels|//runtime:session|//graph:core"
   "runtime|//train|//kernels:framework"
   "train|//strategy|//runtime:session"
-  "strategy|//tools:trainer_lib|//train"
+  "strategy|//fit:strategy_flags|//train"
+  "fit|//tools:trainer_lib|//strategy"
 )
 
 pkgs=()

@@ -14,6 +14,7 @@
 // data or a failed run.
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -21,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fit/strategy_flags.h"
 #include "tools/trainer_lib.h"
 
 ABSL_FLAG(std::string, model, "mlp", "mlp or cnn (the CNN needs square images, e.g. the 8x8 digits)");
@@ -46,43 +48,10 @@ ABSL_FLAG(int64_t, save_every_steps, 0, "checkpoint period in steps (0: only at 
 ABSL_FLAG(int32_t, max_to_keep, 3, "checkpoints kept (0: all)");
 ABSL_FLAG(std::string, metrics_out, "", "append JSON lines: one per step and a final one with test metrics");
 ABSL_FLAG(bool, standardize, true, "standardize features with the training split's mean and stddev");
-ABSL_FLAG(std::string, strategy, "one_device",
-          "one_device (OneDeviceStrategy), mirrored (MirroredStrategy: one replica per device, "
-          "gradients all-reduced) or multi_worker_mirrored (one process per task of a cluster; "
-          "see --cluster_spec and tools/launch)");
-ABSL_FLAG(std::string, cluster_spec, "",
-          "multi_worker_mirrored: the cluster as JSON, e.g. {\"worker\":[\"127.0.0.1:2222\","
-          "\"127.0.0.1:2223\"]} (default: the TF_CONFIG environment variable)");
-ABSL_FLAG(std::string, task_type, "", "multi_worker_mirrored with --cluster_spec: chief or worker");
-ABSL_FLAG(std::string, task_index, "", "multi_worker_mirrored with --cluster_spec: this task's index");
-ABSL_FLAG(double, heartbeat_timeout, 10,
-          "multi_worker_mirrored: seconds without a heartbeat before a task is declared lost");
-ABSL_FLAG(double, startup_timeout, 120,
-          "multi_worker_mirrored: seconds start-up waits for every task to register");
-ABSL_FLAG(std::string, collective_transport, "auto",
-          "multi_worker_mirrored: auto (shared memory when every task is on one host, else TCP), "
-          "shm or tcp");
 ABSL_FLAG(std::string, input_sharding, "auto",
           "multi_worker_mirrored: auto (file when --data=csv names at least as many files as "
           "workers, else data), file (each worker loads only its share of the files) or data "
           "(every worker loads everything and takes its share of every global batch)");
-ABSL_FLAG(std::string, devices, "",
-          "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1 (GPUs need a "
-          "build with --config=cuda; docs/gpu.md). Default: one_device /cpu:0; mirrored and "
-          "multi_worker_mirrored every CPU device of --num_cpu_devices if given, else every GPU, "
-          "else /cpu:0");
-ABSL_FLAG(int32_t, num_cpu_devices, 0,
-          "virtual CPU devices simulating a multi-device machine (0: as many as --devices names, "
-          "at least 1)");
-ABSL_FLAG(int64_t, gradient_bucket_bytes, -1,
-          "gradients are all-reduced in buckets of at most this many bytes, the last layers' "
-          "first, overlapping the backward pass (0: one per gradient; -1: 1 MiB for mirrored, 0 "
-          "for multi_worker_mirrored)");
-ABSL_FLAG(int32_t, intra_op_threads, 0,
-          "threads inside each op, per device (0: all cores divided by the CPU devices, at least 1)");
-ABSL_FLAG(int32_t, inter_op_threads, 0,
-          "threads running independent ops side by side (0: none on one device, one per replica "
-          "with several)");
 ABSL_FLAG(std::string, trace_out, "",
           "write a Chrome trace (Perfetto, chrome://tracing) of --trace_steps steps after warm-up here");
 ABSL_FLAG(int64_t, trace_steps, 3, "steps traced for --trace_out");
@@ -131,27 +100,16 @@ int main(int argc, char** argv) {
   c.max_to_keep = absl::GetFlag(FLAGS_max_to_keep);
   c.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   c.standardize = absl::GetFlag(FLAGS_standardize);
-  c.strategy = absl::GetFlag(FLAGS_strategy);
-  absl::StatusOr<std::vector<std::string>> devices =
-      strata::trainer::ParseDevices(absl::GetFlag(FLAGS_devices));
-  if (!devices.ok()) {
-    std::fprintf(stderr, "trainer: %s\n", std::string(devices.status().message()).c_str());
+  // --strategy, --devices, the cluster, threads: the shared flags library.
+  absl::StatusOr<strata::fit::StrategyConfig> strategy = strata::fit::StrategyConfigFromFlags();
+  if (!strategy.ok()) {
+    std::fprintf(stderr, "trainer: %s\n", std::string(strategy.status().message()).c_str());
     return 1;
   }
-  c.devices = *devices;
-  c.num_cpu_devices = absl::GetFlag(FLAGS_num_cpu_devices);
-  c.cluster_spec = absl::GetFlag(FLAGS_cluster_spec);
-  c.task_type = absl::GetFlag(FLAGS_task_type);
-  c.task_index = absl::GetFlag(FLAGS_task_index);
-  c.heartbeat_timeout_seconds = absl::GetFlag(FLAGS_heartbeat_timeout);
-  c.startup_timeout_seconds = absl::GetFlag(FLAGS_startup_timeout);
-  c.collective_transport = absl::GetFlag(FLAGS_collective_transport);
+  static_cast<strata::fit::StrategyConfig&>(c) = *std::move(strategy);
   c.input_sharding = absl::GetFlag(FLAGS_input_sharding);
-  c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
   c.trace_out = absl::GetFlag(FLAGS_trace_out);
   c.trace_steps = absl::GetFlag(FLAGS_trace_steps);
-  c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
-  c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
   c.prefetch = absl::GetFlag(FLAGS_prefetch);
   c.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   c.quiet = absl::GetFlag(FLAGS_quiet);

@@ -22,19 +22,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status.h"
+#include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/session.h"
 #include "runtime/trace.h"
-#include "strategy/cluster_resolver.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
-#include "strategy/mirrored_strategy.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
-#include "strategy/one_device_strategy.h"
 #include "strategy/replica_context.h"
 #include "strategy/strategy.h"
-#include "strategy/strategy_devices.h"
 #include "tools/trainer_data.h"
 #include "tools/trainer_sharding.h"
 #include "train/data/auto_shard.h"
@@ -57,7 +54,6 @@ constexpr char kStatsMean[] = "_trainer/feature_mean";
 constexpr char kStatsStddev[] = "_trainer/feature_stddev";
 constexpr int64_t kEvalChunk = 4096;
 constexpr int64_t kMaxParameters = int64_t{1} << 30;
-constexpr int kMaxCpuDevices = 256;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -180,79 +176,12 @@ double DefaultLearningRate(const std::string& optimizer) {
   return 1e-3;  // adam
 }
 
-// The virtual CPU devices of the simulated machine (GPUs named in
-// --devices are not CPUs).
-int NumCpuDevices(const TrainerConfig& c) {
-  if (c.num_cpu_devices > 0) return c.num_cpu_devices;
-  const int gpus = static_cast<int>(
-      std::count_if(c.devices.begin(), c.devices.end(),
-                    [](const std::string& d) { return distribute::AnyGpu({d}); }));
-  return std::max<int>(1, static_cast<int>(c.devices.size()) - gpus);
-}
-
-// The replicas' devices of a mirrored strategy: --devices, else every CPU
-// device of --num_cpu_devices, else none (the strategy's default: every GPU,
-// or /cpu:0 where there is none).
-std::vector<std::string> MirroredSpecs(const TrainerConfig& c, const DeviceOptions& machine) {
-  std::vector<std::string> specs = c.devices;
-  if (specs.empty() && c.num_cpu_devices > 0) {
-    for (int i = 0; i < machine.num_cpu_devices; ++i) specs.push_back(absl::StrCat("/cpu:", i));
-  }
-  return specs;
-}
-
 // What a checkpoint must agree with to be resumed by this run (not the
 // strategy or the devices: a checkpoint moves between replica counts).
 std::string ConfigFingerprint(const TrainerConfig& c, const std::string& data_name) {
   return absl::StrCat("model=", c.model, c.model == "mlp" ? absl::StrCat(",hidden=", absl::StrJoin(c.hidden, ",")) : "",
                       ",data=", data_name, ",batch=", c.global_batch_size,
                       ",optimizer=", c.optimizer);
-}
-
-// The strategy the flags ask for, over the machine they describe.
-absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const TrainerConfig& c) {
-  DeviceOptions machine;
-  machine.num_cpu_devices = NumCpuDevices(c);
-  machine.intra_op_threads_per_device = c.intra_op_threads;
-  distribute::StrategyOptions options;
-  options.gradient_bucket_bytes = c.gradient_bucket_bytes >= 0 ? c.gradient_bucket_bytes
-                                  : c.strategy == "multi_worker_mirrored" ? 0
-                                                                          : int64_t{1} << 20;
-  absl::StatusOr<std::unique_ptr<distribute::Strategy>> s;
-  if (c.strategy == "one_device") {
-    s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,
-                                              options);
-  } else if (c.strategy == "multi_worker_mirrored") {
-    // The cluster first: a bad TF_CONFIG or --cluster_spec fails before any
-    // network traffic, naming the field.
-    const bool from_flags = !c.cluster_spec.empty() || !c.task_type.empty() || !c.task_index.empty();
-    STRATA_ASSIGN_OR_RETURN(ClusterSpec cluster,
-                            from_flags ? ClusterSpecFromFlags(c.cluster_spec, c.task_type, c.task_index)
-                                       : ClusterSpecFromEnvironment());
-    const std::vector<std::string> specs = MirroredSpecs(c, machine);
-    distribute::MultiWorkerOptions mw;
-    mw.heartbeat_timeout = absl::Seconds(c.heartbeat_timeout_seconds);
-    mw.startup_timeout = absl::Seconds(c.startup_timeout_seconds);
-    mw.transport = c.collective_transport;
-    absl::StatusOr<std::unique_ptr<distribute::MultiWorkerMirroredStrategy>> m =
-        distribute::MultiWorkerMirroredStrategy::Create(cluster, specs, machine, options, mw);
-    if (!m.ok()) return AnnotateStatus(m.status(), absl::StrCat(cluster.TaskPrefix(), ": "));
-    return std::unique_ptr<distribute::Strategy>(*std::move(m));
-  } else {
-    s = distribute::MirroredStrategy::Create(MirroredSpecs(c, machine), machine, options);
-  }
-  if (!s.ok() && distribute::AnyGpu(c.devices)) {
-    // Likely a GPU that is not there (no GPU, too few, a build without CUDA).
-    return absl::Status(s.status().code(), absl::StrCat(
-        "--devices=", absl::StrJoin(c.devices, ","), ": ", s.status().message(),
-        " (GPUs need a trainer built with --config=cuda on a machine with GPUs; docs/gpu.md)"));
-  }
-  if (!s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--devices=", absl::StrJoin(c.devices, ","), ": ", s.status().message(),
-        " (--num_cpu_devices=N simulates a machine of N CPU devices)"));
-  }
-  return s;
 }
 
 // The graph of one run: the step (model, loss, update on every replica),
@@ -420,19 +349,6 @@ bool SameBytes(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> ParseDevices(const std::string& text) {
-  std::vector<std::string> out;
-  if (text.empty()) return out;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    if (part.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--devices=", text, ": an empty device name (e.g. --devices=/cpu:0,/cpu:1)"));
-    }
-    out.emplace_back(part);
-  }
-  return out;
-}
-
 absl::StatusOr<std::vector<int64_t>> ParseHidden(const std::string& text) {
   std::vector<int64_t> out;
   if (text.empty()) return out;
@@ -479,43 +395,12 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.steps < 0) return bad("steps", "must be >= 0");
   if (c.save_every_steps < 0) return bad("save_every_steps", "must be >= 0");
   if (c.max_to_keep < 0) return bad("max_to_keep", "must be >= 0 (0 keeps every checkpoint)");
-  if (c.intra_op_threads < 0) return bad("intra_op_threads", "must be >= 0");
-  if (c.inter_op_threads < 0) return bad("inter_op_threads", "must be >= 0");
   if (c.prefetch < 0) return bad("prefetch", "must be >= 0");
   if (c.log_every_steps < 0) return bad("log_every_steps", "must be >= 0");
   if (c.save_every_steps > 0 && c.checkpoint_dir.empty()) {
     return bad("save_every_steps", "needs --checkpoint_dir");
   }
-  if (c.strategy != "one_device" && c.strategy != "mirrored" &&
-      c.strategy != "multi_worker_mirrored") {
-    return bad("strategy", absl::StrCat("unknown strategy '", c.strategy,
-                                        "'; expected one_device, mirrored or multi_worker_mirrored"));
-  }
-  if (!(c.heartbeat_timeout_seconds > 0 && c.heartbeat_timeout_seconds <= 3600)) {
-    return bad("heartbeat_timeout", "must be in (0, 3600] seconds");
-  }
-  if (!(c.startup_timeout_seconds > 0 && c.startup_timeout_seconds <= 86400)) {
-    return bad("startup_timeout", "must be in (0, 86400] seconds");
-  }
-  if (c.collective_transport != "auto" && c.collective_transport != "shm" &&
-      c.collective_transport != "tcp") {
-    return bad("collective_transport", absl::StrCat("unknown transport '", c.collective_transport,
-                                                    "'; expected auto, shm or tcp"));
-  }
-  if (c.num_cpu_devices < 0 || c.num_cpu_devices > kMaxCpuDevices) {
-    return bad("num_cpu_devices", absl::StrCat(c.num_cpu_devices, " is not in [0, ", kMaxCpuDevices, "]"));
-  }
-  for (const std::string& d : c.devices) {
-    if (d.empty()) return bad("devices", "an empty device name");
-  }
-  if (c.strategy == "one_device" && c.devices.size() > 1) {
-    return bad("devices", absl::StrCat("--strategy=one_device runs on one device, --devices names ",
-                                       c.devices.size(), " (", absl::StrJoin(c.devices, ","),
-                                       "); use --strategy=mirrored"));
-  }
-  if (c.gradient_bucket_bytes < -1) {
-    return bad("gradient_bucket_bytes", "must be >= 0, or -1 for the strategy's default");
-  }
+  STRATA_RETURN_IF_ERROR(fit::ValidateStrategyConfig(c));
   if (c.trace_steps < 1) return bad("trace_steps", "must be >= 1");
   absl::StatusOr<data::AutoShardPolicy> sharding = data::ParseAutoShardPolicy(c.input_sharding);
   if (!sharding.ok() || *sharding == data::AutoShardPolicy::kOff) {
@@ -717,7 +602,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   }
   Log(log, c.quiet, absl::StrCat(
                         c.strategy, " on ", absl::StrJoin(result.devices, ", "), " (",
-                        NumCpuDevices(c), " CPU device", NumCpuDevices(c) > 1 ? "s" : "", ", ",
+                        fit::NumCpuDevices(c), " CPU device", fit::NumCpuDevices(c) > 1 ? "s" : "", ", ",
                         IntraOpThreads(session->device_mgr()),
                         " intra-op thread(s) each)"));
   Log(log, c.quiet, absl::StrCat(c.model, " with ", g->model->num_parameters(), " parameters; ",
@@ -855,7 +740,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
   STRATA_RETURN_IF_ERROR(ValidateConfig(config));
   // The devices (and the cluster) first: a bad --devices or TF_CONFIG fails
   // before the data is loaded.
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(config));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, fit::MakeStrategy(config));
   auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy.get());
   if (multi_worker == nullptr) return Train(config, strategy.get(), log);
 

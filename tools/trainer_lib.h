@@ -90,11 +90,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "fit/strategy_flags.h"
 
 namespace strata {
 namespace trainer {
 
-struct TrainerConfig {
+// The strategy's settings (--strategy, --devices, --num_cpu_devices, the
+// cluster, timeouts, transport, bucket size, threads) are the shared flags
+// library's (fit/strategy_flags.h), so every training binary takes them
+// alike.
+struct TrainerConfig : fit::StrategyConfig {
   std::string model = "mlp";                 // "mlp" or "cnn"
   std::vector<int64_t> hidden = {128, 64};   // the MLP's hidden layers
   // "digits", "csv:PATH[,PATH...]" (numbers only, label last, optional header) or
@@ -118,51 +123,9 @@ struct TrainerConfig {
   int max_to_keep = 3;
   std::string metrics_out;
   bool standardize = true;
-  // "one_device" (OneDeviceStrategy), "mirrored" (MirroredStrategy) or
-  // "multi_worker_mirrored" (MultiWorkerMirroredStrategy: this process is
-  // one task of the cluster below).
-  std::string strategy = "one_device";
-  // multi_worker_mirrored: the cluster as --cluster_spec (the "cluster"
-  // JSON of TF_CONFIG) with task_type and task_index; all empty: the
-  // TF_CONFIG environment variable.
-  std::string cluster_spec;
-  std::string task_type;
-  std::string task_index;
-  // multi_worker_mirrored: a task silent this long is declared lost; how
-  // long start-up waits for every task; "auto", "shm" or "tcp" between
-  // workers.
-  double heartbeat_timeout_seconds = 10;
-  double startup_timeout_seconds = 120;
-  std::string collective_transport = "auto";
   // multi_worker_mirrored: "auto" (file when --data=csv names at least as
   // many files as workers, else data), "file" or "data".
   std::string input_sharding = "auto";
-  // Device specs ("/cpu:0", "/device:CPU:1", "/gpu:0" in a --config=cuda
-  // build, ...), in replica order. Empty: one_device uses /cpu:0; the
-  // mirrored strategies every CPU device when num_cpu_devices is set, else
-  // every GPU, else /cpu:0.
-  std::vector<std::string> devices;
-  // Virtual CPU devices of the simulated machine; 0 = as many as `devices`
-  // names (at least 1).
-  int num_cpu_devices = 0;
-  // Mirrored: gradients are all-reduced in buckets of at most this many
-  // bytes (StrategyOptions::gradient_bucket_bytes); 0 = one per gradient.
-  // Smaller than the strategy's 25 MiB default: in process, a bucket's
-  // all-reduce costs little to start, and the last layers' buckets then
-  // overlap the rest of the backward pass (docs/training.md has figures).
-  // -1: 1 MiB for mirrored; for multi_worker_mirrored 0, one all-reduce
-  // per gradient (across processes the bucket's copies cost more than the
-  // extra collectives: 2 workers x 1 thread, MLP 784-512-512-10, 59-68k
-  // examples/s unfused vs 56-63k with 0.25-30 MiB buckets).
-  int64_t gradient_bucket_bytes = -1;
-  // Threads inside each op, per device; 0 = hardware concurrency divided by
-  // the number of CPU devices (at least 1).
-  int intra_op_threads = 0;
-  // Threads for running independent ops side by side; 0 = none on one
-  // device (ops run one at a time on the calling thread, each using the
-  // intra-op threads), one per replica with several (the replicas' steps
-  // run side by side, each one op at a time).
-  int inter_op_threads = 0;
   int64_t prefetch = 2;                      // batches prepared ahead; 0 = none
   int64_t log_every_steps = 0;               // progress lines when stderr is no TTY; 0 = auto
   bool quiet = false;                        // no progress output
@@ -203,10 +166,6 @@ absl::Status ValidateConfig(const TrainerConfig& config);
 // Trains as the file comment says. Progress goes to `log` (stderr by
 // default; carriage-return updates when it is a terminal).
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log = stderr);
-
-// "/cpu:0,/cpu:1" -> {"/cpu:0", "/cpu:1"}; "" -> {}. InvalidArgument naming
-// --devices for an empty entry.
-absl::StatusOr<std::vector<std::string>> ParseDevices(const std::string& text);
 
 // "128,64" -> {128, 64}; "" -> {} (no hidden layer). InvalidArgument naming
 // --hidden for anything but positive integers.

@@ -98,14 +98,6 @@ TEST(TrainerLibTest, ParseHiddenAndDataSpec) {
   EXPECT_FALSE(ParseDataSpec("mnist").ok());
 }
 
-TEST(TrainerLibTest, ParseDevices) {
-  EXPECT_EQ(*ParseDevices(""), std::vector<std::string>{});
-  EXPECT_EQ(*ParseDevices("/cpu:0,/device:CPU:1"), (std::vector<std::string>{"/cpu:0", "/device:CPU:1"}));
-  absl::StatusOr<std::vector<std::string>> bad = ParseDevices("/cpu:0,");
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "--devices=/cpu:0,")) << bad.status();
-}
-
 // In process: the replicas' devices, the same loss curve as one device (to
 // float rounding: the gradient is summed in another order), and the trace.
 TEST(TrainerLibTest, MirroredTrainsLikeOneDeviceAndTraces) {

@@ -3,9 +3,11 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/gradients/gradients.h"
+#include "graph/ops/math_ops.h"
 
 namespace strata {
 namespace train {
@@ -99,23 +101,96 @@ absl::StatusOr<std::unique_ptr<Sequential>> MakeSmallCnn(int64_t rows, int64_t c
   return model;
 }
 
+namespace {
+
+// The variable handle a ReadVariableOp reads, or nullptr for anything else.
+Node* ReadHandle(const Node* n) {
+  if (n == nullptr || !n->IsOp("ReadVariableOp")) return nullptr;
+  const Edge* e = n->input_edge(0);
+  return e == nullptr ? nullptr : e->src;
+}
+
+// The nodes `loss` depends on through data edges (the gradient's paths).
+absl::flat_hash_set<const Node*> DataAncestors(const Node* loss) {
+  absl::flat_hash_set<const Node*> seen = {loss};
+  std::vector<const Node*> stack = {loss};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge* e : n->in_edges()) {
+      if (!e->IsControlEdge() && seen.insert(e->src).second) stack.push_back(e->src);
+    }
+  }
+  return seen;
+}
+
+}  // namespace
+
 absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
                                const std::vector<VariableRead>& reads, Optimizer* optimizer) {
   STRATA_RETURN_IF_ERROR(scope.status());
   if (!loss.ok()) return absl::InvalidArgumentError("Minimize: the loss is a null Output");
   if (optimizer == nullptr) return absl::InvalidArgumentError("Minimize: no optimizer");
-  OutputList values;
-  std::vector<Variable*> vars;
+  const absl::flat_hash_set<const Node*> ancestors = DataAncestors(loss.node());
+  // One entry per variable copy (handle) being minimized, in `reads` order:
+  // every read of it the loss depends on, not only the one in `reads`.
+  struct Target {
+    Variable* variable;
+    std::vector<Output> values;
+  };
+  std::vector<Target> targets;
+  absl::flat_hash_map<const Node*, size_t> target_of;  // by handle
   for (const VariableRead& r : reads) {
-    if (r.variable == nullptr || !r.variable->trainable()) continue;
-    values.push_back(r.value);
-    vars.push_back(r.variable);
+    if (r.variable == nullptr || !r.variable->trainable() || !r.value.ok()) continue;
+    Node* handle = ReadHandle(r.value.node());
+    if (handle == nullptr) {  // not a plain read: its value is all there is
+      targets.push_back({r.variable, {r.value}});
+      continue;
+    }
+    if (target_of.contains(handle)) continue;
+    target_of[handle] = targets.size();
+    Target t{r.variable, {}};
+    for (const Edge* e : handle->out_edges()) {
+      if (!e->IsControlEdge() && ReadHandle(e->dst) == handle && ancestors.contains(e->dst)) {
+        t.values.push_back(Output(e->dst, 0));
+      }
+    }
+    // The loss does not reach it: a zero gradient through the given read.
+    if (t.values.empty()) t.values.push_back(r.value);
+    targets.push_back(std::move(t));
   }
-  if (values.empty()) return absl::InvalidArgumentError("Minimize: no trainable variable was read");
+  if (targets.empty()) return absl::InvalidArgumentError("Minimize: no trainable variable was read");
+  // A trainable variable the loss reads but that is not being minimized
+  // would silently get no update: refuse, naming the read.
+  absl::flat_hash_map<const Node*, const Variable*> trainable;  // by handle, every copy
+  for (Variable* v : TrainableVariables(scope)) {
+    for (int i = 0; i < v->num_replicas(); ++i) {
+      const Variable* copy = v->replica(i);
+      if (copy != nullptr && copy->handle().ok()) trainable[copy->handle().node()] = v;
+    }
+  }
+  for (const Node* n : ancestors) {
+    Node* handle = ReadHandle(n);
+    if (handle == nullptr || target_of.contains(handle)) continue;
+    auto it = trainable.find(handle);
+    if (it == trainable.end()) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Minimize: the loss depends on '", n->name(), "', a read of trainable variable '",
+        it->second->name(), "', which is not among the variables being minimized (pass its read "
+        "in `reads`, or make the variable non-trainable)"));
+  }
+  OutputList values;
+  for (const Target& t : targets) values.insert(values.end(), t.values.begin(), t.values.end());
   OutputList grads;
   STRATA_RETURN_IF_ERROR(AddSymbolicGradients(scope, {loss}, values, &grads));
   std::vector<GradAndVar> pairs;
-  for (size_t i = 0; i < vars.size(); ++i) pairs.push_back({grads[i], vars[i]});
+  size_t next = 0;
+  for (const Target& t : targets) {
+    OutputList mine(grads.begin() + next, grads.begin() + next + t.values.size());
+    next += t.values.size();
+    Output g = mine.size() == 1 ? mine[0] : ops::AddN(scope, mine);
+    pairs.push_back({g, t.variable});
+  }
   Node* train_op = optimizer->ApplyGradients(scope, pairs);
   STRATA_RETURN_IF_ERROR(scope.status());
   if (train_op == nullptr) return absl::InternalError("Minimize: the optimizer made no train op");

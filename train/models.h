@@ -87,11 +87,15 @@ absl::StatusOr<std::unique_ptr<Sequential>> MakeSmallCnn(int64_t rows, int64_t c
                                                          int64_t channels, int64_t num_classes,
                                                          int64_t seed);
 
-// Adds d loss / d value for every trainable read in `reads` and
-// `optimizer`'s update of those variables; returns the train op. Reads of
-// variables that are not trainable are left alone; a trainable variable the
-// loss does not reach gets a zero gradient. Errors: the gradient's or the
-// optimizer's, or InvalidArgument if `loss` is null or nothing is trainable.
+// Adds the gradient of `loss` for every trainable variable read in `reads`
+// and `optimizer`'s update of those variables; returns the train op. A
+// variable's gradient sums over every read of it the loss depends on (a
+// penalty written on its own Read() counts), not only the read in `reads`.
+// Reads of variables that are not trainable are left alone; a trainable
+// variable the loss does not reach gets a zero gradient. Errors: the
+// gradient's or the optimizer's; InvalidArgument if `loss` is null, nothing
+// is trainable, or the loss depends on a read of a trainable variable that
+// is not in `reads` (naming the read: it would never be updated).
 absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
                                const std::vector<VariableRead>& reads, Optimizer* optimizer);
 

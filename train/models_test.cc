@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
 #include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/losses.h"
+#include "train/initializers.h"
 #include "train/optimizers.h"
 
 namespace strata {
@@ -143,6 +145,53 @@ TEST(ModelsTest, MinimizeTrainsAnMlp) {
   EXPECT_GE(*out[1].data<float>(), 0.98f);
   // One plan for the step, one for the evaluation, one for the initializer.
   EXPECT_EQ((*session)->num_plans_built(), 3);
+}
+
+TEST(ModelsTest, MinimizeSumsTheGradientsOfEveryReadOfAVariable) {
+  // loss = sum(3 w) + sum(w^2), the penalty on a read of its own:
+  // d loss / d w = 3 + 2 w = 5 at w = 1, so one SGD step of 0.1 gives 0.5
+  // (0.7 if the penalty's read were lost).
+  Scope root = Scope::NewRootScope();
+  Variable* w = CreateVariable(root, "w", TensorShape{1}, DT_FLOAT, Ones());
+  Output read = w->Read(root);
+  Output data_term = ops::Sum(root, ops::Mul(root, read, ops::Const(root, 3.0f)), ops::Const(root, 0));
+  Output penalty = ops::Sum(root, ops::Square(root, w->Read(root)), ops::Const(root, 0));
+  Output loss = ops::Add(root, data_term, penalty);
+  // Only the data term's read is handed over, as model->reads() would.
+  const std::vector<VariableRead> reads = {{w, read}};
+  SGD sgd(0.1);
+  auto train_op = Minimize(root, loss, reads, &sgd);
+  ASSERT_TRUE(train_op.ok()) << train_op.status();
+  Output after = w->Read(root.WithOpName("w_after"));
+  Node* init = GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Run({}, {}, {init->name()}, nullptr).ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {(*train_op)->name()}, nullptr).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run({}, {after.name()}, {}, &out).ok());
+  EXPECT_FLOAT_EQ(*out[0].data<float>(), 0.5f);
+}
+
+TEST(ModelsTest, MinimizeRefusesALossReadingATrainableVariableItDoesNotUpdate) {
+  Scope root = Scope::NewRootScope();
+  Variable* a = CreateVariable(root, "a", TensorShape{}, DT_FLOAT, Ones());
+  Variable* b = CreateVariable(root, "b", TensorShape{}, DT_FLOAT, Ones());
+  Output read_a = a->Read(root);
+  Output read_b = b->Read(root.WithOpName("b_read"));
+  Output loss = ops::Mul(root, read_a, read_b);
+  SGD sgd(0.1);
+  auto train_op = Minimize(root, loss, {{a, read_a}}, &sgd);
+  ASSERT_FALSE(train_op.ok());
+  EXPECT_EQ(train_op.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(train_op.status().message().find("'b_read'"), std::string::npos) << train_op.status();
+  EXPECT_NE(train_op.status().message().find("'b'"), std::string::npos) << train_op.status();
+  // Both handed over, or b not trainable: fine.
+  EXPECT_TRUE(Minimize(root, loss, {{a, read_a}, {b, read_b}}, &sgd).ok());
+  Variable* c = CreateVariable(root, "c", TensorShape{}, DT_FLOAT, Ones(), /*trainable=*/false);
+  Output loss_c = ops::Mul(root, read_a, c->Read(root));
+  EXPECT_TRUE(Minimize(root, loss_c, {{a, read_a}}, &sgd).ok());
 }
 
 TEST(ModelsTest, MinimizeRejectsNothingToTrain) {
