@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status.h"
+#include "fit/checkpoint.h"
 #include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
@@ -195,10 +196,9 @@ struct TrainGraph {
   Node* train_op = nullptr;
   Output eval_x, eval_y, eval_loss, eval_accuracy;
   Node* init = nullptr;
-  std::vector<train::Variable*> variables;
-  std::vector<std::string> read_names;      // one per variable
-  std::vector<std::string> restore_feeds;   // one per variable
-  Node* restore = nullptr;
+  // Every variable (weights, optimizer slots, the step counter), saved once
+  // under its one-device name whatever the replica count (fit/checkpoint.h).
+  std::unique_ptr<fit::Checkpoint> checkpoint;
   std::unique_ptr<train::Sequential> model;
   std::unique_ptr<train::Optimizer> optimizer;
 };
@@ -292,22 +292,7 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
   g->eval_accuracy = train::Accuracy(eval.NewSubScope("accuracy"), g->eval_y, eval_logits);
   g->init = train::GlobalVariablesInitializer(root);
 
-  // Save: a read of every variable (weights, slots, step counter; a
-  // mirrored one reads its primary). Restore: a placeholder and an
-  // assignment per variable (a mirrored one assigns every copy), grouped by
-  // one NoOp. The collection lists each variable once, under its one-device
-  // name, whatever the replica count.
-  g->variables = train::GlobalVariables(root);
-  const Scope save = root.NewSubScope("save");
-  const Scope restore = root.NewSubScope("restore");
-  std::vector<Node*> assigns;
-  for (train::Variable* v : g->variables) {
-    g->read_names.push_back(v->Read(save).name());
-    Output value = ops::Placeholder(restore.WithOpName(v->name()), v->dtype(), PartialTensorShape(v->shape()));
-    g->restore_feeds.push_back(value.name());
-    assigns.push_back(v->Assign(restore, value));
-  }
-  g->restore = ops::NoOp(restore.WithOpName("all").WithControlDependencies(assigns));
+  STRATA_ASSIGN_OR_RETURN(g->checkpoint, fit::Checkpoint::Create(root, train::GlobalVariables(root)));
   STRATA_RETURN_IF_ERROR(root.status());
   return g;
 }
@@ -571,6 +556,37 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
                                                         "--global_batch_size and --prefetch): ", s.message()));
     }
   }
+  // What a checkpoint holds beyond the variables. The input's position is
+  // restored above (before the session; for FILE sharding it is a function
+  // of the step), the configuration's fingerprint and the feature
+  // statistics were checked before the data was standardized: their
+  // restores have nothing left to do.
+  auto already_restored_string = [](const std::string&) { return absl::OkStatus(); };
+  auto already_restored_tensor = [](const Tensor&) { return absl::OkStatus(); };
+  STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
+      kMetaIterator,
+      [&g]() -> absl::StatusOr<std::string> {
+        STRATA_ASSIGN_OR_RETURN(std::string state, g->input->SaveState());
+        return absl::Base64Escape(state);
+      },
+      already_restored_string));
+  STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
+      kMetaConfig, [&fingerprint]() -> absl::StatusOr<std::string> { return fingerprint; },
+      already_restored_string));
+  if (c.standardize) {
+    const TensorShape f{data.num_features};
+    STRATA_RETURN_IF_ERROR(g->checkpoint->TrackTensor(
+        kStatsMean, DT_FLOAT, f, [&mean]() -> absl::StatusOr<Tensor> { return mean; }, already_restored_tensor));
+    STRATA_RETURN_IF_ERROR(g->checkpoint->TrackTensor(
+        kStatsStddev, DT_FLOAT, f, [&stddev]() -> absl::StatusOr<Tensor> { return stddev; },
+        already_restored_tensor));
+  }
+  std::unique_ptr<fit::CheckpointManager> saver;
+  if (manager != nullptr) {
+    manager.reset();  // it found the checkpoint to resume from; `saver` writes
+    STRATA_ASSIGN_OR_RETURN(saver, fit::CheckpointManager::Create(g->checkpoint.get(), c.checkpoint_dir,
+                                                                  c.max_to_keep));
+  }
   InlinePool inline_pool;  // outlives the session
   SessionOptions options = g->strategy->session_options();
   // This process's replicas: a multi-worker task runs only its own.
@@ -588,15 +604,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   if (reader == nullptr) {
     STRATA_RETURN_IF_ERROR(session->Run({}, {}, {g->init->name()}, nullptr));
   } else {
-    std::map<std::string, CheckpointReader::TensorInfo> expected;
-    for (train::Variable* v : g->variables) expected[v->name()] = {v->dtype(), v->shape()};
-    std::map<std::string, Tensor> values;
-    STRATA_RETURN_IF_ERROR(reader->RestoreInto(expected, &values));
-    std::vector<std::pair<std::string, Tensor>> feeds;
-    for (size_t i = 0; i < g->variables.size(); ++i) {
-      feeds.emplace_back(g->restore_feeds[i], values[g->variables[i]->name()]);
-    }
-    STRATA_RETURN_IF_ERROR(session->Run(feeds, {}, {g->restore->name()}, nullptr));
+    STRATA_RETURN_IF_ERROR(g->checkpoint->Restore(session.get(), *reader));
     Log(log, c.quiet, absl::StrCat("resumed from ", reader->prefix(), " at step ", result.start_step));
     reader.reset();
   }
@@ -614,18 +622,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics, MetricsWriter::Open(c.metrics_out));
   int64_t saved_step = -1;
   auto save = [&](int64_t step) -> absl::Status {
-    std::vector<Tensor> values;
-    STRATA_RETURN_IF_ERROR(session->Run({}, g->read_names, {}, &values));
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    for (size_t i = 0; i < values.size(); ++i) tensors.emplace_back(g->variables[i]->name(), values[i]);
-    if (c.standardize) {
-      tensors.emplace_back(kStatsMean, mean);
-      tensors.emplace_back(kStatsStddev, stddev);
-    }
-    STRATA_ASSIGN_OR_RETURN(std::string state, g->input->SaveState());
-    STRATA_ASSIGN_OR_RETURN(result.final_checkpoint,
-                            manager->Save(step, tensors, {{kMetaIterator, absl::Base64Escape(state)},
-                                                          {kMetaConfig, fingerprint}}));
+    STRATA_ASSIGN_OR_RETURN(result.final_checkpoint, saver->Save(session.get(), step));
     saved_step = step;
     metrics->Flush();
     return absl::OkStatus();
@@ -691,7 +688,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
       return absl::FailedPreconditionError(absl::StrCat(
           "the loss became ", loss, " at step ", step, "; try a smaller --learning_rate"));
     }
-    if (manager != nullptr && writes_checkpoints && c.save_every_steps > 0 &&
+    if (saver != nullptr && writes_checkpoints && c.save_every_steps > 0 &&
         step % c.save_every_steps == 0) {
       STRATA_RETURN_IF_ERROR(save(step));
     }
@@ -706,7 +703,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
     result.examples_per_sec = static_cast<double>(step - result.start_step) * c.global_batch_size /
                               result.train_seconds;
   }
-  if (manager != nullptr && writes_checkpoints && saved_step != step) {
+  if (saver != nullptr && writes_checkpoints && saved_step != step) {
     STRATA_RETURN_IF_ERROR(save(step));
   }
   if (tracer != nullptr && !trace_written) STRATA_RETURN_IF_ERROR(write_trace());

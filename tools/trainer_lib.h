@@ -50,7 +50,7 @@
 // traced by Strategy::Run, a DistributedOptimizer, a DistributedDataset
 // splitting each global batch over the replicas. Then one Session::Run per
 // step feeds the batch, fetches the loss (mean over replicas) and runs the
-// train op (the plan is built once). Checkpoints hold every variable
+// train op (the plan is built once). Checkpoints (fit/checkpoint.h) hold every variable
 // (weights, optimizer slots and the step counter) under the names it has on
 // one device (a mirrored variable is saved once, from its primary copy, and
 // restored into every copy), the feature statistics and, in the metadata,

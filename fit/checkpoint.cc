@@ -1,0 +1,194 @@
+#include "fit/checkpoint.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "graph/ops/core_ops.h"
+
+namespace strata {
+namespace fit {
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scope,
+                                                               const std::vector<train::Variable*>& variables) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (variables.empty()) return absl::InvalidArgumentError("Checkpoint: no variables to track");
+  std::unique_ptr<Checkpoint> c(new Checkpoint());
+  absl::flat_hash_set<std::string> names;
+  for (train::Variable* v : variables) {
+    if (v == nullptr) return absl::InvalidArgumentError("Checkpoint: a null variable");
+    if (!names.insert(v->name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("Checkpoint: two variables are named '", v->name(), "'"));
+    }
+  }
+  // A read of each variable (a mirrored one reads its first copy); a
+  // placeholder and an assignment of each (a mirrored one assigns every
+  // copy), grouped by one NoOp.
+  const Scope root = scope.NewSubScope("checkpoint");
+  const Scope save = root.NewSubScope("save");
+  const Scope restore = root.NewSubScope("restore");
+  std::vector<Node*> assigns;
+  for (train::Variable* v : variables) {
+    Output read = v->Read(save);
+    Output value = ops::Placeholder(restore.WithOpName(v->name()), v->dtype(), PartialTensorShape(v->shape()));
+    Node* assign = v->Assign(restore, value);
+    STRATA_RETURN_IF_ERROR(root.status());
+    if (!read.ok() || assign == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("Checkpoint: variable '", v->name(), "' cannot be read or assigned"));
+    }
+    c->read_names_.push_back(read.name());
+    c->feed_names_.push_back(value.name());
+    assigns.push_back(assign);
+  }
+  Node* all = ops::NoOp(restore.WithOpName("all").WithControlDependencies(assigns));
+  STRATA_RETURN_IF_ERROR(root.status());
+  c->restore_target_ = all->name();
+  c->variables_ = variables;
+  return c;
+}
+
+bool Checkpoint::Taken(const std::string& name) const {
+  for (const train::Variable* v : variables_) {
+    if (v->name() == name) return true;
+  }
+  for (const TrackedString& s : strings_) {
+    if (s.key == name) return true;
+  }
+  for (const TrackedTensor& t : tensors_) {
+    if (t.name == name) return true;
+  }
+  return name == ::strata::CheckpointManager::kMetadataGlobalStep;
+}
+
+absl::Status Checkpoint::TrackString(const std::string& key, std::function<absl::StatusOr<std::string>()> save,
+                                     std::function<absl::Status(const std::string&)> restore) {
+  if (key.empty() || !save || !restore) {
+    return absl::InvalidArgumentError("Checkpoint::TrackString: a key, a save and a restore function are needed");
+  }
+  if (Taken(key)) return absl::InvalidArgumentError(absl::StrCat("Checkpoint: '", key, "' is tracked already"));
+  strings_.push_back({key, std::move(save), std::move(restore)});
+  return absl::OkStatus();
+}
+
+absl::Status Checkpoint::TrackTensor(const std::string& name, DataType dtype, const TensorShape& shape,
+                                     std::function<absl::StatusOr<Tensor>()> save,
+                                     std::function<absl::Status(const Tensor&)> restore) {
+  if (name.empty() || !save || !restore) {
+    return absl::InvalidArgumentError("Checkpoint::TrackTensor: a name, a save and a restore function are needed");
+  }
+  if (Taken(name)) return absl::InvalidArgumentError(absl::StrCat("Checkpoint: '", name, "' is tracked already"));
+  tensors_.push_back({name, {dtype, shape}, std::move(save), std::move(restore)});
+  return absl::OkStatus();
+}
+
+absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::string, Tensor>>* tensors,
+                                 std::map<std::string, std::string>* metadata) const {
+  std::vector<Tensor> values;
+  STRATA_RETURN_IF_ERROR(session->Run({}, read_names_, {}, &values));
+  tensors->clear();
+  for (size_t i = 0; i < values.size(); ++i) tensors->emplace_back(variables_[i]->name(), std::move(values[i]));
+  for (const TrackedTensor& t : tensors_) {
+    absl::StatusOr<Tensor> value = t.save();
+    if (!value.ok()) return AnnotateStatus(value.status(), absl::StrCat("checkpoint state '", t.name, "': "));
+    if (value->dtype() != t.info.dtype || value->shape() != t.info.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint state '", t.name, "': saves a ", DataTypeString(value->dtype()), " ",
+          value->shape().DebugString(), " tensor, tracked as ", DataTypeString(t.info.dtype), " ",
+          t.info.shape.DebugString()));
+    }
+    tensors->emplace_back(t.name, *std::move(value));
+  }
+  metadata->clear();
+  for (const TrackedString& s : strings_) {
+    absl::StatusOr<std::string> value = s.save();
+    if (!value.ok()) return AnnotateStatus(value.status(), absl::StrCat("checkpoint state '", s.key, "': "));
+    (*metadata)[s.key] = *std::move(value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reader) const {
+  // Everything is read and checked before anything is assigned.
+  std::map<std::string, CheckpointReader::TensorInfo> expected;
+  for (const train::Variable* v : variables_) expected[v->name()] = {v->dtype(), v->shape()};
+  for (const TrackedTensor& t : tensors_) expected[t.name] = t.info;
+  std::map<std::string, Tensor> values;
+  absl::Status read = reader.RestoreInto(expected, &values);
+  if (!read.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader.prefix(),
+                                                      " does not fit this model: ", read.message()));
+  }
+  std::map<std::string, std::string> strings;
+  for (const TrackedString& s : strings_) {
+    absl::StatusOr<std::string> value = reader.GetMetadata(s.key);
+    if (!value.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader.prefix(), " has no state '",
+                                                        s.key, "' (written by another program?)"));
+    }
+    strings[s.key] = *std::move(value);
+  }
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (size_t i = 0; i < variables_.size(); ++i) feeds.emplace_back(feed_names_[i], values[variables_[i]->name()]);
+  STRATA_RETURN_IF_ERROR(session->Run(feeds, {}, {restore_target_}, nullptr));
+  for (const TrackedTensor& t : tensors_) {
+    absl::Status s = t.restore(values[t.name]);
+    if (!s.ok()) return AnnotateStatus(s, absl::StrCat("checkpoint ", reader.prefix(), ": state '", t.name, "': "));
+  }
+  for (const TrackedString& t : strings_) {
+    absl::Status s = t.restore(strings[t.key]);
+    if (!s.ok()) return AnnotateStatus(s, absl::StrCat("checkpoint ", reader.prefix(), ": state '", t.key, "': "));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> CheckpointStep(const CheckpointReader& reader) {
+  absl::StatusOr<std::string> text = reader.GetMetadata(::strata::CheckpointManager::kMetadataGlobalStep);
+  int64_t step = -1;
+  if (!text.ok() || !absl::SimpleAtoi(*text, &step) || step < 0) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", reader.prefix(), ": no valid global_step"));
+  }
+  return step;
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(const Checkpoint* checkpoint,
+                                                                             const std::string& dir,
+                                                                             int max_to_keep) {
+  if (checkpoint == nullptr) return absl::InvalidArgumentError("CheckpointManager: no checkpoint");
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<::strata::CheckpointManager> files,
+                          ::strata::CheckpointManager::Create(dir, max_to_keep));
+  return std::unique_ptr<CheckpointManager>(new CheckpointManager(checkpoint, std::move(files)));
+}
+
+absl::StatusOr<std::string> CheckpointManager::Save(Session* session, int64_t step) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+  STRATA_RETURN_IF_ERROR(checkpoint_->Collect(session, &tensors, &metadata));
+  return files_->Save(step, tensors, metadata);
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointManager::OpenLatest(
+    std::vector<absl::Status>* skipped) const {
+  return files_->LoadLatestValid(skipped);
+}
+
+absl::StatusOr<Restored> CheckpointManager::RestoreOrInitialize(Session* session, const Node* init) {
+  Restored r;
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> latest = OpenLatest(&r.skipped);
+  if (!latest.ok() && latest.status().code() != absl::StatusCode::kNotFound) {
+    return AnnotateStatus(latest.status(), absl::StrCat(directory(), ": "));
+  }
+  if (!latest.ok()) {
+    if (init == nullptr) return absl::InvalidArgumentError("RestoreOrInitialize: no checkpoint and no initializer");
+    STRATA_RETURN_IF_ERROR(session->Run({}, {}, {init->name()}, nullptr));
+    return r;
+  }
+  STRATA_ASSIGN_OR_RETURN(r.step, CheckpointStep(**latest));
+  STRATA_RETURN_IF_ERROR(checkpoint_->Restore(session, **latest));
+  r.prefix = (*latest)->prefix();
+  return r;
+}
+
+}  // namespace fit
+}  // namespace strata

@@ -1,0 +1,158 @@
+// Checkpoint objects, as tf.train.Checkpoint and tf.train.CheckpointManager:
+// a Checkpoint tracks a model's variables (weights, optimizer slots, the
+// step counter) and any state of the program's own (the input pipeline's
+// position, a fingerprint of the configuration, feature statistics); a
+// CheckpointManager keeps numbered checkpoints of it in a directory, saves
+// atomically, keeps the newest N and restores the newest intact one,
+// skipping a corrupt newer one (runtime/checkpoint/ writes and verifies the
+// files).
+//
+//   // After the step and the optimizer exist (so that the slots do), before
+//   // the Session is made:
+//   STRATA_ASSIGN_OR_RETURN(auto ckpt, fit::Checkpoint::Create(root, train::GlobalVariables(root)));
+//   ckpt->TrackString("input", [&] { return dataset->SaveState(); },
+//                     [&](const std::string& s) { return dataset->RestoreState(s); });
+//   STRATA_ASSIGN_OR_RETURN(auto session, Session::Create(root, options));
+//   STRATA_ASSIGN_OR_RETURN(auto manager, fit::CheckpointManager::Create(ckpt.get(), dir, 3));
+//   STRATA_ASSIGN_OR_RETURN(fit::Restored r, manager->RestoreOrInitialize(session.get(), init));
+//   for (int64_t step = r.step; step < steps; ++step) {
+//     ...
+//     if (is_chief && (step + 1) % 100 == 0) manager->Save(session.get(), step + 1);
+//   }
+//
+// Every variable is saved once under its name on one device ("dense/kernel",
+// "dense/kernel/Adam/m", "Adam/iter"): a mirrored variable is read from its
+// first copy and restored into every copy, so a checkpoint written under
+// one strategy or replica count resumes under another.
+//
+// Errors: restoring a checkpoint that lacks a tracked variable or holds it
+// with another dtype or shape (a checkpoint of another model) is
+// FailedPrecondition naming the checkpoint and the variable, and changes
+// nothing; a corrupt checkpoint is skipped for an older intact one (each
+// skip reported); a tracked state's own restore error is returned naming
+// its key.
+//
+// Thread-safety: build (Create, Track*) with the thread that builds the
+// graph; Save and Restore with one thread at a time. In a multi-worker run
+// only the chief saves (one writer per directory); every worker restores.
+// Ownership: the Checkpoint must outlive its managers; the callbacks'
+// captures must outlive the Checkpoint's use.
+#ifndef STRATA_FIT_CHECKPOINT_H_
+#define STRATA_FIT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/scope.h"
+#include "graph/tensor.h"
+#include "runtime/checkpoint/checkpoint_manager.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+#include "runtime/session.h"
+#include "train/variable.h"
+
+namespace strata {
+namespace fit {
+
+class Checkpoint {
+ public:
+  // Adds to `scope`'s graph, under the sub-scope "checkpoint", a read of
+  // every variable and a placeholder and an assignment of every variable,
+  // grouped by one NoOp. Call it before the Session is made. InvalidArgument
+  // if `variables` is empty, holds a null or two variables of one name.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Create(const Scope& scope,
+                                                            const std::vector<train::Variable*>& variables);
+
+  // State of the program's own, saved as the checkpoint's metadata under
+  // `key` (a string) or as a tensor `name` of that dtype and shape. `restore`
+  // runs in Restore after the variables are assigned, in tracking order. A
+  // key or name may be tracked once and may not be a variable's name.
+  absl::Status TrackString(const std::string& key, std::function<absl::StatusOr<std::string>()> save,
+                           std::function<absl::Status(const std::string&)> restore);
+  absl::Status TrackTensor(const std::string& name, DataType dtype, const TensorShape& shape,
+                           std::function<absl::StatusOr<Tensor>()> save,
+                           std::function<absl::Status(const Tensor&)> restore);
+
+  // What a save writes: every variable's value (read in `session`) and every
+  // tracked tensor; the tracked strings as metadata.
+  absl::Status Collect(Session* session, std::vector<std::pair<std::string, Tensor>>* tensors,
+                       std::map<std::string, std::string>* metadata) const;
+
+  // Assigns every variable from `reader`, then restores the tracked state.
+  absl::Status Restore(Session* session, const CheckpointReader& reader) const;
+
+  const std::vector<train::Variable*>& variables() const { return variables_; }
+
+ private:
+  struct TrackedString {
+    std::string key;
+    std::function<absl::StatusOr<std::string>()> save;
+    std::function<absl::Status(const std::string&)> restore;
+  };
+  struct TrackedTensor {
+    std::string name;
+    CheckpointReader::TensorInfo info;
+    std::function<absl::StatusOr<Tensor>()> save;
+    std::function<absl::Status(const Tensor&)> restore;
+  };
+  Checkpoint() = default;
+  bool Taken(const std::string& name) const;
+
+  std::vector<train::Variable*> variables_;
+  std::vector<std::string> read_names_;   // one per variable
+  std::vector<std::string> feed_names_;   // one per variable
+  std::string restore_target_;
+  std::vector<TrackedString> strings_;
+  std::vector<TrackedTensor> tensors_;
+};
+
+// What RestoreOrInitialize did.
+struct Restored {
+  int64_t step = 0;            // the checkpoint's step; 0 when initialized
+  std::string prefix;          // the checkpoint restored; "" when initialized
+  std::vector<absl::Status> skipped;  // corrupt newer checkpoints passed over
+};
+
+class CheckpointManager {
+ public:
+  // Checkpoints of `checkpoint` in `dir` (made if needed), keeping the
+  // newest `max_to_keep` (0: all). InvalidArgument for a negative count.
+  static absl::StatusOr<std::unique_ptr<CheckpointManager>> Create(const Checkpoint* checkpoint,
+                                                                   const std::string& dir, int max_to_keep);
+
+  // Writes "<dir>/ckpt-<step>" atomically with every tracked value, its
+  // metadata "global_step" = step; returns its prefix.
+  absl::StatusOr<std::string> Save(Session* session, int64_t step);
+
+  // The newest intact checkpoint (corrupt newer ones skipped, each reported
+  // in `skipped`); NotFound when the directory holds none.
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenLatest(std::vector<absl::Status>* skipped = nullptr) const;
+
+  // Restores the newest intact checkpoint, or runs `init` (the variables'
+  // initializer) when there is none.
+  absl::StatusOr<Restored> RestoreOrInitialize(Session* session, const Node* init);
+
+  const std::string& directory() const { return files_->directory(); }
+  std::vector<std::string> checkpoints() const { return files_->checkpoints(); }
+
+ private:
+  CheckpointManager(const Checkpoint* checkpoint, std::unique_ptr<::strata::CheckpointManager> files)
+      : checkpoint_(checkpoint), files_(std::move(files)) {}
+  const Checkpoint* const checkpoint_;
+  const std::unique_ptr<::strata::CheckpointManager> files_;
+};
+
+// The step a checkpoint was saved at (its "global_step" metadata);
+// DataLoss naming the checkpoint if it is missing or not a step.
+absl::StatusOr<int64_t> CheckpointStep(const CheckpointReader& reader);
+
+}  // namespace fit
+}  // namespace strata
+
+#endif  // STRATA_FIT_CHECKPOINT_H_
