@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "fit/checkpoint.h"
+#include "fit/progress.h"
 #include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
@@ -56,7 +57,6 @@ constexpr char kStatsStddev[] = "_trainer/feature_stddev";
 constexpr int64_t kEvalChunk = 4096;
 constexpr int64_t kMaxParameters = int64_t{1} << 30;
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // An inter-op "pool" that runs what it is given at once on the calling
 // thread: with it the executor runs one op at a time, so --intra_op_threads
@@ -75,95 +75,6 @@ int IntraOpThreads(const DeviceMgr& devices) {
   const auto* cpu = dynamic_cast<const CpuDevice*>(devices.devices()[0]);
   return cpu != nullptr ? cpu->intra_op_threads() : 0;
 }
-
-// A JSON number, or null for inf/nan (JSON has neither).
-std::string Num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.7g", v);
-  return buf;
-}
-
-// Appends JSON lines; flushes at most every 100 ms (and on Flush).
-class MetricsWriter {
- public:
-  static absl::StatusOr<std::unique_ptr<MetricsWriter>> Open(const std::string& path) {
-    if (path.empty()) return std::unique_ptr<MetricsWriter>(new MetricsWriter(nullptr));
-    FILE* f = std::fopen(path.c_str(), "a");
-    if (f == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--metrics_out=", path, ": cannot open for appending: ", std::strerror(errno)));
-    }
-    return std::unique_ptr<MetricsWriter>(new MetricsWriter(f));
-  }
-  ~MetricsWriter() {
-    if (f_ != nullptr) std::fclose(f_);
-  }
-  void Step(int64_t step, double loss, double examples_per_sec, double elapsed) {
-    if (f_ == nullptr) return;
-    std::fprintf(f_, "{\"step\":%lld,\"loss\":%s,\"examples_per_sec\":%s,\"elapsed_sec\":%s}\n",
-                 static_cast<long long>(step), Num(loss).c_str(), Num(examples_per_sec).c_str(),
-                 Num(elapsed).c_str());
-    const Clock::time_point now = Clock::now();
-    if (now - last_flush_ > std::chrono::milliseconds(100)) Flush(now);
-  }
-  void Line(const std::string& json) {
-    if (f_ == nullptr) return;
-    std::fprintf(f_, "%s\n", json.c_str());
-  }
-  void Flush(Clock::time_point now = Clock::now()) {
-    if (f_ != nullptr) std::fflush(f_);
-    last_flush_ = now;
-  }
-
- private:
-  explicit MetricsWriter(FILE* f) : f_(f) {}
-  FILE* const f_;
-  Clock::time_point last_flush_ = Clock::now();
-};
-
-// The progress line: carriage-return updated on a terminal (at most 10 per
-// second), one line every `every` steps otherwise.
-class Progress {
- public:
-  Progress(FILE* out, bool quiet, int64_t start, int64_t total, int64_t every, int64_t batch)
-      : out_(quiet ? nullptr : out),
-        tty_(out != nullptr && isatty(fileno(out))),
-        start_(start),
-        total_(total),
-        every_(every > 0 ? every : std::max<int64_t>(1, (total - start) / 20)),
-        batch_(batch),
-        t0_(Clock::now()) {}
-
-  void Update(int64_t step, double loss) {
-    if (out_ == nullptr) return;
-    const Clock::time_point now = Clock::now();
-    const bool last = step == total_;
-    if (tty_) {
-      if (!last && now - last_print_ < std::chrono::milliseconds(100)) return;
-    } else if (!last && step != start_ + 1 && step % every_ != 0) {
-      return;
-    }
-    last_print_ = now;
-    const double elapsed = Seconds(now - t0_);
-    const double done = static_cast<double>(step - start_);
-    const double rate = elapsed > 0 ? done * batch_ / elapsed : 0;
-    const double left = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : 0;
-    // On a terminal: back to the line's start, and clear what a longer
-    // previous line left behind.
-    std::fprintf(out_, "%sstep %lld/%lld  loss %.4f  %.0f examples/s  %.1f s left%s",
-                 tty_ ? "\r" : "", static_cast<long long>(step), static_cast<long long>(total_),
-                 loss, rate, left, tty_ ? (last ? "\x1b[K\n" : "\x1b[K") : "\n");
-    std::fflush(out_);
-  }
-
- private:
-  FILE* const out_;
-  const bool tty_;
-  const int64_t start_, total_, every_, batch_;
-  const Clock::time_point t0_;
-  Clock::time_point last_print_;
-};
 
 void Log(FILE* log, bool quiet, const std::string& line) {
   if (log == nullptr || quiet) return;
@@ -619,7 +530,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
                                  data.num_classes, " classes; ", result.total_steps, " steps of ",
                                  c.global_batch_size));
 
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MetricsWriter> metrics, MetricsWriter::Open(c.metrics_out));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<fit::MetricsWriter> metrics, fit::MetricsWriter::Open(c.metrics_out));
   int64_t saved_step = -1;
   auto save = [&](int64_t step) -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(result.final_checkpoint, saver->Save(session.get(), step));
@@ -634,7 +545,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
     Log(log, c.quiet, absl::StrCat("the checkpoint's step ", result.start_step,
                                    " is not before the last step ", result.total_steps, "; nothing to train"));
   }
-  Progress progress(log, c.quiet, result.start_step, result.total_steps, c.log_every_steps,
+  fit::ProgressLine progress(log, c.quiet, result.start_step, result.total_steps, c.log_every_steps,
                     c.global_batch_size);
   const std::vector<std::string> fetches = {g->loss.name()};
   const std::vector<std::string> targets = {g->train_op->name()};
@@ -680,9 +591,9 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
     }
     const double loss = *out[0].data<float>();
     const Clock::time_point now = Clock::now();
-    const double dt = Seconds(now - prev);
+    const double dt = fit::Seconds(now - prev);
     prev = now;
-    metrics->Step(step, loss, dt > 0 ? c.global_batch_size / dt : 0, Seconds(now - t0));
+    metrics->Step(step, loss, dt > 0 ? c.global_batch_size / dt : 0, fit::Seconds(now - t0));
     progress.Update(step, loss);
     if (!std::isfinite(loss)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -698,7 +609,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
     }
   }
   result.final_step = step;
-  result.train_seconds = Seconds(Clock::now() - t0);
+  result.train_seconds = fit::Seconds(Clock::now() - t0);
   if (step > result.start_step && result.train_seconds > 0) {
     result.examples_per_sec = static_cast<double>(step - result.start_step) * c.global_batch_size /
                               result.train_seconds;
@@ -719,16 +630,16 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
     result.test_accuracy = eval[1] / eval[2];
   }
   metrics->Line(absl::StrCat("{\"final\":true,\"step\":", step, ",\"start_step\":", result.start_step,
-                             ",\"test_accuracy\":", result.test_examples > 0 ? Num(result.test_accuracy) : "null",
-                             ",\"test_loss\":", result.test_examples > 0 ? Num(result.test_loss) : "null",
+                             ",\"test_accuracy\":", result.test_examples > 0 ? fit::JsonNumber(result.test_accuracy) : "null",
+                             ",\"test_loss\":", result.test_examples > 0 ? fit::JsonNumber(result.test_loss) : "null",
                              ",\"test_examples\":", result.test_examples,
-                             ",\"train_seconds\":", Num(result.train_seconds),
-                             ",\"examples_per_sec\":", Num(result.examples_per_sec), "}"));
+                             ",\"train_seconds\":", fit::JsonNumber(result.train_seconds),
+                             ",\"examples_per_sec\":", fit::JsonNumber(result.examples_per_sec), "}"));
   metrics->Flush();
   if (result.test_examples > 0) {
-    Log(log, c.quiet, absl::StrCat("step ", step, ": test accuracy ", Num(result.test_accuracy),
-                                   ", test loss ", Num(result.test_loss), " (", result.test_examples,
-                                   " examples); ", Num(result.examples_per_sec), " examples/s"));
+    Log(log, c.quiet, absl::StrCat("step ", step, ": test accuracy ", fit::JsonNumber(result.test_accuracy),
+                                   ", test loss ", fit::JsonNumber(result.test_loss), " (", result.test_examples,
+                                   " examples); ", fit::JsonNumber(result.examples_per_sec), " examples/s"));
   }
   return result;
 }

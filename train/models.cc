@@ -197,5 +197,33 @@ absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
   return train_op;
 }
 
+absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss, Optimizer* optimizer) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (!loss.ok()) return absl::InvalidArgumentError("Minimize: the loss is a null Output");
+  const absl::flat_hash_set<const Node*> ancestors = DataAncestors(loss.node());
+  // The first read the loss depends on of each trainable variable, in the
+  // order the variables were made (the same on every replica and run).
+  absl::flat_hash_map<const Node*, Output> first_read;  // by handle
+  for (const Node* n : ancestors) {
+    Node* handle = ReadHandle(n);
+    if (handle == nullptr) continue;
+    auto it = first_read.find(handle);
+    if (it == first_read.end() || it->second.node()->id() > n->id()) {
+      first_read[handle] = Output(const_cast<Node*>(n), 0);
+    }
+  }
+  std::vector<VariableRead> reads;
+  for (Variable* v : TrainableVariables(scope)) {
+    for (int i = 0; i < v->num_replicas(); ++i) {
+      const Variable* copy = v->replica(i);
+      if (copy == nullptr || !copy->handle().ok()) continue;
+      auto it = first_read.find(copy->handle().node());
+      if (it != first_read.end()) reads.push_back({v, it->second});
+    }
+  }
+  if (reads.empty()) return absl::InvalidArgumentError("Minimize: the loss reads no trainable variable");
+  return Minimize(scope, loss, reads, optimizer);
+}
+
 }  // namespace train
 }  // namespace strata

@@ -99,6 +99,11 @@ absl::StatusOr<std::unique_ptr<Sequential>> MakeSmallCnn(int64_t rows, int64_t c
 absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
                                const std::vector<VariableRead>& reads, Optimizer* optimizer);
 
+// The same for every trainable variable of the graph that the loss reads
+// (Keras's trainable_variables): no list to keep. InvalidArgument if the
+// loss reads none.
+absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss, Optimizer* optimizer);
+
 }  // namespace train
 }  // namespace strata
 

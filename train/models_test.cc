@@ -194,6 +194,39 @@ TEST(ModelsTest, MinimizeRefusesALossReadingATrainableVariableItDoesNotUpdate) {
   EXPECT_TRUE(Minimize(root, loss_c, {{a, read_a}}, &sgd).ok());
 }
 
+TEST(ModelsTest, MinimizeWithoutAListTrainsEveryTrainableVariableTheLossReads) {
+  // loss = sum(3 a) + sum(b^2) + c; c is not trainable, d is not read.
+  Scope root = Scope::NewRootScope();
+  Variable* a = CreateVariable(root, "a", TensorShape{1}, DT_FLOAT, Ones());
+  Variable* b = CreateVariable(root, "b", TensorShape{1}, DT_FLOAT, Ones());
+  Variable* c = CreateVariable(root, "c", TensorShape{}, DT_FLOAT, Ones(), /*trainable=*/false);
+  Variable* d = CreateVariable(root, "d", TensorShape{}, DT_FLOAT, Ones());
+  Output loss = ops::Add(
+      root,
+      ops::Add(root, ops::Sum(root, ops::Mul(root, a->Read(root), ops::Const(root, 3.0f)), ops::Const(root, 0)),
+               ops::Sum(root, ops::Square(root, b->Read(root)), ops::Const(root, 0))),
+      c->Read(root));
+  SGD sgd(0.1);
+  auto train_op = Minimize(root, loss, &sgd);
+  ASSERT_TRUE(train_op.ok()) << train_op.status();
+  Output after_a = a->Read(root.WithOpName("a_after"));
+  Output after_b = b->Read(root.WithOpName("b_after"));
+  Output after_d = d->Read(root.WithOpName("d_after"));
+  Node* init = GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Run({}, {}, {init->name()}, nullptr).ok());
+  ASSERT_TRUE((*session)->Run({}, {}, {(*train_op)->name()}, nullptr).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run({}, {after_a.name(), after_b.name(), after_d.name()}, {}, &out).ok());
+  EXPECT_FLOAT_EQ(*out[0].data<float>(), 0.7f);  // 1 - 0.1 * 3
+  EXPECT_FLOAT_EQ(*out[1].data<float>(), 0.8f);  // 1 - 0.1 * 2
+  EXPECT_FLOAT_EQ(*out[2].data<float>(), 1.0f);  // not read: untouched
+  Scope other = Scope::NewRootScope();
+  EXPECT_EQ(Minimize(other, ops::Const(other, 1.0f), &sgd).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ModelsTest, MinimizeRejectsNothingToTrain) {
   Scope root = Scope::NewRootScope();
   SGD sgd(0.1);
