@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -104,7 +105,7 @@ absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::st
   for (const TrackedString& s : strings_) {
     absl::StatusOr<std::string> value = s.save();
     if (!value.ok()) return AnnotateStatus(value.status(), absl::StrCat("checkpoint state '", s.key, "': "));
-    (*metadata)[s.key] = *std::move(value);
+    (*metadata)[s.key] = absl::Base64Escape(*value);
   }
   return absl::OkStatus();
 }
@@ -122,12 +123,7 @@ absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reade
   }
   std::map<std::string, std::string> strings;
   for (const TrackedString& s : strings_) {
-    absl::StatusOr<std::string> value = reader.GetMetadata(s.key);
-    if (!value.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader.prefix(), " has no state '",
-                                                        s.key, "' (written by another program?)"));
-    }
-    strings[s.key] = *std::move(value);
+    STRATA_ASSIGN_OR_RETURN(strings[s.key], ReadTrackedString(reader, s.key));
   }
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (size_t i = 0; i < variables_.size(); ++i) feeds.emplace_back(feed_names_[i], values[variables_[i]->name()]);
@@ -141,6 +137,19 @@ absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reade
     if (!s.ok()) return AnnotateStatus(s, absl::StrCat("checkpoint ", reader.prefix(), ": state '", t.key, "': "));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTrackedString(const CheckpointReader& reader, const std::string& key) {
+  absl::StatusOr<std::string> encoded = reader.GetMetadata(key);
+  if (!encoded.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", reader.prefix(), " has no state '", key, "' (written by another program?)"));
+  }
+  std::string value;
+  if (!absl::Base64Unescape(*encoded, &value)) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", reader.prefix(), ": state '", key, "' is not base64"));
+  }
+  return value;
 }
 
 absl::StatusOr<int64_t> CheckpointStep(const CheckpointReader& reader) {

@@ -70,7 +70,8 @@ class Checkpoint {
                                                             const std::vector<train::Variable*>& variables);
 
   // State of the program's own, saved as the checkpoint's metadata under
-  // `key` (a string) or as a tensor `name` of that dtype and shape. `restore`
+  // `key` (any bytes; stored base64-encoded, read back by
+  // ReadTrackedString) or as a tensor `name` of that dtype and shape. `restore`
   // runs in Restore after the variables are assigned, in tracking order. A
   // key or name may be tracked once and may not be a variable's name.
   absl::Status TrackString(const std::string& key, std::function<absl::StatusOr<std::string>()> save,
@@ -147,6 +148,10 @@ class CheckpointManager {
   const Checkpoint* const checkpoint_;
   const std::unique_ptr<::strata::CheckpointManager> files_;
 };
+
+// The value TrackString saved under `key` (decoded); FailedPrecondition
+// naming the checkpoint and the key if absent, DataLoss if garbled.
+absl::StatusOr<std::string> ReadTrackedString(const CheckpointReader& reader, const std::string& key);
 
 // The step a checkpoint was saved at (its "global_step" metadata);
 // DataLoss naming the checkpoint if it is missing or not a step.

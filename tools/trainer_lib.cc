@@ -16,7 +16,6 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +26,7 @@
 #include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
+#include "runtime/inline_pool.h"
 #include "runtime/session.h"
 #include "runtime/trace.h"
 #include "strategy/distributed_dataset.h"
@@ -56,19 +56,6 @@ constexpr char kStatsMean[] = "_trainer/feature_mean";
 constexpr char kStatsStddev[] = "_trainer/feature_stddev";
 constexpr int64_t kEvalChunk = 4096;
 constexpr int64_t kMaxParameters = int64_t{1} << 30;
-
-
-// An inter-op "pool" that runs what it is given at once on the calling
-// thread: with it the executor runs one op at a time, so --intra_op_threads
-// is the whole thread budget of a step (a fair comparison with frameworks
-// that run ops one at a time).
-class InlinePool : public Eigen::ThreadPoolInterface {
- public:
-  void Schedule(std::function<void()> fn) override { fn(); }
-  void Cancel() override {}
-  int NumThreads() const override { return 1; }
-  int CurrentThreadId() const override { return 0; }
-};
 
 // The intra-op threads of the session's (first) CPU device.
 int IntraOpThreads(const DeviceMgr& devices) {
@@ -409,7 +396,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   std::string iterator_state;
   if (reader != nullptr) {
     const std::string where = absl::StrCat("checkpoint ", reader->prefix(), ": ");
-    STRATA_ASSIGN_OR_RETURN(std::string written_by, reader->GetMetadata(kMetaConfig));
+    STRATA_ASSIGN_OR_RETURN(std::string written_by, fit::ReadTrackedString(*reader, kMetaConfig));
     if (written_by != fingerprint) {
       return absl::FailedPreconditionError(absl::StrCat(
           where, "was written by a run with ", written_by, "; this run has ", fingerprint,
@@ -419,10 +406,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
     if (!absl::SimpleAtoi(step_text, &result.start_step) || result.start_step < 0) {
       return absl::DataLossError(absl::StrCat(where, "global_step '", step_text, "' is not a step"));
     }
-    STRATA_ASSIGN_OR_RETURN(std::string encoded, reader->GetMetadata(kMetaIterator));
-    if (!absl::Base64Unescape(encoded, &iterator_state)) {
-      return absl::DataLossError(absl::StrCat(where, "the input iterator state is not base64"));
-    }
+    STRATA_ASSIGN_OR_RETURN(iterator_state, fit::ReadTrackedString(*reader, kMetaIterator));
     if (c.standardize) {
       // The statistics are a function of the data and the split; different
       // ones mean the data changed under the checkpoint.
@@ -476,10 +460,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   auto already_restored_tensor = [](const Tensor&) { return absl::OkStatus(); };
   STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
       kMetaIterator,
-      [&g]() -> absl::StatusOr<std::string> {
-        STRATA_ASSIGN_OR_RETURN(std::string state, g->input->SaveState());
-        return absl::Base64Escape(state);
-      },
+      [&g]() { return g->input->SaveState(); },
       already_restored_string));
   STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
       kMetaConfig, [&fingerprint]() -> absl::StatusOr<std::string> { return fingerprint; },

@@ -40,6 +40,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "graph/ops/core_ops.h"
+#include "runtime/inline_pool.h"
 #include "runtime/session.h"
 #include "runtime/trace.h"
 #include "strategy/distributed_optimizer.h"
@@ -69,16 +70,6 @@ ABSL_FLAG(std::string, trace_synced_out, "",
 
 namespace strata {
 namespace {
-
-// Runs what it is given on the calling thread: one op at a time, as an
-// eager framework issues them (the trainer's choice for one replica too).
-class InlinePool : public Eigen::ThreadPoolInterface {
- public:
-  void Schedule(std::function<void()> fn) override { fn(); }
-  void Cancel() override {}
-  int NumThreads() const override { return 1; }
-  int CurrentThreadId() const override { return 0; }
-};
 
 struct Stats {
   double median = 0, mean = 0, p10 = 0, p90 = 0;

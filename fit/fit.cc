@@ -1,0 +1,472 @@
+#include "fit/fit.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status.h"
+#include "fit/checkpoint.h"
+#include "fit/progress.h"
+#include "graph/ops/core_ops.h"
+#include "runtime/inline_pool.h"
+#include "runtime/session.h"
+#include "strategy/distributed_dataset.h"
+#include "strategy/replica_context.h"
+#include "train/data/transforms.h"
+#include "train/losses.h"
+#include "train/models.h"
+#include "train/variable.h"
+
+namespace strata {
+namespace fit {
+namespace {
+
+constexpr int64_t kEvalBatch = 1024;
+
+// One example's component: its dtype and shape.
+struct ComponentSpec {
+  DataType dtype = DT_INVALID;
+  TensorShape shape;
+};
+
+// The (features, label) specs of `ds`'s first example.
+absl::StatusOr<std::vector<ComponentSpec>> PeekSpecs(const data::DatasetPtr& ds, const char* which) {
+  if (ds == nullptr) return absl::InvalidArgumentError(absl::StrCat("Fit: no ", which, " data"));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it, data::DatasetIterator::Create(ds));
+  data::Example first;
+  bool end = false;
+  STRATA_RETURN_IF_ERROR(it->GetNext(&first, &end));
+  if (end) return absl::InvalidArgumentError(absl::StrCat("Fit: the ", which, " data has no examples"));
+  if (first.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("Fit: ", which, " examples must be (features, label), got ",
+                                                   first.size(), " components"));
+  }
+  std::vector<ComponentSpec> specs;
+  for (const Tensor& t : first) specs.push_back({t.dtype(), t.shape()});
+  return specs;
+}
+
+// [-1, example dims...]: a batch of examples.
+PartialTensorShape BatchOf(const TensorShape& example) {
+  std::vector<int64_t> dims = {-1};
+  for (int d = 0; d < example.dims(); ++d) dims.push_back(example.dim_size(d));
+  return PartialTensorShape(dims);
+}
+
+absl::StatusOr<double> ScalarValue(const Tensor& t, const std::string& what) {
+  if (t.NumElements() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be a scalar, got shape ", t.shape().DebugString()));
+  }
+  switch (t.dtype()) {
+    case DT_FLOAT: return static_cast<double>(*t.data<float>());
+    case DT_DOUBLE: return *t.data<double>();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(what, " must be float or double, got ", DataTypeString(t.dtype())));
+  }
+}
+
+// A scalar loss or metric of a floating type, or InvalidArgument naming it.
+absl::Status CheckScalar(const Output& o, const std::string& what) {
+  if (!o.ok()) return absl::InvalidArgumentError(absl::StrCat("Fit: ", what, " is a null Output"));
+  const DataType dt = o.node()->output_type(o.index());
+  if (dt != DT_FLOAT && dt != DT_DOUBLE) {
+    return absl::InvalidArgumentError(absl::StrCat("Fit: ", what, " must be float or double, got ", DataTypeString(dt)));
+  }
+  const PartialTensorShape& shape = o.node()->output_shape(o.index());
+  if (shape.dims() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Fit: ", what, " must be a scalar (the mean over the batch), got shape ",
+                                                   shape.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+// The graph of one Fit: the step on every replica, the evaluation, the
+// checkpoint.
+struct FitGraph {
+  Scope root = Scope::NewRootScope();
+  std::unique_ptr<distribute::DistributedDataset> input;
+  Output loss;  // the step's, mean over the replicas
+  Node* train_op = nullptr;
+  Output eval_x, eval_y;
+  std::vector<std::pair<std::string, Output>> eval_values;  // "val_loss", "val_<metric>"
+  Node* init = nullptr;
+  std::unique_ptr<Checkpoint> checkpoint;
+};
+
+absl::Status BuildEvaluation(const Model& model, const std::vector<ComponentSpec>& specs, FitGraph* g) {
+  const Scope eval = g->root.NewSubScope("eval");
+  g->eval_x = ops::Placeholder(eval.WithOpName("x"), specs[0].dtype, BatchOf(specs[0].shape));
+  g->eval_y = ops::Placeholder(eval.WithOpName("y"), specs[1].dtype, BatchOf(specs[1].shape));
+  absl::StatusOr<Output> p = model.predict(eval, g->eval_x);
+  if (!p.ok()) return AnnotateStatus(p.status(), "Fit: the model (evaluation): ");
+  absl::StatusOr<Output> l = model.loss(eval.NewSubScope("loss"), g->eval_y, *p);
+  if (!l.ok()) return AnnotateStatus(l.status(), "Fit: the loss (evaluation): ");
+  STRATA_RETURN_IF_ERROR(CheckScalar(*l, "the loss"));
+  g->eval_values.emplace_back("val_loss", *l);
+  for (const Metric& m : model.metrics) {
+    if (m.name.empty() || !m.fn) return absl::InvalidArgumentError("Fit: a metric needs a name and a function");
+    absl::StatusOr<Output> v = m.fn(eval.NewSubScope(m.name), g->eval_y, *p);
+    if (!v.ok()) return AnnotateStatus(v.status(), absl::StrCat("Fit: metric '", m.name, "': "));
+    STRATA_RETURN_IF_ERROR(CheckScalar(*v, absl::StrCat("metric '", m.name, "'")));
+    g->eval_values.emplace_back(absl::StrCat("val_", m.name), *v);
+  }
+  return g->root.status();
+}
+
+absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strategy, const Model& model,
+                                                     train::Optimizer* optimizer, data::DatasetPtr batches,
+                                                     const std::vector<ComponentSpec>& specs, bool evaluate) {
+  auto g = std::make_unique<FitGraph>();
+  distribute::StrategyScope in_scope = strategy->Scope();
+  STRATA_ASSIGN_OR_RETURN(g->input, strategy->DistributeDataset(std::move(batches),
+                                                                {{"x", specs[0].dtype, BatchOf(specs[0].shape)},
+                                                                 {"y", specs[1].dtype, BatchOf(specs[1].shape)}}));
+  STRATA_ASSIGN_OR_RETURN(std::vector<distribute::PerReplica> inputs, g->input->Inputs(g->root));
+  auto step_fn = [&](distribute::ReplicaContext& ctx,
+                     const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
+    absl::StatusOr<Output> p = model.predict(ctx.scope(), in[0]);
+    if (!p.ok()) return AnnotateStatus(p.status(), "Fit: the model: ");
+    if (!p->ok()) return absl::InvalidArgumentError("Fit: the model returned a null prediction");
+    absl::StatusOr<Output> l = model.loss(ctx.scope().NewSubScope("loss"), in[1], *p);
+    if (!l.ok()) return AnnotateStatus(l.status(), "Fit: the loss: ");
+    STRATA_RETURN_IF_ERROR(ctx.scope().status());
+    STRATA_RETURN_IF_ERROR(CheckScalar(*l, "the loss"));
+    STRATA_ASSIGN_OR_RETURN(Node* train_op, train::Minimize(ctx.scope(), *l, optimizer));
+    return distribute::ReplicaResult{{*l}, {train_op}};
+  };
+  STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, strategy->Run(g->root, step_fn, inputs));
+  STRATA_ASSIGN_OR_RETURN(g->loss, strategy->Reduce(g->root.NewSubScope("loss"), distribute::ReduceOp::kMean,
+                                                    step.values[0]));
+  g->train_op = step.op;
+  if (evaluate) STRATA_RETURN_IF_ERROR(BuildEvaluation(model, specs, g.get()));
+  g->init = train::GlobalVariablesInitializer(g->root);
+  STRATA_RETURN_IF_ERROR(g->root.status());
+  STRATA_ASSIGN_OR_RETURN(g->checkpoint, Checkpoint::Create(g->root, train::GlobalVariables(g->root)));
+  return g;
+}
+
+// The loss and metrics over every validation example (means of the batch
+// means, weighted by the batches' sizes).
+absl::StatusOr<Logs> Evaluate(Session* session, const FitGraph& g, const data::DatasetPtr& validation) {
+  STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches, data::Batch(validation, kEvalBatch, /*drop_remainder=*/false));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it, data::DatasetIterator::Create(batches));
+  std::vector<std::string> fetches;
+  for (const auto& [name, value] : g.eval_values) fetches.push_back(value.name());
+  std::vector<double> sums(fetches.size(), 0);
+  int64_t rows = 0;
+  for (;;) {
+    data::Example batch;
+    bool end = false;
+    STRATA_RETURN_IF_ERROR(it->GetNext(&batch, &end));
+    if (end) break;
+    std::vector<Tensor> out;
+    STRATA_RETURN_IF_ERROR(
+        session->Run({{g.eval_x.name(), batch[0]}, {g.eval_y.name(), batch[1]}}, fetches, {}, &out));
+    const int64_t n = batch[0].dim_size(0);
+    for (size_t i = 0; i < out.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(double v, ScalarValue(out[i], g.eval_values[i].first));
+      sums[i] += v * static_cast<double>(n);
+    }
+    rows += n;
+  }
+  Logs logs;
+  for (size_t i = 0; i < sums.size(); ++i) logs[g.eval_values[i].first] = rows > 0 ? sums[i] / rows : 0;
+  return logs;
+}
+
+std::string LogsJson(const Logs& logs) {
+  std::string out;
+  for (const auto& [name, value] : logs) absl::StrAppend(&out, ",\"", name, "\":", JsonNumber(value));
+  return out;
+}
+
+absl::Status ValidateOptions(const FitOptions& o, const distribute::Strategy& s) {
+  auto bad = [](const std::string& what) { return absl::InvalidArgumentError(absl::StrCat("Fit: ", what)); };
+  if (o.global_batch_size < 1) return bad("global_batch_size must be >= 1");
+  if (o.global_batch_size % s.num_replicas_in_sync() != 0) {
+    return bad(absl::StrCat("global_batch_size ", o.global_batch_size, " does not split over the ",
+                            s.num_replicas_in_sync(), " replicas (use a multiple)"));
+  }
+  if (o.epochs < 0 || o.steps < 0) return bad("epochs and steps must be >= 0");
+  if (o.epochs == 0 && o.steps == 0) return bad("neither epochs nor steps is set");
+  if (o.save_every_steps < 0) return bad("save_every_steps must be >= 0");
+  if (o.save_every_steps > 0 && o.checkpoint_dir.empty()) return bad("save_every_steps needs checkpoint_dir");
+  if (o.max_to_keep < 0) return bad("max_to_keep must be >= 0");
+  if (o.prefetch < 0 || o.inter_op_threads < 0 || o.log_every_steps < 0) {
+    return bad("prefetch, inter_op_threads and log_every_steps must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+// The training examples as the step reads them: shuffled per epoch,
+// batched into global batches, repeated, prefetched.
+absl::StatusOr<data::DatasetPtr> TrainBatches(data::DatasetPtr train, const FitOptions& o) {
+  if (o.shuffle) {
+    STRATA_ASSIGN_OR_RETURN(train, data::Shuffle(train, o.seed));
+  }
+  STRATA_ASSIGN_OR_RETURN(train, data::Batch(train, o.global_batch_size, /*drop_remainder=*/true));
+  STRATA_ASSIGN_OR_RETURN(train, data::Repeat(train));
+  if (o.prefetch > 0) {
+    STRATA_ASSIGN_OR_RETURN(train, data::Prefetch(train, o.prefetch));
+  }
+  return train;
+}
+
+// Beyond the variables, a checkpoint holds the input's position and each
+// callback's state.
+absl::Status TrackState(FitGraph* g, const FitOptions& o) {
+  distribute::DistributedDataset* input = g->input.get();
+  STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
+      "fit/input", [input]() { return input->SaveState(); },
+      [input](const std::string& s) { return input->RestoreState(s); }));
+  for (size_t i = 0; i < o.callbacks.size(); ++i) {
+    Callback* cb = o.callbacks[i];
+    STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
+        absl::StrCat("fit/callback_", i), [cb]() -> absl::StatusOr<std::string> { return cb->SaveState(); },
+        [cb](const std::string& s) { return cb->RestoreState(s); }));
+  }
+  return absl::OkStatus();
+}
+
+// One run of the loop once the graph exists: the session, the restore, the
+// steps, the evaluations, the saves and the reports.
+class Loop {
+ public:
+  Loop(distribute::Strategy* strategy, FitGraph* g, data::DatasetPtr validation, const FitOptions& o,
+       int64_t steps_per_epoch, FitResult* result)
+      : strategy_(strategy),
+        g_(g),
+        validation_(std::move(validation)),
+        o_(o),
+        steps_per_epoch_(steps_per_epoch),
+        r_(result),
+        chief_(strategy->worker_index() == 0),
+        log_(chief_ && !o.quiet ? o.log : nullptr) {}
+
+  absl::Status Start() {
+    SessionOptions options = strategy_->session_options();
+    if (o_.inter_op_threads > 0) {
+      options.inter_op_threads = o_.inter_op_threads;
+    } else if (strategy_->num_local_replicas() == 1) {
+      options.inter_op_pool = &inline_pool_;
+    } else {
+      options.inter_op_threads = strategy_->num_local_replicas();
+    }
+    STRATA_ASSIGN_OR_RETURN(session_, Session::Create(g_->root, options));
+    if (o_.checkpoint_dir.empty()) return session_->Run({}, {}, {g_->init->name()}, nullptr);
+    STRATA_ASSIGN_OR_RETURN(manager_, CheckpointManager::Create(g_->checkpoint.get(), o_.checkpoint_dir, o_.max_to_keep));
+    STRATA_ASSIGN_OR_RETURN(Restored restored, manager_->RestoreOrInitialize(session_.get(), g_->init));
+    for (const absl::Status& s : restored.skipped) Log(absl::StrCat("skipping checkpoint: ", s.ToString()));
+    r_->start_step = restored.step;
+    r_->resumed_from = restored.prefix;
+    if (!restored.prefix.empty()) Log(absl::StrCat("resumed from ", restored.prefix, " at step ", restored.step));
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() {
+    STRATA_ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(chief_ ? o_.metrics_out : ""));
+    ProgressLine progress(log_, log_ == nullptr, r_->start_step, r_->total_steps, o_.log_every_steps,
+                          o_.global_batch_size);
+    for (Callback* cb : o_.callbacks) cb->OnTrainBegin(r_->start_step, r_->total_steps);
+    const Clock::time_point t0 = Clock::now();
+    Clock::time_point prev = t0;
+    int64_t step = r_->start_step;
+    while (step < r_->total_steps && !StopRequested()) {
+      STRATA_RETURN_IF_ERROR(Step());
+      ++step;
+      const Clock::time_point now = Clock::now();
+      const double dt = Seconds(now - prev);
+      prev = now;
+      metrics_->Step(step, r_->final_loss, dt > 0 ? o_.global_batch_size / dt : 0, Seconds(now - t0));
+      progress.Update(step, r_->final_loss);
+      for (Callback* cb : o_.callbacks) cb->OnStepEnd(step, {{"loss", r_->final_loss}});
+      epoch_loss_ += r_->final_loss;
+      ++epoch_steps_;
+      if (steps_per_epoch_ > 0 && step % steps_per_epoch_ == 0) STRATA_RETURN_IF_ERROR(EndEpoch(step));
+      if (o_.save_every_steps > 0 && step % o_.save_every_steps == 0) STRATA_RETURN_IF_ERROR(Save(step));
+    }
+    r_->final_step = step;
+    r_->stopped_early = step < r_->total_steps;
+    r_->train_seconds = Seconds(Clock::now() - t0);
+    r_->examples_per_sec =
+        r_->train_seconds > 0
+            ? static_cast<double>(step - r_->start_step) * o_.global_batch_size / r_->train_seconds
+            : 0;
+    return Finish(step);
+  }
+
+ private:
+  void Log(const std::string& line) {
+    if (log_ == nullptr) return;
+    std::fprintf(log_, "fit: %s\n", line.c_str());
+    std::fflush(log_);
+  }
+
+  bool StopRequested() const {
+    return std::any_of(o_.callbacks.begin(), o_.callbacks.end(), [](const Callback* c) { return c->stop_requested(); });
+  }
+
+  // One step: the next global batch in, the step's loss out.
+  absl::Status Step() {
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    bool end = false;
+    STRATA_RETURN_IF_ERROR(g_->input->GetNext(&feeds, &end));
+    if (end) return absl::InternalError("Fit: the repeated input ended");
+    std::vector<Tensor> out;
+    STRATA_RETURN_IF_ERROR(session_->Run(feeds, {g_->loss.name()}, {g_->train_op->name()}, &out));
+    STRATA_ASSIGN_OR_RETURN(r_->final_loss, ScalarValue(out[0], "the loss"));
+    return absl::OkStatus();
+  }
+
+  absl::Status EndEpoch(int64_t step) {
+    Logs logs = {{"loss", epoch_loss_ / static_cast<double>(epoch_steps_)}};
+    if (validation_ != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(r_->validation, Evaluate(session_.get(), *g_, validation_));
+      logs.insert(r_->validation.begin(), r_->validation.end());
+      evaluated_at_ = step;
+    }
+    const int64_t epoch = step / steps_per_epoch_;
+    metrics_->Line(absl::StrCat("{\"epoch\":", epoch, ",\"step\":", step, LogsJson(logs), "}"));
+    for (Callback* cb : o_.callbacks) cb->OnEpochEnd(epoch, logs);
+    epoch_loss_ = 0;
+    epoch_steps_ = 0;
+    return absl::OkStatus();
+  }
+
+  // The chief writes the checkpoints.
+  absl::Status Save(int64_t step) {
+    if (!chief_ || manager_ == nullptr || saved_step_ == step) return absl::OkStatus();
+    STRATA_ASSIGN_OR_RETURN(r_->final_checkpoint, manager_->Save(session_.get(), step));
+    saved_step_ = step;
+    metrics_->Flush();
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish(int64_t step) {
+    if (validation_ != nullptr && evaluated_at_ != step) {
+      STRATA_ASSIGN_OR_RETURN(r_->validation, Evaluate(session_.get(), *g_, validation_));
+    }
+    STRATA_RETURN_IF_ERROR(Save(step));
+    Logs logs = r_->validation;
+    logs["loss"] = r_->final_loss;
+    for (Callback* cb : o_.callbacks) cb->OnTrainEnd(logs);
+    metrics_->Line(absl::StrCat("{\"final\":true,\"step\":", step, ",\"start_step\":", r_->start_step,
+                                LogsJson(logs), ",\"train_seconds\":", JsonNumber(r_->train_seconds),
+                                ",\"examples_per_sec\":", JsonNumber(r_->examples_per_sec), "}"));
+    metrics_->Flush();
+    return absl::OkStatus();
+  }
+
+  distribute::Strategy* const strategy_;
+  FitGraph* const g_;
+  const data::DatasetPtr validation_;
+  const FitOptions& o_;
+  const int64_t steps_per_epoch_;
+  FitResult* const r_;
+  const bool chief_;
+  FILE* const log_;
+  InlinePool inline_pool_;  // outlives the session
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<CheckpointManager> manager_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  int64_t saved_step_ = -1;
+  int64_t evaluated_at_ = -1;
+  double epoch_loss_ = 0;
+  int64_t epoch_steps_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model, train::Optimizer* optimizer,
+                              data::DatasetPtr train, data::DatasetPtr validation, const FitOptions& o) {
+  if (strategy == nullptr || optimizer == nullptr) return absl::InvalidArgumentError("Fit: no strategy or optimizer");
+  if (!model.predict || !model.loss) return absl::InvalidArgumentError("Fit: the model needs predict and loss");
+  STRATA_RETURN_IF_ERROR(ValidateOptions(o, *strategy));
+  STRATA_ASSIGN_OR_RETURN(std::vector<ComponentSpec> specs, PeekSpecs(train, "training"));
+  if (validation != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<ComponentSpec> vspecs, PeekSpecs(validation, "validation"));
+    for (int i = 0; i < 2; ++i) {
+      if (vspecs[i].dtype != specs[i].dtype || vspecs[i].shape != specs[i].shape) {
+        return absl::InvalidArgumentError("Fit: the validation examples differ in dtype or shape from the training ones");
+      }
+    }
+  }
+  // Steps: an epoch is every full global batch of the training examples.
+  const int64_t examples = train->Cardinality();
+  const int64_t steps_per_epoch = examples >= 0 ? examples / o.global_batch_size : 0;
+  if (examples >= 0 && steps_per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Fit: global_batch_size ", o.global_batch_size, " is larger than the ",
+                                                   examples, " training examples"));
+  }
+  if (o.steps == 0 && steps_per_epoch == 0) {
+    return absl::InvalidArgumentError("Fit: the training data's size is unknown: set steps");
+  }
+  FitResult result;
+  result.total_steps = o.steps > 0 ? o.steps : o.epochs * steps_per_epoch;
+  STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches, TrainBatches(train, o));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FitGraph> g,
+                          BuildGraph(strategy, model, optimizer, std::move(batches), specs, validation != nullptr));
+  STRATA_RETURN_IF_ERROR(TrackState(g.get(), o));
+  Loop loop(strategy, g.get(), validation, o, steps_per_epoch, &result);
+  STRATA_RETURN_IF_ERROR(loop.Start());
+  STRATA_RETURN_IF_ERROR(loop.Run());
+  return result;
+}
+
+Metric MeanSquaredErrorMetric(std::string name) {
+  return {std::move(name), [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+            Output v = train::MeanSquaredError(s, y, p);
+            STRATA_RETURN_IF_ERROR(s.status());
+            return v;
+          }};
+}
+
+Metric AccuracyMetric(std::string name) {
+  return {std::move(name), [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+            Output v = train::Accuracy(s, y, p);
+            STRATA_RETURN_IF_ERROR(s.status());
+            return v;
+          }};
+}
+
+void EarlyStopping::OnEpochEnd(int64_t epoch, const Logs& logs) {
+  auto it = logs.find(monitor_);
+  if (it == logs.end()) return;
+  if (!have_best_ || it->second < best_ - min_delta_) {
+    best_ = it->second;
+    have_best_ = true;
+    wait_ = 0;
+    return;
+  }
+  if (++wait_ >= patience_) {
+    stopped_epoch_ = epoch;
+    RequestStop();
+  }
+}
+
+std::string EarlyStopping::SaveState() const {
+  if (!have_best_) return "";
+  char best[64];
+  std::snprintf(best, sizeof(best), "%.17g", best_);
+  return absl::StrCat(best, " ", wait_);
+}
+
+absl::Status EarlyStopping::RestoreState(const std::string& state) {
+  if (state.empty()) {
+    have_best_ = false;
+    wait_ = 0;
+    return absl::OkStatus();
+  }
+  std::vector<std::string> parts = absl::StrSplit(state, ' ');
+  if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &best_) || !absl::SimpleAtoi(parts[1], &wait_)) {
+    return absl::DataLossError(absl::StrCat("EarlyStopping: bad state '", state, "'"));
+  }
+  have_best_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace fit
+}  // namespace strata

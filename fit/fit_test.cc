@@ -1,0 +1,239 @@
+// Fit: a regression trains under one device and mirrored replicas to the
+// same weights, resumes bit for bit, evaluates, stops early, and refuses bad
+// input by name.
+#include "fit/fit.h"
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "base/file_io.h"
+#include "base/status.h"
+#include "fit/optimizers.h"
+#include "fit/strategy_flags.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "gtest/gtest.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
+#include "train/data/sources.h"
+#include "train/layers.h"
+#include "train/losses.h"
+#include "train/models.h"
+
+namespace strata {
+namespace fit {
+namespace {
+
+// y = 2 x0 - 3 x1 + 1 + noise; features [n, 2], labels [n, 1].
+std::vector<Tensor> Regression(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0, 1);
+  Tensor x(DT_FLOAT, TensorShape{n, 2}), y(DT_FLOAT, TensorShape{n, 1});
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = normal(gen), b = normal(gen);
+    x.data<float>()[2 * i] = a;
+    x.data<float>()[2 * i + 1] = b;
+    y.data<float>()[i] = 2 * a - 3 * b + 1 + 0.01f * normal(gen);
+  }
+  return {x, y};
+}
+
+data::DatasetPtr Data(int64_t n, uint32_t seed) { return *data::FromTensors(Regression(n, seed)); }
+
+StrategyConfig Config(const std::string& strategy, int devices) {
+  StrategyConfig c;
+  c.strategy = strategy;
+  c.num_cpu_devices = strategy == "one_device" ? 0 : devices;
+  c.intra_op_threads = 1;
+  return c;
+}
+
+// A Dense(1) regression with MSE, trained by Fit; the final checkpoint's
+// kernel comes back in *kernel.
+struct Outcome {
+  FitResult result;
+  Tensor kernel;
+};
+
+absl::StatusOr<Outcome> Train(const StrategyConfig& config, FitOptions o, const std::string& optimizer = "sgd") {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(config));
+  train::Sequential net(/*seed=*/5);
+  net.Add<train::Dense>(1);
+  Model m;
+  m.predict = [&net](const Scope& s, Output x) { return net.Build(s, x); };
+  m.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+    Output l = train::MeanSquaredError(s, y, p);
+    STRATA_RETURN_IF_ERROR(s.status());
+    return l;
+  };
+  m.metrics = {MeanSquaredErrorMetric()};
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<train::Optimizer> opt, MakeOptimizer(optimizer, 0.05));
+  o.quiet = true;
+  if (o.checkpoint_dir.empty()) {
+    STRATA_ASSIGN_OR_RETURN(o.checkpoint_dir, io::MakeTempDir("fit_test"));
+  }
+  STRATA_ASSIGN_OR_RETURN(FitResult r, Fit(strategy.get(), m, opt.get(), Data(256, 1), Data(64, 2), o));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(r.final_checkpoint));
+  Outcome out{r, Tensor()};
+  STRATA_RETURN_IF_ERROR(reader->Read("dense/kernel", &out.kernel));
+  return out;
+}
+
+TEST(FitTest, LearnsARegressionAndEvaluatesIt) {
+  FitOptions o;
+  o.global_batch_size = 32;
+  o.epochs = 20;
+  auto r = Train(Config("one_device", 1), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result.total_steps, 20 * (256 / 32));
+  EXPECT_EQ(r->result.final_step, r->result.total_steps);
+  EXPECT_LT(r->result.validation.at("val_mse"), 0.01);
+  EXPECT_NEAR(r->result.validation.at("val_loss"), r->result.validation.at("val_mse"), 1e-6);
+  EXPECT_NEAR(r->kernel.data<float>()[0], 2.0f, 0.05f);
+  EXPECT_NEAR(r->kernel.data<float>()[1], -3.0f, 0.05f);
+}
+
+TEST(FitTest, EveryStrategyEndsOnTheSameWeights) {
+  FitOptions o;
+  o.global_batch_size = 32;
+  o.epochs = 3;
+  auto one = Train(Config("one_device", 1), o, "adam");
+  auto two = Train(Config("mirrored", 2), o, "adam");
+  auto four = Train(Config("mirrored", 4), o, "adam");
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_TRUE(four.ok()) << four.status();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NEAR(two->kernel.data<float>()[i], one->kernel.data<float>()[i], 1e-5);
+    EXPECT_NEAR(four->kernel.data<float>()[i], one->kernel.data<float>()[i], 1e-5);
+  }
+}
+
+TEST(FitTest, AResumedRunEndsBitForBitWhereAnUninterruptedOneDoes) {
+  FitOptions o;
+  o.global_batch_size = 16;
+  o.steps = 37;
+  o.save_every_steps = 5;
+  auto whole = Train(Config("one_device", 1), o, "adam");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+
+  FitOptions first = o;
+  first.steps = 23;  // stops mid-epoch, between two saves
+  first.checkpoint_dir = *io::MakeTempDir("fit_test");
+  ASSERT_TRUE(Train(Config("mirrored", 2), first, "adam").ok());
+  FitOptions second = o;
+  second.checkpoint_dir = first.checkpoint_dir;
+  auto resumed = Train(Config("one_device", 1), second, "adam");
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->result.start_step, 23);
+  EXPECT_EQ(resumed->result.final_step, 37);
+  // Mirrored for the first part, one device after: the same to rounding.
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(resumed->kernel.data<float>()[i], whole->kernel.data<float>()[i], 1e-5);
+
+  // On one strategy throughout, bit for bit.
+  first.checkpoint_dir = *io::MakeTempDir("fit_test");
+  second.checkpoint_dir = first.checkpoint_dir;
+  ASSERT_TRUE(Train(Config("one_device", 1), first, "adam").ok());
+  resumed = Train(Config("one_device", 1), second, "adam");
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->result.final_loss, whole->result.final_loss);
+  EXPECT_EQ(resumed->kernel.data<float>()[0], whole->kernel.data<float>()[0]);
+  EXPECT_EQ(resumed->kernel.data<float>()[1], whole->kernel.data<float>()[1]);
+}
+
+// Asks to stop at a given epoch.
+class StopAt : public Callback {
+ public:
+  explicit StopAt(int64_t epoch) : epoch_(epoch) {}
+  void OnEpochEnd(int64_t epoch, const Logs& logs) override {
+    epochs_seen.push_back(epoch);
+    EXPECT_TRUE(logs.count("loss") && logs.count("val_loss") && logs.count("val_mse"));
+    if (epoch == epoch_) RequestStop();
+  }
+  std::vector<int64_t> epochs_seen;
+
+ private:
+  const int64_t epoch_;
+};
+
+TEST(FitTest, CallbacksSeeEachEpochAndCanStopTheRun) {
+  StopAt stop(3);
+  FitOptions o;
+  o.global_batch_size = 32;
+  o.epochs = 10;
+  o.callbacks = {&stop};
+  auto r = Train(Config("one_device", 1), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(stop.epochs_seen, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_TRUE(r->result.stopped_early);
+  EXPECT_EQ(r->result.final_step, 3 * (256 / 32));
+}
+
+TEST(FitTest, EarlyStoppingWaitsForItsPatience) {
+  EarlyStopping es("val_loss", /*patience=*/2);
+  Logs logs;
+  for (double v : {1.0, 0.5, 0.6, 0.55}) {
+    logs["val_loss"] = v;
+    es.OnEpochEnd(1, logs);
+  }
+  EXPECT_TRUE(es.stop_requested());
+  EarlyStopping copy("val_loss", 2);
+  EarlyStopping fresh("val_loss", 2);
+  ASSERT_TRUE(fresh.RestoreState(EarlyStopping("val_loss", 2).SaveState()).ok());
+  logs["val_loss"] = 0.5;
+  copy.OnEpochEnd(1, logs);
+  ASSERT_TRUE(fresh.RestoreState(copy.SaveState()).ok());
+  logs["val_loss"] = 0.7;
+  fresh.OnEpochEnd(2, logs);
+  fresh.OnEpochEnd(3, logs);
+  EXPECT_TRUE(fresh.stop_requested()) << "the restored best (0.5) was kept";
+  EXPECT_FALSE(fresh.RestoreState("garbage").ok());
+}
+
+TEST(FitTest, BadInputIsRefusedByName) {
+  auto strategy = MakeStrategy(Config("mirrored", 2));
+  ASSERT_TRUE(strategy.ok());
+  train::Sequential net(1);
+  net.Add<train::Dense>(1);
+  Model m;
+  m.predict = [&net](const Scope& s, Output x) { return net.Build(s, x); };
+  // A loss that is not a scalar: the squared error of every example.
+  m.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+    return ops::Square(s, ops::Sub(s, p, y));
+  };
+  auto opt = MakeOptimizer("sgd", 0.1);
+  FitOptions o;
+  o.quiet = true;
+  o.global_batch_size = 32;
+  auto r = Fit(strategy->get(), m, opt->get(), Data(64, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "scalar")) << r.status();
+
+  Model good = m;
+  good.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+    return train::MeanSquaredError(s, y, p);
+  };
+  o.global_batch_size = 33;  // two replicas
+  r = Fit(strategy->get(), good, opt->get(), Data(64, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "global_batch_size 33")) << r.status();
+
+  o.global_batch_size = 32;
+  auto three = data::FromTensors({Tensor(DT_FLOAT, TensorShape{64, 2}), Tensor(DT_FLOAT, TensorShape{64, 1}),
+                                  Tensor(DT_FLOAT, TensorShape{64, 1})});
+  r = Fit(strategy->get(), good, opt->get(), *three, nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "(features, label)")) << r.status();
+
+  o.global_batch_size = 128;
+  r = Fit(strategy->get(), good, opt->get(), Data(64, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "larger than the 64")) << r.status();
+}
+
+}  // namespace
+}  // namespace fit
+}  // namespace strata

@@ -1,0 +1,39 @@
+#include "fit/optimizers.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "strategy/distributed_optimizer.h"
+
+namespace strata {
+namespace fit {
+
+double DefaultLearningRate(const std::string& name) {
+  if (name == "sgd") return 0.1;
+  if (name == "momentum") return 0.01;
+  if (name == "adam") return 1e-3;
+  return 0;
+}
+
+absl::StatusOr<std::unique_ptr<train::Optimizer>> MakeOptimizer(const std::string& name, double learning_rate,
+                                                                const OptimizerOptions& options) {
+  if (name != "sgd" && name != "momentum" && name != "adam") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown optimizer '", name, "'; expected sgd, momentum or adam"));
+  }
+  if (!(learning_rate >= 0) || !std::isfinite(learning_rate)) {
+    return absl::InvalidArgumentError(absl::StrCat("learning rate ", learning_rate, " is not a positive number"));
+  }
+  if (!(options.momentum >= 0 && options.momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum ", options.momentum, " is not in [0, 1)"));
+  }
+  const double lr = learning_rate > 0 ? learning_rate : DefaultLearningRate(name);
+  train::LearningRateSchedule schedule = options.schedule ? options.schedule : train::ConstantLearningRate(lr);
+  if (name == "sgd") return std::make_unique<distribute::DistributedOptimizer<train::SGD>>(schedule);
+  if (name == "momentum") {
+    return std::make_unique<distribute::DistributedOptimizer<train::Momentum>>(schedule, options.momentum);
+  }
+  return std::make_unique<distribute::DistributedOptimizer<train::Adam>>(schedule);
+}
+
+}  // namespace fit
+}  // namespace strata
