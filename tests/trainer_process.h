@@ -65,6 +65,10 @@ std::string StdoutPathFor(const std::string& stderr_path);
 // environment.
 Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path,
               const std::vector<std::string>& env = {});
+// The same for any program (a path, e.g. Runfile("examples/regression")),
+// with `args` only.
+Process SpawnProgram(const std::string& program, const std::vector<std::string>& args,
+                     const std::string& stderr_path, const std::vector<std::string>& env = {});
 Exit Wait(const Process& p);
 // How `e` ended, for a failed expectation: "exited with code 1" or "killed
 // by signal 11 (Segmentation fault), core dumped", then its stderr and the
@@ -79,7 +83,7 @@ double FinalMetric(const std::string& metrics_path, const std::string& key);
 int64_t LastStep(const std::string& metrics_path);
 
 // Every tensor of checkpoints `a` and `b` has the same dtype, shape and bytes,
-// and their input positions match. `compared`, if given, gets the count.
+// and their metadata (step, input position, ...) match. `compared`, if given, gets the count.
 void ExpectSameTensors(const std::string& a, const std::string& b, int* compared = nullptr);
 // Every float tensor of `a` is in `b` with the same shape and every element
 // within `rel_tol` relative (to max(|x|, 1e-3)); other dtypes bitwise equal.
