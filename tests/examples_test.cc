@@ -81,6 +81,26 @@ TEST(ExamplesTest, RegressionEndsOnTheSameWeightsUnderEveryStrategy) {
   EXPECT_LE(WorstWeightDifference(one + last, two + last, weights), 1e-5);
 }
 
+TEST(ExamplesTest, DigitsCnnEndsOnTheSameWeightsUnderEveryStrategy) {
+  const std::vector<std::string> args = {"--epochs=2"};
+  const std::string one = TempDir("cnn_one"), two = TempDir("cnn_mirrored2"), workers = TempDir("cnn_workers2");
+  RunToCompletion("examples/digits_cnn", args, one);
+  std::vector<std::string> mirrored = args;
+  mirrored.push_back("--strategy=mirrored");
+  mirrored.push_back("--num_cpu_devices=2");
+  RunToCompletion("examples/digits_cnn", mirrored, two);
+  RunTwoWorkers("examples/digits_cnn", args, workers);
+  // 2 epochs of 1437 / 32 steps.
+  const std::string last = "/ckpt-88";
+  std::vector<std::string> weights;
+  for (const char* layer : {"conv2d", "conv2d_1", "dense", "dense_1"}) {
+    weights.push_back(absl::StrCat(layer, "/kernel"));
+    weights.push_back(absl::StrCat(layer, "/bias"));
+  }
+  EXPECT_LE(WorstWeightDifference(one + last, two + last, weights), 1e-5);
+  EXPECT_LE(WorstWeightDifference(one + last, workers + last, weights), 1e-5);
+}
+
 TEST(ExamplesTest, RegressionResumesExactlyAfterACrash) {
   const std::string whole = TempDir("regression_whole"), cut = TempDir("regression_cut");
   RunToCompletion("examples/regression", {"--epochs=3", "--save_every_steps=10"}, whole);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status.h"
+#include "data/digits/find_digits.h"
 #include "fit/checkpoint.h"
 #include "fit/progress.h"
 #include "fit/strategy_flags.h"

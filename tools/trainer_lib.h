@@ -106,7 +106,7 @@ struct TrainerConfig : fit::StrategyConfig {
   // "synthetic:N[:FEATURES[:CLASSES]]" (defaults 64 features, 10 classes).
   // A PATH may be a directory (its files, sorted) or a glob pattern.
   std::string data = "digits";
-  std::string digits_path;                   // "" = FindDigitsCsv
+  std::string digits_path;                   // "" = FindDigitsCsv (data/digits/find_digits.h)
   double test_fraction = 0.2;                // in [0, 1)
   std::string optimizer = "adam";            // "sgd", "momentum" or "adam"
   double learning_rate = 0;                  // 0 = the optimizer's default
@@ -170,15 +170,6 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log 
 // "128,64" -> {128, 64}; "" -> {} (no hidden layer). InvalidArgument naming
 // --hidden for anything but positive integers.
 absl::StatusOr<std::vector<int64_t>> ParseHidden(const std::string& text);
-
-// The bundled digits file: `explicit_path` if given (NotFound if missing),
-// else the first that exists of: the runfiles of `argv0` or of this
-// executable (RUNFILES_DIR / TEST_SRCDIR, <exe>.runfiles), the workspace of
-// `bazel run` (BUILD_WORKSPACE_DIRECTORY), data/digits/digits.csv.gz in the
-// working directory or any parent, and the same above the executable's real
-// path. NotFound listing where it looked otherwise.
-absl::StatusOr<std::string> FindDigitsCsv(const std::string& explicit_path,
-                                          const std::string& argv0);
 
 }  // namespace trainer
 }  // namespace strata

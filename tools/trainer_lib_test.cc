@@ -132,13 +132,6 @@ TEST(TrainerLibTest, MirroredTrainsLikeOneDeviceAndTraces) {
       << c.status();
 }
 
-TEST(TrainerLibTest, FindsTheDigitsInTheRunfiles) {
-  auto found = FindDigitsCsv("", "");
-  ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_TRUE(absl::EndsWith(*found, "data/digits/digits.csv.gz")) << *found;
-  EXPECT_EQ(FindDigitsCsv("/no/such/digits.csv.gz", "").status().code(), absl::StatusCode::kNotFound);
-}
-
 TEST(TrainerLibTest, SplitIsFixedBySeedAndLabelsAreChecked) {
   auto spec = ParseDataSpec("synthetic:300:5:4");
   auto a = LoadTrainerData(*spec, "", 0.2, 7);
