@@ -76,7 +76,10 @@ absl::Status Main() {
   STRATA_ASSIGN_OR_RETURN(strata::fit::FitResult r, strata::fit::Fit(strategy.get(), model, optimizer.get(),
                                                                      MakeData(2048, seed), MakeData(512, seed + 1),
                                                                      options));
-  if (strategy->worker_index() == 0) {
+  if (r.preempted) {
+    std::printf("regression: worker %d preempted after step %lld\n", strategy->worker_index(),
+                static_cast<long long>(r.final_step));
+  } else if (strategy->worker_index() == 0) {
     std::printf("regression: step %lld, loss %.6f, val_mse %.6f\n", static_cast<long long>(r.final_step),
                 r.final_loss, r.validation["val_mse"]);
   }

@@ -1,6 +1,9 @@
 #include "fit/fit.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -10,6 +13,7 @@
 #include "base/status.h"
 #include "fit/checkpoint.h"
 #include "fit/progress.h"
+#include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/inline_pool.h"
 #include "runtime/session.h"
@@ -88,7 +92,12 @@ absl::Status CheckScalar(const Output& o, const std::string& what) {
 struct FitGraph {
   Scope root = Scope::NewRootScope();
   std::unique_ptr<distribute::DistributedDataset> input;
-  Output loss;  // the step's, mean over the replicas
+  // The step's [loss, preempted], means over every replica of every worker:
+  // each local replica is fed this worker's preemption flag (0 or 1), so a
+  // mean above 0 tells every worker, after the same step, that one of them
+  // was asked to stop; it rides on the loss's all-reduce.
+  Output loss_and_flag;
+  std::vector<std::string> preempt_feeds;  // one per local replica
   Node* train_op = nullptr;
   Output eval_x, eval_y;
   std::vector<std::pair<std::string, Output>> eval_values;  // "val_loss", "val_<metric>"
@@ -135,11 +144,15 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
     STRATA_RETURN_IF_ERROR(ctx.scope().status());
     STRATA_RETURN_IF_ERROR(CheckScalar(*l, "the loss"));
     STRATA_ASSIGN_OR_RETURN(Node* train_op, train::Minimize(ctx.scope(), *l, optimizer));
-    return distribute::ReplicaResult{{*l}, {train_op}};
+    const DataType dt = l->node()->output_type(l->index());
+    Output flag = ops::Placeholder(ctx.scope().WithOpName("preempted"), dt, PartialTensorShape({}));
+    g->preempt_feeds.push_back(flag.name());
+    return distribute::ReplicaResult{{ops::Stack(ctx.scope().WithOpName("loss_and_flag"), {*l, flag})},
+                                     {train_op}};
   };
   STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, strategy->Run(g->root, step_fn, inputs));
-  STRATA_ASSIGN_OR_RETURN(g->loss, strategy->Reduce(g->root.NewSubScope("loss"), distribute::ReduceOp::kMean,
-                                                    step.values[0]));
+  STRATA_ASSIGN_OR_RETURN(g->loss_and_flag, strategy->Reduce(g->root.NewSubScope("loss"),
+                                                             distribute::ReduceOp::kMean, step.values[0]));
   g->train_op = step.op;
   if (evaluate) STRATA_RETURN_IF_ERROR(BuildEvaluation(model, specs, g.get()));
   g->init = train::GlobalVariablesInitializer(g->root);
@@ -231,6 +244,32 @@ absl::Status TrackState(FitGraph* g, const FitOptions& o) {
   return absl::OkStatus();
 }
 
+// SIGTERM (a scheduler's preemption notice) while a Fit runs: the handler
+// only sets a flag, which the loop sends to every worker with the next step.
+std::atomic<bool> g_sigterm{false};
+extern "C" void OnSigterm(int) { g_sigterm.store(true); }
+
+class PreemptionWatcher {
+ public:
+  PreemptionWatcher() {
+    g_sigterm.store(false);
+    struct sigaction sa = {};
+    sa.sa_handler = OnSigterm;
+    sigemptyset(&sa.sa_mask);
+    installed_ = sigaction(SIGTERM, &sa, &previous_) == 0;
+  }
+  ~PreemptionWatcher() {
+    if (installed_) sigaction(SIGTERM, &previous_, nullptr);
+  }
+  PreemptionWatcher(const PreemptionWatcher&) = delete;
+  PreemptionWatcher& operator=(const PreemptionWatcher&) = delete;
+  bool requested() const { return g_sigterm.load(); }
+
+ private:
+  struct sigaction previous_ = {};
+  bool installed_ = false;
+};
+
 // One run of the loop once the graph exists: the session, the restore, the
 // steps, the evaluations, the saves and the reports.
 class Loop {
@@ -274,7 +313,7 @@ class Loop {
     const Clock::time_point t0 = Clock::now();
     Clock::time_point prev = t0;
     int64_t step = r_->start_step;
-    while (step < r_->total_steps && !StopRequested()) {
+    while (step < r_->total_steps && !StopRequested() && !preempted_) {
       STRATA_RETURN_IF_ERROR(Step());
       ++step;
       const Clock::time_point now = Clock::now();
@@ -289,7 +328,9 @@ class Loop {
       if (o_.save_every_steps > 0 && step % o_.save_every_steps == 0) STRATA_RETURN_IF_ERROR(Save(step));
     }
     r_->final_step = step;
-    r_->stopped_early = step < r_->total_steps;
+    r_->preempted = preempted_;
+    r_->stopped_early = step < r_->total_steps && !preempted_;
+    if (preempted_) Log(absl::StrCat("preempted: saving at step ", step, " and stopping"));
     r_->train_seconds = Seconds(Clock::now() - t0);
     r_->examples_per_sec =
         r_->train_seconds > 0
@@ -309,15 +350,25 @@ class Loop {
     return std::any_of(o_.callbacks.begin(), o_.callbacks.end(), [](const Callback* c) { return c->stop_requested(); });
   }
 
-  // One step: the next global batch in, the step's loss out.
+  // One step: the next global batch and this worker's preemption flag in,
+  // the step's loss and whether any worker is being preempted out.
   absl::Status Step() {
     std::vector<std::pair<std::string, Tensor>> feeds;
     bool end = false;
     STRATA_RETURN_IF_ERROR(g_->input->GetNext(&feeds, &end));
     if (end) return absl::InternalError("Fit: the repeated input ended");
+    const double mine = preemption_.requested() ? 1 : 0;
+    const DataType dt = g_->loss_and_flag.node()->output_type(g_->loss_and_flag.index());
+    for (const std::string& name : g_->preempt_feeds) {
+      feeds.emplace_back(name, dt == DT_DOUBLE ? Tensor::Scalar<double>(mine)
+                                               : Tensor::Scalar<float>(static_cast<float>(mine)));
+    }
     std::vector<Tensor> out;
-    STRATA_RETURN_IF_ERROR(session_->Run(feeds, {g_->loss.name()}, {g_->train_op->name()}, &out));
-    STRATA_ASSIGN_OR_RETURN(r_->final_loss, ScalarValue(out[0], "the loss"));
+    STRATA_RETURN_IF_ERROR(session_->Run(feeds, {g_->loss_and_flag.name()}, {g_->train_op->name()}, &out));
+    const Tensor& v = out[0];
+    r_->final_loss = dt == DT_DOUBLE ? v.data<double>()[0] : v.data<float>()[0];
+    const double flag = dt == DT_DOUBLE ? v.data<double>()[1] : v.data<float>()[1];
+    preempted_ = flag > 0;
     return absl::OkStatus();
   }
 
@@ -346,7 +397,7 @@ class Loop {
   }
 
   absl::Status Finish(int64_t step) {
-    if (validation_ != nullptr && evaluated_at_ != step) {
+    if (validation_ != nullptr && evaluated_at_ != step && !preempted_) {
       STRATA_ASSIGN_OR_RETURN(r_->validation, Evaluate(session_.get(), *g_, validation_));
     }
     STRATA_RETURN_IF_ERROR(Save(step));
@@ -372,6 +423,8 @@ class Loop {
   std::unique_ptr<Session> session_;
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<MetricsWriter> metrics_;
+  PreemptionWatcher preemption_;  // SIGTERM, for the run's length
+  bool preempted_ = false;
   int64_t saved_step_ = -1;
   int64_t evaluated_at_ = -1;
   double epoch_loss_ = 0;

@@ -51,6 +51,13 @@
 // a checkpoint resumes under another strategy or replica count. The logs
 // of an epoch cut by a restart cover only its steps after the restart.
 //
+// Preemption (TensorFlow's PreemptionCheckpointHandler): while Fit runs it
+// handles SIGTERM (restoring the previous handler after). A worker that
+// receives one tells every worker with the next step (its flag rides on the
+// loss's all-reduce), so every worker stops after the same step, the chief
+// saves a checkpoint there, and Fit returns OK with `preempted` set: the
+// program exits 0 and its relaunch resumes exactly.
+//
 // Reports: the progress line to `log` and the metrics as JSON lines to
 // metrics_out (one per step, one per epoch with its validation, a final
 // one), both by the chief only.
@@ -155,6 +162,7 @@ struct FitResult {
   double train_seconds = 0;
   double examples_per_sec = 0;
   bool stopped_early = false;   // a callback asked
+  bool preempted = false;       // a worker got SIGTERM; saved at final_step
 };
 
 absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model, train::Optimizer* optimizer,

@@ -1,7 +1,11 @@
 // The example trainers (examples/) as a user runs them: on one device,
 // mirrored over 4 virtual CPUs and as 2 worker processes, each ending on the
 // same weights (within 1e-5), and resuming after a crash exactly.
+#include <signal.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -41,6 +45,11 @@ void RunTwoWorkers(const std::string& program, std::vector<std::string> args, co
     const Exit e = Wait(w);
     EXPECT_EQ(e.code, 0) << Describe(e);
   }
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
 }
 
 // The largest absolute difference between the float weights `names` of two
@@ -99,6 +108,49 @@ TEST(ExamplesTest, DigitsCnnEndsOnTheSameWeightsUnderEveryStrategy) {
   }
   EXPECT_LE(WorstWeightDifference(one + last, two + last, weights), 1e-5);
   EXPECT_LE(WorstWeightDifference(one + last, workers + last, weights), 1e-5);
+}
+
+// The step in "regression: worker W preempted after step S" of a worker's
+// output; -1 if absent.
+int64_t PreemptedStep(const std::string& out) {
+  const std::string key = "preempted after step ";
+  const size_t at = out.find(key);
+  return at == std::string::npos ? -1 : std::atoll(out.c_str() + at + key.size());
+}
+
+TEST(ExamplesTest, SigtermToOneWorkerStopsEveryWorkerAtOneStepAndTheRelaunchEndsExactly) {
+  const std::vector<std::string> args = {"--epochs=1000", "--save_every_steps=2000",
+                                         "--strategy=multi_worker_mirrored", "--quiet"};
+  const std::string whole = TempDir("preempt_whole"), cut = TempDir("preempt_cut");
+  std::vector<std::string> with_dir = args;
+  with_dir.push_back("--checkpoint_dir=" + whole);
+  RunTwoWorkers("examples/regression", {"--epochs=1000", "--save_every_steps=2000"}, whole);
+
+  with_dir.back() = "--checkpoint_dir=" + cut;
+  const std::string cluster = WorkerCluster(2);
+  std::vector<Process> workers;
+  for (int i = 0; i < 2; ++i) {
+    const std::string tf_config =
+        absl::StrCat("TF_CONFIG={\"cluster\":", cluster, ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}");
+    workers.push_back(
+        SpawnProgram(Runfile("examples/regression"), with_dir, absl::StrCat(cut, "/stderr.", i, ".txt"), {tf_config}));
+  }
+  ASSERT_TRUE(WaitForCheckpoint(cut, 2000)) << "no checkpoint within a minute";
+  ASSERT_EQ(kill(workers[1].pid, SIGTERM), 0);
+  int64_t stopped[2];
+  for (int i = 0; i < 2; ++i) {
+    const Exit e = Wait(workers[i]);
+    ASSERT_EQ(e.code, 0) << "worker " << i << ": " << Describe(e);
+    stopped[i] = PreemptedStep(e.out);
+    EXPECT_GT(stopped[i], 0) << "worker " << i << " was not preempted: " << Describe(e);
+  }
+  EXPECT_EQ(stopped[0], stopped[1]) << "the workers stopped after different steps";
+  EXPECT_TRUE(FileExists(absl::StrCat(cut, "/ckpt-", stopped[0], ".index"))) << "no checkpoint at the stop";
+
+  RunTwoWorkers("examples/regression", {"--epochs=1000", "--save_every_steps=2000"}, cut);
+  int compared = 0;
+  ExpectSameTensors(whole + "/ckpt-32000", cut + "/ckpt-32000", &compared);
+  EXPECT_GT(compared, 0);
 }
 
 TEST(ExamplesTest, RegressionResumesExactlyAfterACrash) {
