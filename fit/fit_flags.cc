@@ -8,9 +8,12 @@ ABSL_FLAG(int64_t, epochs, 1, "passes over the training examples");
 ABSL_FLAG(int64_t, steps, 0, "total steps (wins over --epochs when > 0)");
 ABSL_FLAG(int64_t, global_batch_size, 32, "examples per step, split over every replica");
 ABSL_FLAG(int64_t, seed, 1, "seeds the shuffle (and the program's own randomness)");
-ABSL_FLAG(std::string, optimizer, "adam", "sgd, momentum or adam");
+ABSL_FLAG(std::string, optimizer, "adam", "sgd, momentum, adam or adamw");
 ABSL_FLAG(double, learning_rate, 0, "0: the optimizer's default (sgd 0.1, momentum 0.01, adam 0.001)");
 ABSL_FLAG(double, momentum, 0.9, "the momentum optimizer's momentum");
+ABSL_FLAG(double, weight_decay, 0.004, "adamw's decoupled weight decay");
+ABSL_FLAG(double, clip_global_norm, 0,
+          "clip the gradients to this global norm after the all-reduce (0: no clipping)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "write checkpoints here and resume from the newest intact one");
 ABSL_FLAG(int64_t, save_every_steps, 0, "checkpoint period in steps (0: only at the end)");
 ABSL_FLAG(int32_t, max_to_keep, 3, "checkpoints kept (0: all)");
@@ -55,9 +58,12 @@ absl::StatusOr<FitOptions> FitOptionsFromFlags() {
 absl::StatusOr<std::unique_ptr<train::Optimizer>> OptimizerFromFlags() {
   OptimizerOptions options;
   options.momentum = absl::GetFlag(FLAGS_momentum);
+  options.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  options.clip_global_norm = absl::GetFlag(FLAGS_clip_global_norm);
   absl::StatusOr<std::unique_ptr<train::Optimizer>> o =
       MakeOptimizer(absl::GetFlag(FLAGS_optimizer), absl::GetFlag(FLAGS_learning_rate), options);
-  if (!o.ok()) return absl::InvalidArgumentError(absl::StrCat("--optimizer / --learning_rate: ", o.status().message()));
+  if (!o.ok()) return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer / --learning_rate / --momentum / --weight_decay / --clip_global_norm: ", o.status().message()));
   return o;
 }
 

@@ -12,8 +12,9 @@
 //     auto optimizer = fit::OptimizerFromFlags();
 //
 // Flags: --epochs, --steps (wins when > 0), --global_batch_size, --seed
-// (the shuffle's), --optimizer (sgd, momentum, adam), --learning_rate (0:
-// the optimizer's default), --momentum, --checkpoint_dir, --save_every_steps,
+// (the shuffle's), --optimizer (sgd, momentum, adam, adamw), --learning_rate
+// (0: the optimizer's default), --momentum, --weight_decay (adamw),
+// --clip_global_norm, --checkpoint_dir, --save_every_steps,
 // --max_to_keep, --metrics_out, --log_every_steps, --quiet, --prefetch.
 //
 // Errors: InvalidArgument naming the flag. Thread-safety: after
@@ -37,6 +38,8 @@ ABSL_DECLARE_FLAG(int64_t, seed);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(double, learning_rate);
 ABSL_DECLARE_FLAG(double, momentum);
+ABSL_DECLARE_FLAG(double, weight_decay);
+ABSL_DECLARE_FLAG(double, clip_global_norm);
 ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
 ABSL_DECLARE_FLAG(int64_t, save_every_steps);
 ABSL_DECLARE_FLAG(int32_t, max_to_keep);

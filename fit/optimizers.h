@@ -8,9 +8,12 @@
 //   o.schedule = train::CosineDecay(0.1, 1000);
 //   auto sgd = fit::MakeOptimizer("momentum", 0, o);
 //
-// Names: "sgd", "momentum" (OptimizerOptions::momentum) and "adam". A
+// Names: "sgd", "momentum" (OptimizerOptions::momentum), "adam" and "adamw"
+// (Adam with decoupled weight decay, OptimizerOptions::weight_decay). A
 // learning rate of 0 takes the optimizer's default (sgd 0.1, momentum 0.01,
-// adam 0.001); a schedule, when set, wins over the rate.
+// adam and adamw 0.001); a schedule, when set, wins over the rate. Any of
+// them may clip the gradients by their global norm after the all-reduce
+// (OptimizerOptions::clip_global_norm; the same on every replica).
 //
 // Errors: InvalidArgument naming the unknown name (and the known ones) or a
 // rate that is negative or not finite.
@@ -32,6 +35,8 @@ namespace fit {
 struct OptimizerOptions {
   train::LearningRateSchedule schedule;  // wins over the rate when set
   double momentum = 0.9;                 // "momentum"
+  double weight_decay = 0.004;           // "adamw" (Keras's default)
+  double clip_global_norm = 0;           // 0: no clipping
 };
 
 // The default learning rate of an optimizer name (0 for an unknown one).

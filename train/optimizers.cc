@@ -1,6 +1,7 @@
 #include "train/optimizers.h"
 
 #include "absl/strings/str_cat.h"
+#include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/training_ops.h"
@@ -80,7 +81,9 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
   }
   if (checked.empty()) return fail("no gradients to apply");
 
-  const std::vector<GradAndVar> aggregated = AggregateGradients(scope, checked);
+  std::vector<GradAndVar> aggregated = AggregateGradients(scope, checked);
+  if (clip_global_norm_ > 0) aggregated = ClipByGlobalNorm(scope, aggregated);
+  if (!scope.ok()) return nullptr;
   if (iterations_ == nullptr) {
     // Made before NewSubScope(name_) below, so that scope is "<name>" itself.
     iterations_ = CreateVariable(scope.WithNoControlDependencies(), absl::StrCat(name_, "/iter"),
@@ -110,6 +113,25 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
   Node* increment = iterations_->AssignAdd(ns.WithControlDependencies(updates), one);
   if (increment == nullptr) return nullptr;
   return NodeBuilder(ns, "NoOp", "train").ControlInput(increment).Finalize();
+}
+
+std::vector<GradAndVar> Optimizer::ClipByGlobalNorm(const Scope& scope, const std::vector<GradAndVar>& grads) {
+  const Scope s = scope.NewSubScope(absl::StrCat(name_, "/clip_by_global_norm"));
+  // The norm in float64 whatever the gradients' dtypes.
+  OutputList squares;
+  for (const auto& [grad, var] : grads) {
+    Output g = ops::Cast(s, grad, DT_DOUBLE);
+    Output flat = ops::Reshape(s, g, ops::Const(s, {-1}));
+    squares.push_back(ops::Sum(s, ops::Square(s, flat), ops::Const(s, 0)));
+  }
+  Output norm = ops::Sqrt(s, squares.size() == 1 ? squares[0] : ops::AddN(s, squares));
+  Output clip = ops::Const(s, clip_global_norm_);
+  Output scale = ops::RealDiv(s, clip, ops::Maximum(s, norm, clip));
+  std::vector<GradAndVar> out;
+  for (const auto& [grad, var] : grads) {
+    out.push_back({ops::Mul(s, grad, CastTo(s, scale, var->dtype())), var});
+  }
+  return out;
 }
 
 Node* SGD::ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) {
@@ -154,6 +176,20 @@ Node* Adam::ApplyDense(const Scope& scope, Output grad, Variable* var, StepConte
       ctx.Constant("beta1", options_.beta1, dt), ctx.Constant("beta2", options_.beta2, dt),
       ctx.Constant("epsilon", options_.epsilon, dt), grad,
       ops::ApplyAttrs().UseNesterov(options_.use_nesterov));
+}
+
+}  // namespace train
+}  // namespace strata
+
+namespace strata {
+namespace train {
+
+Node* AdamW::ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) {
+  const DataType dt = var->dtype();
+  Output rate = ops::Mul(scope, ctx.LearningRate(dt), ctx.Constant("weight_decay", weight_decay_, dt));
+  Node* decay = var->AssignSub(scope, ops::Mul(scope, rate, var->Read(scope)));
+  if (decay == nullptr) return nullptr;
+  return Adam::ApplyDense(scope.WithControlDependencies({decay}), grad, var, ctx);
 }
 
 }  // namespace train

@@ -64,6 +64,13 @@ class Optimizer {
   // Adds one step's updates; returns the train op (nullptr on error).
   Node* ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars);
 
+  // Clips the gradients by their global norm after AggregateGradients (so,
+  // under a strategy, after the all-reduce: the same on every replica):
+  // each is scaled by clip / max(norm, clip), norm = sqrt(sum of every
+  // gradient's squares), as tf.clip_by_global_norm. 0 (the default): off.
+  void set_clip_global_norm(double clip) { clip_global_norm_ = clip; }
+  double clip_global_norm() const { return clip_global_norm_; }
+
   // The step counter; nullptr before the first ApplyGradients.
   Variable* iterations() const { return iterations_; }
   // The slot `slot` ("Momentum", "m", "v") of `var`, or nullptr.
@@ -111,8 +118,12 @@ class Optimizer {
                     const std::string& suffix);
 
  private:
+  // The gradients scaled to a global norm of at most clip_global_norm_.
+  std::vector<GradAndVar> ClipByGlobalNorm(const Scope& scope, const std::vector<GradAndVar>& grads);
+
   const std::string name_;
   const LearningRateSchedule learning_rate_;
+  double clip_global_norm_ = 0;
   Variable* iterations_ = nullptr;
   std::map<std::pair<const Variable*, std::string>, Variable*> slots_;
   absl::flat_hash_set<const Variable*> slotted_;  // CreateSlots has run for these
@@ -176,6 +187,23 @@ class Adam : public Optimizer {
 
  private:
   const Options options_;
+};
+
+// Adam with decoupled weight decay (Loshchilov and Hutter; Keras's AdamW):
+// each step first var -= lr * weight_decay * var, then Adam's update.
+class AdamW : public Adam {
+ public:
+  AdamW(LearningRateSchedule learning_rate, double weight_decay, Options options = Options(),
+        std::string name = "AdamW")
+      : Adam(std::move(learning_rate), options, std::move(name)), weight_decay_(weight_decay) {}
+  AdamW(double learning_rate, double weight_decay, Options options = Options(), std::string name = "AdamW")
+      : AdamW(ConstantLearningRate(learning_rate), weight_decay, options, std::move(name)) {}
+
+ protected:
+  Node* ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) override;
+
+ private:
+  const double weight_decay_;
 };
 
 }  // namespace train

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "gtest/gtest.h"
@@ -244,6 +245,50 @@ class HalvingSGD : public SGD {
     return out;
   }
 };
+
+TEST(OptimizersTest, ClipByGlobalNormScalesEveryGradientAlike) {
+  // grad = w - target: at the start (-2, -3, 1.5), norm sqrt(15.25) = 3.905;
+  // clipped to 1, then one SGD step of 1.
+  SGD sgd(1.0);
+  sgd.set_clip_global_norm(1.0);
+  Problem p;
+  p.Build(sgd);
+  const std::vector<double> g = {kStart[0] - kTarget[0], kStart[1] - kTarget[1], kStart[2] - kTarget[2]};
+  const double norm = std::sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]);
+  std::vector<double> want;
+  for (int i = 0; i < 3; ++i) want.push_back(kStart[i] - g[i] / norm);
+  ExpectClose(p.Step(), want, 1);
+
+  // Under the clip the gradients pass unchanged.
+  SGD loose(0.1);
+  loose.set_clip_global_norm(100.0);
+  Problem q;
+  q.Build(loose);
+  std::vector<double> w(kStart.begin(), kStart.end());
+  for (int i = 0; i < 3; ++i) w[i] -= double(0.1f) * (w[i] - kTarget[i]);
+  ExpectClose(q.Step(), w, 1);
+}
+
+TEST(OptimizersTest, AdamWDecaysTheWeightsBeforeAdamsUpdate) {
+  // With a zero gradient Adam's update is 0: only the decay moves w,
+  // w *= 1 - lr * wd each step.
+  Scope root = Scope::NewRootScope();
+  Variable* w = CreateVariable(root, "w", TensorShape{2}, DT_FLOAT, ConstantTensor(Tensor::FromVector<float>({1, -4})));
+  AdamW adamw(0.1, /*weight_decay=*/0.5);
+  Node* train = adamw.ApplyGradients(root, {{ops::ZerosLike(root, w->Read(root)), w}});
+  Output read = w->Read(root.WithOpName("after"));
+  Node* init = GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Run({}, {}, {init->name()}, nullptr).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*session)->Run({}, {}, {train->name()}, nullptr).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run({}, {read.name()}, {}, &out).ok());
+  EXPECT_NEAR(out[0].data<float>()[0], 1.0 * 0.95 * 0.95, 1e-6);
+  EXPECT_NEAR(out[0].data<float>()[1], -4.0 * 0.95 * 0.95, 1e-6);
+  EXPECT_NE(adamw.GetSlot(w, "m"), nullptr);
+}
 
 TEST(OptimizersTest, AggregateGradientsHookIsApplied) {
   HalvingSGD sgd(0.1);
