@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every ```cpp block of docs/guide.md appears, line for line, in a file of
-examples/ (which tests/examples_test builds and runs): the guide shows
-code that compiles and works, and fails here when the code moves on."""
+examples/ or in tests/examples_test.cc (which builds and runs them): the
+guide shows code that compiles and works, and fails here when the code
+moves on."""
 import os
 import sys
 
@@ -25,10 +26,11 @@ def main():
         guide = f.read()
     sources = {}
     ex = os.path.join(root, "examples")
-    for name in sorted(os.listdir(ex)):
-        if name.endswith(".cc"):
-            with open(os.path.join(ex, name)) as f:
-                sources[name] = f.read()
+    paths = [os.path.join(ex, n) for n in sorted(os.listdir(ex)) if n.endswith(".cc")]
+    paths.append(os.path.join(root, "tests", "examples_test.cc"))
+    for path in paths:
+        with open(path) as f:
+            sources[path] = f.read()
     found = blocks(guide)
     if not found:
         print("guide_snippets_test: docs/guide.md has no cpp blocks")
@@ -38,7 +40,7 @@ def main():
         if not any(b in s for s in sources.values()):
             failures += 1
             first = b.splitlines()[0] if b else ""
-            print(f"guide_snippets_test: block {i} (starting {first!r}) is in no examples/*.cc file")
+            print(f"guide_snippets_test: block {i} (starting {first!r}) is in no examples/*.cc file nor tests/examples_test.cc")
     print(f"guide_snippets_test: {len(found) - failures} of {len(found)} blocks found in examples/")
     return 1 if failures else 0
 

@@ -17,6 +17,7 @@
 #include "graph/ops/core_ops.h"
 #include "runtime/inline_pool.h"
 #include "runtime/session.h"
+#include "runtime/trace.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/replica_context.h"
 #include "train/data/transforms.h"
@@ -211,6 +212,9 @@ absl::Status ValidateOptions(const FitOptions& o, const distribute::Strategy& s)
   if (o.prefetch < 0 || o.inter_op_threads < 0 || o.log_every_steps < 0) {
     return bad("prefetch, inter_op_threads and log_every_steps must be >= 0");
   }
+  if (o.trace_steps < 1 || o.trace_warmup_steps < 0) {
+    return bad("trace_steps must be >= 1 and trace_warmup_steps >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -363,8 +367,20 @@ class Loop {
       feeds.emplace_back(name, dt == DT_DOUBLE ? Tensor::Scalar<double>(mine)
                                                : Tensor::Scalar<float>(static_cast<float>(mine)));
     }
+    // Steps [start + warm-up, + trace_steps) of this run are traced.
+    const int64_t done = steps_run_++;
+    const bool traced = !o_.trace_out.empty() && done >= o_.trace_warmup_steps &&
+                        done < o_.trace_warmup_steps + o_.trace_steps;
+    RunOptions ro;
+    ro.tracer = traced ? &tracer_ : nullptr;
+    const int64_t t0 = traced ? StepTracer::NowNanos() : 0;
     std::vector<Tensor> out;
-    STRATA_RETURN_IF_ERROR(session_->Run(feeds, {g_->loss_and_flag.name()}, {g_->train_op->name()}, &out));
+    STRATA_RETURN_IF_ERROR(
+        session_->Run(ro, feeds, {g_->loss_and_flag.name()}, {g_->train_op->name()}, &out, nullptr));
+    if (traced) {
+      tracer_.RecordSpan(absl::StrCat("step ", r_->start_step + done + 1), t0, StepTracer::NowNanos());
+      ++traced_steps_;
+    }
     const Tensor& v = out[0];
     r_->final_loss = dt == DT_DOUBLE ? v.data<double>()[0] : v.data<float>()[0];
     const double flag = dt == DT_DOUBLE ? v.data<double>()[1] : v.data<float>()[1];
@@ -401,6 +417,7 @@ class Loop {
       STRATA_ASSIGN_OR_RETURN(r_->validation, Evaluate(session_.get(), *g_, validation_));
     }
     STRATA_RETURN_IF_ERROR(Save(step));
+    if (traced_steps_ > 0) STRATA_RETURN_IF_ERROR(tracer_.WriteChromeTrace(TracePath()));
     Logs logs = r_->validation;
     logs["loss"] = r_->final_loss;
     for (Callback* cb : o_.callbacks) cb->OnTrainEnd(logs);
@@ -409,6 +426,17 @@ class Loop {
                                 ",\"examples_per_sec\":", JsonNumber(r_->examples_per_sec), "}"));
     metrics_->Flush();
     return absl::OkStatus();
+  }
+
+  // Where this worker's trace goes: trace_out on the chief, with
+  // ".worker<i>" before the extension on worker i.
+  std::string TracePath() const {
+    std::string path = o_.trace_out;
+    if (chief_) return path;
+    const size_t slash = path.find_last_of('/'), dot = path.find_last_of('.');
+    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+    path.insert(has_ext ? dot : path.size(), absl::StrCat(".worker", strategy_->worker_index()));
+    return path;
   }
 
   distribute::Strategy* const strategy_;
@@ -423,6 +451,9 @@ class Loop {
   std::unique_ptr<Session> session_;
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<MetricsWriter> metrics_;
+  StepTracer tracer_;
+  int64_t steps_run_ = 0;      // by this run
+  int64_t traced_steps_ = 0;
   PreemptionWatcher preemption_;  // SIGTERM, for the run's length
   bool preempted_ = false;
   int64_t saved_step_ = -1;

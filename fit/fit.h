@@ -60,7 +60,8 @@
 //
 // Reports: the progress line to `log` and the metrics as JSON lines to
 // metrics_out (one per step, one per epoch with its validation, a final
-// one), both by the chief only.
+// one), both by the chief only; a Chrome trace of a few steps (trace_out)
+// by every worker.
 //
 // Errors: InvalidArgument for bad options, a model that returns a null or
 // non-floating prediction, a loss that is not a scalar, data whose examples
@@ -145,6 +146,13 @@ struct FitOptions {
   bool quiet = false;
   FILE* log = stderr;
   int64_t prefetch = 2;          // global batches prepared ahead; 0: none
+  // A Chrome trace (runtime/trace.h) of trace_steps steps after the first
+  // trace_warmup_steps of this run: every kernel on every device, the
+  // collectives, the steps. A worker other than the chief writes its own
+  // beside it (trace.json -> trace.worker1.json).
+  std::string trace_out;
+  int64_t trace_steps = 3;
+  int64_t trace_warmup_steps = 10;
   // Threads running independent ops side by side; 0: none with one local
   // replica, one per local replica with several.
   int inter_op_threads = 0;

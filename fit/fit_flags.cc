@@ -21,6 +21,9 @@ ABSL_FLAG(std::string, metrics_out, "", "append JSON lines: one per step, one pe
 ABSL_FLAG(int64_t, log_every_steps, 0, "progress line period when stderr is not a terminal (0: auto)");
 ABSL_FLAG(bool, quiet, false, "no progress output");
 ABSL_FLAG(int64_t, prefetch, 2, "global batches prepared ahead on a background thread (0: none)");
+ABSL_FLAG(std::string, trace_out, "",
+          "write a Chrome trace (Perfetto, chrome://tracing) of --trace_steps steps after 10 of warm-up here");
+ABSL_FLAG(int64_t, trace_steps, 3, "steps traced for --trace_out");
 
 namespace strata {
 namespace fit {
@@ -40,6 +43,8 @@ absl::StatusOr<FitOptions> FitOptionsFromFlags() {
   o.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   o.quiet = absl::GetFlag(FLAGS_quiet);
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
+  o.trace_out = absl::GetFlag(FLAGS_trace_out);
+  o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   auto bad = [](const char* flag, const char* why) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
   };
@@ -52,6 +57,7 @@ absl::StatusOr<FitOptions> FitOptionsFromFlags() {
   if (o.max_to_keep < 0) return bad("max_to_keep", "must be >= 0 (0 keeps every checkpoint)");
   if (o.log_every_steps < 0) return bad("log_every_steps", "must be >= 0");
   if (o.prefetch < 0) return bad("prefetch", "must be >= 0");
+  if (o.trace_steps < 1) return bad("trace_steps", "must be >= 1");
   return o;
 }
 

@@ -15,7 +15,8 @@
 // (the shuffle's), --optimizer (sgd, momentum, adam, adamw), --learning_rate
 // (0: the optimizer's default), --momentum, --weight_decay (adamw),
 // --clip_global_norm, --checkpoint_dir, --save_every_steps,
-// --max_to_keep, --metrics_out, --log_every_steps, --quiet, --prefetch.
+// --max_to_keep, --metrics_out, --log_every_steps, --quiet, --prefetch,
+// --trace_out, --trace_steps.
 //
 // Errors: InvalidArgument naming the flag. Thread-safety: after
 // absl::ParseCommandLine, from one thread.
@@ -47,6 +48,8 @@ ABSL_DECLARE_FLAG(std::string, metrics_out);
 ABSL_DECLARE_FLAG(int64_t, log_every_steps);
 ABSL_DECLARE_FLAG(bool, quiet);
 ABSL_DECLARE_FLAG(int64_t, prefetch);
+ABSL_DECLARE_FLAG(std::string, trace_out);
+ABSL_DECLARE_FLAG(int64_t, trace_steps);
 
 namespace strata {
 namespace fit {

@@ -172,6 +172,25 @@ TEST(FitTest, CallbacksSeeEachEpochAndCanStopTheRun) {
   EXPECT_EQ(r->result.final_step, 3 * (256 / 32));
 }
 
+TEST(FitTest, WritesAChromeTraceOfTheStepsAfterWarmUp) {
+  FitOptions o;
+  o.global_batch_size = 32;
+  o.steps = 10;
+  o.trace_out = io::JoinPath(*io::MakeTempDir("fit_test"), "trace.json");
+  o.trace_warmup_steps = 2;
+  o.trace_steps = 3;
+  auto r = Train(Config("mirrored", 2), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<std::string> trace = io::ReadFileToString(o.trace_out);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  for (const char* span : {"\"step 3\"", "\"step 4\"", "\"step 5\""}) {
+    EXPECT_TRUE(absl::StrContains(*trace, span)) << span;
+  }
+  EXPECT_FALSE(absl::StrContains(*trace, "\"step 6\""));
+  EXPECT_TRUE(absl::StrContains(*trace, "MatMul"));
+  EXPECT_TRUE(absl::StrContains(*trace, "Collective"));  // the replicas' all-reduce
+}
+
 TEST(FitTest, EarlyStoppingWaitsForItsPatience) {
   EarlyStopping es("val_loss", /*patience=*/2);
   Logs logs;

@@ -6,14 +6,18 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <utility>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
+#include "fit/testing/cluster_runner.h"
 #include "tests/trainer_process.h"
 
 namespace strata {
@@ -28,23 +32,19 @@ void RunToCompletion(const std::string& program, std::vector<std::string> args, 
   ASSERT_EQ(e.code, 0) << Describe(e);
 }
 
-// Two worker processes of `program` with TF_CONFIG, as tools/launch starts
-// them; the chief writes the checkpoints to `dir`.
+// Two worker processes of `program` (ClusterRunner: TF_CONFIG each, as
+// tools/launch starts them); the chief writes the checkpoints to `dir`.
 void RunTwoWorkers(const std::string& program, std::vector<std::string> args, const std::string& dir) {
-  args.push_back("--checkpoint_dir=" + dir);
-  args.push_back("--quiet");
-  args.push_back("--strategy=multi_worker_mirrored");
-  const std::string cluster = WorkerCluster(2);
-  std::vector<Process> workers;
-  for (int i = 0; i < 2; ++i) {
-    const std::string tf_config =
-        absl::StrCat("TF_CONFIG={\"cluster\":", cluster, ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}");
-    workers.push_back(SpawnProgram(Runfile(program), args, absl::StrCat(dir, "/stderr.", i, ".txt"), {tf_config}));
-  }
-  for (const Process& w : workers) {
-    const Exit e = Wait(w);
-    EXPECT_EQ(e.code, 0) << Describe(e);
-  }
+  ClusterOptions o;
+  o.program = Runfile(program);
+  o.num_workers = 2;
+  o.args = std::move(args);
+  o.args.push_back("--checkpoint_dir=" + dir);
+  o.args.push_back("--quiet");
+  o.args.push_back("--strategy=multi_worker_mirrored");
+  absl::StatusOr<std::unique_ptr<ClusterRunner>> c = ClusterRunner::Start(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const WorkerExit& e : (*c)->Join(absl::Seconds(120))) EXPECT_EQ(e.code, 0) << Describe(e);
 }
 
 bool FileExists(const std::string& path) {
@@ -119,35 +119,31 @@ int64_t PreemptedStep(const std::string& out) {
 }
 
 TEST(ExamplesTest, SigtermToOneWorkerStopsEveryWorkerAtOneStepAndTheRelaunchEndsExactly) {
-  const std::vector<std::string> args = {"--epochs=1000", "--save_every_steps=2000",
-                                         "--strategy=multi_worker_mirrored", "--quiet"};
+  const std::vector<std::string> args = {"--epochs=1000", "--save_every_steps=2000"};
   const std::string whole = TempDir("preempt_whole"), cut = TempDir("preempt_cut");
-  std::vector<std::string> with_dir = args;
-  with_dir.push_back("--checkpoint_dir=" + whole);
-  RunTwoWorkers("examples/regression", {"--epochs=1000", "--save_every_steps=2000"}, whole);
+  RunTwoWorkers("examples/regression", args, whole);
 
-  with_dir.back() = "--checkpoint_dir=" + cut;
-  const std::string cluster = WorkerCluster(2);
-  std::vector<Process> workers;
-  for (int i = 0; i < 2; ++i) {
-    const std::string tf_config =
-        absl::StrCat("TF_CONFIG={\"cluster\":", cluster, ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}");
-    workers.push_back(
-        SpawnProgram(Runfile("examples/regression"), with_dir, absl::StrCat(cut, "/stderr.", i, ".txt"), {tf_config}));
-  }
-  ASSERT_TRUE(WaitForCheckpoint(cut, 2000)) << "no checkpoint within a minute";
-  ASSERT_EQ(kill(workers[1].pid, SIGTERM), 0);
+  // Worker 1 gets SIGTERM once the run has saved step 2000.
+  ClusterOptions o;
+  o.program = Runfile("examples/regression");
+  o.args = args;
+  for (const char* a : {"--strategy=multi_worker_mirrored", "--quiet"}) o.args.push_back(a);
+  o.args.push_back("--checkpoint_dir=" + cut);
+  absl::StatusOr<std::unique_ptr<ClusterRunner>> c = ClusterRunner::Start(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->WaitUntil(CheckpointReached(cut, 2000), absl::Seconds(60)).ok());
+  ASSERT_TRUE((*c)->Signal(1, SIGTERM).ok());
+  const std::vector<WorkerExit> ends = (*c)->Join(absl::Seconds(60));
   int64_t stopped[2];
   for (int i = 0; i < 2; ++i) {
-    const Exit e = Wait(workers[i]);
-    ASSERT_EQ(e.code, 0) << "worker " << i << ": " << Describe(e);
-    stopped[i] = PreemptedStep(e.out);
-    EXPECT_GT(stopped[i], 0) << "worker " << i << " was not preempted: " << Describe(e);
+    ASSERT_EQ(ends[i].code, 0) << "worker " << i << ": " << Describe(ends[i]);
+    stopped[i] = PreemptedStep(ends[i].out);
+    EXPECT_GT(stopped[i], 0) << "worker " << i << " was not preempted: " << Describe(ends[i]);
   }
   EXPECT_EQ(stopped[0], stopped[1]) << "the workers stopped after different steps";
   EXPECT_TRUE(FileExists(absl::StrCat(cut, "/ckpt-", stopped[0], ".index"))) << "no checkpoint at the stop";
 
-  RunTwoWorkers("examples/regression", {"--epochs=1000", "--save_every_steps=2000"}, cut);
+  RunTwoWorkers("examples/regression", args, cut);
   int compared = 0;
   ExpectSameTensors(whole + "/ckpt-32000", cut + "/ckpt-32000", &compared);
   EXPECT_GT(compared, 0);

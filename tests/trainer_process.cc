@@ -29,73 +29,17 @@
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 
-extern char** environ;
-
 namespace strata {
 namespace testing {
 
-std::string Runfile(const std::string& path) {
-  const char* dir = std::getenv("TEST_SRCDIR");
-  return absl::StrCat(dir == nullptr ? "." : dir, "/strata/", path);
-}
-
-std::string TempDir(const std::string& name) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(t == nullptr ? "/tmp" : t, "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool WaitForCheckpoint(const std::string& dir, int64_t step) {
+  const auto reached = CheckpointReached(dir, step);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (DIR* d = opendir(dir.c_str())) {
-      bool found = false;
-      while (dirent* e = readdir(d)) {
-        absl::string_view name = e->d_name;
-        int64_t s = 0;
-        if (absl::ConsumePrefix(&name, "ckpt-") && absl::ConsumeSuffix(&name, ".index") &&
-            absl::SimpleAtoi(name, &s) && s >= step) {
-          found = true;
-        }
-      }
-      closedir(d);
-      if (found) return true;
-    }
+    if (reached()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
-}
-
-std::vector<int> FreePorts(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
-}
-
-std::string WorkerCluster(int n) {
-  std::vector<std::string> addrs;
-  for (int port : FreePorts(n)) addrs.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
-  return absl::StrCat("{\"worker\":[", absl::StrJoin(addrs, ","), "]}");
 }
 
 std::string StdoutPathFor(const std::string& stderr_path) { return stderr_path + ".stdout"; }
@@ -105,73 +49,6 @@ Process Spawn(const std::vector<std::string>& args, const std::string& stderr_pa
   std::vector<std::string> with_data = args;
   with_data.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
   return SpawnProgram(Runfile("tools/trainer"), with_data, stderr_path, env);
-}
-
-Process SpawnProgram(const std::string& program, const std::vector<std::string>& args,
-                     const std::string& stderr_path, const std::vector<std::string>& env) {
-  std::vector<std::string> argv_s = {program};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  Process p;
-  p.stderr_path = stderr_path;
-  p.stdout_path = StdoutPathFor(stderr_path);
-  posix_spawn_file_actions_addopen(&fa, 1, p.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const std::string& x : env) {
-      if (entry.substr(0, entry.find('=') + 1) == x.substr(0, x.find('=') + 1)) replaced = true;
-    }
-    if (!replaced) env_s.push_back(entry);
-  }
-  env_s.insert(env_s.end(), env.begin(), env.end());
-  std::vector<char*> envp;
-  for (std::string& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const int rc = posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
-  if (rc != 0) p.pid = -1;
-  return p;
-}
-
-Exit Wait(const Process& p) {
-  Exit e;
-  if (p.pid < 0) return e;
-  int status = 0;
-  if (waitpid(p.pid, &status, 0) != p.pid) return e;
-  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) {
-    e.signal = WTERMSIG(status);
-    e.core_dumped = WCOREDUMP(status);
-  }
-  e.err = ReadFile(p.stderr_path);
-  if (!p.stdout_path.empty()) e.out = ReadFile(p.stdout_path);
-  return e;
-}
-
-std::string Describe(const Exit& e, size_t stdout_tail) {
-  std::string out;
-  if (e.signal != 0) {
-    const char* name = strsignal(e.signal);
-    out = absl::StrCat("killed by signal ", e.signal, " (", name == nullptr ? "?" : name, ")",
-                       e.core_dumped ? ", core dumped" : "");
-  } else {
-    out = absl::StrCat("exited with code ", e.code);
-  }
-  absl::StrAppend(&out, "\n--- stderr (", e.err.size(), " bytes) ---\n", e.err);
-  if (!e.err.empty() && e.err.back() != '\n') out += '\n';
-  const size_t from = e.out.size() > stdout_tail ? e.out.size() - stdout_tail : 0;
-  absl::StrAppend(&out, "--- stdout (", e.out.size(), " bytes", from > 0 ? ", the tail" : "",
-                  ") ---\n", absl::string_view(e.out).substr(from));
-  return out;
 }
 
 Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {

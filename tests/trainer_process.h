@@ -1,7 +1,8 @@
 // Helpers for end-to-end tests that run tools/trainer as a real process:
-// spawn it with flags (its stderr and stdout kept in files), wait for it,
-// say how it ended, read its JSON-lines metrics, and compare two checkpoints
-// tensor by tensor.
+// spawn it with flags (its stderr and stdout kept in files), read its
+// JSON-lines metrics, and compare two checkpoints tensor by tensor. Spawning
+// any program, waiting and describing how it ended are the public cluster
+// test library's (fit/testing/cluster_runner.h), re-exported here.
 //
 //   Exit e = RunTrainer({"--steps=40", "--metrics_out=" + dir + "/m.jsonl"}, "short");
 //   ASSERT_EQ(e.code, 0) << Describe(e);  // "killed by signal 11 (...)", stderr, stdout
@@ -13,27 +14,14 @@
 #ifndef STRATA_TESTS_TRAINER_PROCESS_H_
 #define STRATA_TESTS_TRAINER_PROCESS_H_
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "fit/testing/cluster_runner.h"
+
 namespace strata {
 namespace testing {
-
-// `path` under the test's runfiles ("tools/trainer").
-std::string Runfile(const std::string& path);
-// A fresh, empty directory `name` under the test's temporary directory.
-std::string TempDir(const std::string& name);
-std::string ReadFile(const std::string& path);
-
-// n distinct ports on 127.0.0.1 that were free a moment ago. The sockets
-// stay bound until all are picked: the kernel hands a closed port out again,
-// and two tasks given one address fail at start-up.
-std::vector<int> FreePorts(int n);
-// The TF_CONFIG "cluster" JSON of n workers on such ports of 127.0.0.1.
-std::string WorkerCluster(int n);
 
 // Waits (up to a minute) until `dir` holds a checkpoint ckpt-<s>.index with
 // s >= step: training got that far. Any such step, since the manager keeps
@@ -41,19 +29,8 @@ std::string WorkerCluster(int n);
 // before a poll sees it.
 bool WaitForCheckpoint(const std::string& dir, int64_t step);
 
-struct Process {
-  pid_t pid = -1;
-  std::string stderr_path;
-  std::string stdout_path;  // StdoutPathFor(stderr_path)
-};
-
-struct Exit {
-  int code = -1;             // exit status, or -1 if killed
-  int signal = 0;            // the signal that killed it
-  bool core_dumped = false;  // ... and whether it dumped core
-  std::string err;           // its stderr
-  std::string out;           // its stdout
-};
+// The trainer's endings are the cluster runner's (fit/testing/).
+using Exit = WorkerExit;
 
 // Where Spawn sends the stdout of a process whose stderr goes to
 // `stderr_path`: the same path with ".stdout" appended.
@@ -65,15 +42,6 @@ std::string StdoutPathFor(const std::string& stderr_path);
 // environment.
 Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path,
               const std::vector<std::string>& env = {});
-// The same for any program (a path, e.g. Runfile("examples/regression")),
-// with `args` only.
-Process SpawnProgram(const std::string& program, const std::vector<std::string>& args,
-                     const std::string& stderr_path, const std::vector<std::string>& env = {});
-Exit Wait(const Process& p);
-// How `e` ended, for a failed expectation: "exited with code 1" or "killed
-// by signal 11 (Segmentation fault), core dumped", then its stderr and the
-// last `stdout_tail` bytes of its stdout.
-std::string Describe(const Exit& e, size_t stdout_tail = 4096);
 // Spawn + Wait, stderr kept under a directory named after `name`.
 Exit RunTrainer(const std::vector<std::string>& args, const std::string& name);
 
