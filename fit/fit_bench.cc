@@ -139,7 +139,7 @@ absl::Status Main() {
   }
   const double fit_rate = Median(fit), hand_rate = Median(hand);
   if (absl::GetFlag(FLAGS_json)) {
-    std::printf("{\"model\":\"mlp 64-128-64-10\",\"batch\":%lld,\"steps\":%lld,\"rounds\":%d,"
+    std::printf("{\"model\":\"64-128-64-10\",\"batch\":%lld,\"steps\":%lld,\"rounds\":%d,"
                 "\"fit_steps_per_sec\":%.1f,\"hand_steps_per_sec\":%.1f,\"ratio\":%.4f}\n",
                 static_cast<long long>(kBatch), static_cast<long long>(steps), rounds, fit_rate, hand_rate,
                 fit_rate / hand_rate);

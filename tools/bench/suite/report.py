@@ -28,6 +28,7 @@ SECTIONS = [  # key, title, issue
     ("mirrored", "Mirrored training throughput", "issue 4"),
     ("multiworker", "Multi-worker training throughput and scaling", "issue 5"),
     ("failure", "Failure detection", "issue 5"),
+    ("fit", "Training library: Fit's cost per step", "issue 18"),
 ]
 
 
@@ -125,6 +126,13 @@ def targets(results):
     add("W8", 5, "failure", "a SIGKILLed worker: every survivor exits, naming it, within heartbeat + 5 s "
         "(worst time / bound)", "<=", 1.0)
     add("W9", 5, "failure", "a SIGSTOPped (frozen) worker: the same (worst time / bound)", "<=", 1.0)
+
+    add("F1", 18, "fit", "fit::Fit steps/s vs a hand-written loop over the same graph (digits-sized MLP)",
+        ">=", 0.98)
+    fd = data(results, "fit")
+    if fd:
+        t["F1"].set(fd["ratio"], f"{fd['ratio']:.3f}x ({fd['fit_steps_per_sec']:.0f} vs "
+                                 f"{fd['hand_steps_per_sec']:.0f} steps/s)")
 
     e = data(results, "engine")
     if e:
@@ -475,9 +483,20 @@ def section_failure(d, plots_dir):
                         "names the lost task, exits non-zero", "target"], rows) + skipped + "\n")
 
 
+def section_fit(d, plots_dir):
+    rows = [["fit::Fit", f"{d['fit_steps_per_sec']:.0f}"], ["hand-written loop", f"{d['hand_steps_per_sec']:.0f}"]]
+    return (f"`fit/fit_bench.cc`: the {d['model']} MLP at batch {d['batch']}, SGD, one device and one "
+            f"intra-op thread, trained by `fit::Fit` and by a hand-written loop over the graph Fit builds (the "
+            f"same input pipeline, Strategy::Run, Minimize, one Session::Run per step fetching the loss), "
+            f"{d['steps']} steps per side in {d['rounds']} interleaved rounds; each side's median steps/s. "
+            f"**Fit / hand = {d['ratio']:.3f}** (target >= 0.98: "
+            f"{'met' if d['ratio'] >= 0.98 else 'NOT met'}).\n\n"
+            + md_table(["loop", "steps/s (median)"], rows))
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
-               "multiworker": section_multiworker, "failure": section_failure}
+               "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit}
 
 
 def read_note(notes_dir, name):
@@ -522,8 +541,8 @@ def write(results, doc_path, perf_dir):
            "mode: more repetitions and rounds, longer). The peers are installed by `tools/setup.sh --peers` "
            "(TensorFlow 2.21 from PyPI; PyTorch 1.13, libtorch, Gloo, Open MPI 4.1, OpenBLAS-openmp from "
            "Debian), which `tools/perf.sh` runs first.\n\n",
-           f"## Targets\n\nEvery speed target of the engine (2), training (3), Mirrored (4) and multi-worker "
-           f"(5) issues: **{met} of {measured} met** in this run"
+           f"## Targets\n\nEvery speed target of the engine (2), training (3), Mirrored (4), multi-worker "
+           f"(5) and training-library (18) issues: **{met} of {measured} met** in this run"
            + (f" ({len(ts) - measured} not measured)" if measured < len(ts) else "") + ".\n\n"]
     rows = [[t.tid, f"#{t.issue}", t.what, f"{t.op} {t.bound:g}" + ("x" if t.tid not in ("W2",) else " µs"),
              t.figure, status(t.met), f"[{t.section}](#{t.section})"] for t in ts]
@@ -539,6 +558,10 @@ def write(results, doc_path, perf_dir):
         elif "error" in entry:
             doc.append(f"**Could not run:** {entry['error']}\n")
         else:
+            run = entry.get("run")
+            if run and (run["date"], run["commit"]) != (results["date"], results["commit"]):
+                doc.append(f"*From a later run with `--only`: {run['date']}, commit {run['commit']}, "
+                           f"{run['mode']} mode.*\n\n")
             doc.append(SECTION_FNS[key](entry["data"], perf_dir))
         note = read_note(notes_dir, key)
         if note:

@@ -55,6 +55,7 @@ BINARIES = {  # staged name: path under bazel-bin
     "cross_process_bench": "runtime/collective/cross_process_bench",
     "trainer": "tools/trainer",
     "launch": "tools/launch",
+    "fit_bench": "fit/fit_bench",
 }
 BAZEL_TARGETS = ["//" + os.path.dirname(p) + ":" + os.path.basename(p) for p in BINARIES.values()]
 
@@ -188,22 +189,45 @@ def bench_failure(ctx):
     return load_json(out)
 
 
+def bench_fit(ctx):
+    # Interleaved rounds of Fit and the hand-written loop, each side's median.
+    steps, rounds = (1500, 3) if ctx["quick"] else (3000, 5)
+    out = os.path.join(ctx["tmp"], "fit.json")
+    cmd = [os.path.join(ctx["bin"], "fit_bench"), "--json", f"--bench_steps={steps}", f"--rounds={rounds}"]
+    with open(out, "w") as f:
+        subprocess.run(cmd, stdout=f, check=True, timeout=900)
+    with open(out) as f:
+        lines = [l for l in f if l.startswith("{")]
+    if not lines:
+        raise RuntimeError("fit_bench printed no result")
+    return json.loads(lines[-1])
+
+
+# The staged binaries each benchmark runs: one missing fails only its own
+# benchmarks (a machine without the peers' libraries builds no torch_op_bench).
+NEEDS = {
+    "engine": ["executor_bench", "torch_op_bench", "matmul_bench", "mlp_forward_bench"],
+    "training": ["trainer"], "inprocess": ["collective_bench"], "crossprocess": ["cross_process_bench"],
+    "multiworker": ["trainer", "launch"], "mirrored": ["trainer"], "failure": ["trainer", "launch"],
+    "fit": ["fit_bench"],
+}
+
 BENCHMARKS = [
     ("engine", bench_engine), ("training", bench_training), ("inprocess", bench_inprocess),
     ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
-    ("mirrored", bench_mirrored), ("failure", bench_failure),
+    ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
 ]
 
 
 def stage_binaries(bazel_bin, dest):
-    """Copies the bench binaries out of bazel-bin; returns the names that are missing."""
-    missing = []
+    """Copies the bench binaries out of bazel-bin; returns {name: why} for those missing."""
+    missing = {}
     for name, rel in BINARIES.items():
         src = os.path.join(bazel_bin, rel)
         if os.access(src, os.X_OK):
             shutil.copy2(src, os.path.join(dest, name))
         else:
-            missing.append(f"{src} (bazel build -c opt {BAZEL_TARGETS[list(BINARIES).index(name)]})")
+            missing[name] = f"{src} (bazel build -c opt {BAZEL_TARGETS[list(BINARIES).index(name)]})"
     return missing
 
 
@@ -247,6 +271,16 @@ def main():
         if unknown:
             sys.exit(f"suite: unknown --only {sorted(unknown)}")
         results = run_all(a, only)
+        if only and os.path.exists(a.results):
+            # --only: the benchmarks run replace theirs in the previous
+            # results; the others keep theirs, each entry saying its run.
+            previous = load_json(a.results)
+            for entry in previous["benchmarks"].values():
+                entry.setdefault("run", {k: previous[k] for k in ("date", "commit", "mode")})
+            previous["benchmarks"].update(results["benchmarks"])
+            for entry in results["benchmarks"].values():
+                entry["run"] = {k: results[k] for k in ("date", "commit", "mode")}
+            results = previous
         os.makedirs(os.path.dirname(a.results), exist_ok=True)
         with open(a.results, "w") as f:
             json.dump(results, f, indent=None, separators=(",", ":"))
@@ -277,8 +311,9 @@ def run_all(a, only):
             t0 = time.monotonic()
             entry = {}
             try:
-                if missing:
-                    raise RuntimeError("not built: " + ", ".join(missing))
+                absent = [missing[b] for b in NEEDS[name] if b in missing]
+                if absent:
+                    raise RuntimeError("not built: " + ", ".join(absent))
                 entry["data"] = fn({"quick": a.quick, "bin": bin_dir, "tmp": tmp, "log": log})
             except (RuntimeError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
                 entry["error"] = f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
