@@ -3,6 +3,7 @@
 // input by name.
 #include "fit/fit.h"
 
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -215,42 +216,95 @@ TEST(FitTest, EarlyStoppingWaitsForItsPatience) {
 TEST(FitTest, BadInputIsRefusedByName) {
   auto strategy = MakeStrategy(Config("mirrored", 2));
   ASSERT_TRUE(strategy.ok());
-  train::Sequential net(1);
-  net.Add<train::Dense>(1);
-  Model m;
-  m.predict = [&net](const Scope& s, Output x) { return net.Build(s, x); };
-  // A loss that is not a scalar: the squared error of every example.
-  m.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
-    return ops::Square(s, ops::Sub(s, p, y));
+  // Each Fit builds its own graph: a fresh network each time.
+  std::vector<std::unique_ptr<train::Sequential>> nets;
+  auto model = [&nets](std::function<absl::StatusOr<Output>(const Scope&, Output, Output)> loss) {
+    nets.push_back(std::make_unique<train::Sequential>(1));
+    nets.back()->Add<train::Dense>(1);
+    train::Sequential* net = nets.back().get();
+    Model m;
+    m.predict = [net](const Scope& s, Output x) { return net->Build(s, x); };
+    m.loss = std::move(loss);
+    return m;
+  };
+  auto mse = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+    return train::MeanSquaredError(s, y, p);
   };
   auto opt = MakeOptimizer("sgd", 0.1);
   FitOptions o;
   o.quiet = true;
   o.global_batch_size = 32;
-  auto r = Fit(strategy->get(), m, opt->get(), Data(64, 1), nullptr, o);
+  // A loss that is not a scalar: the squared error of every example.
+  auto r = Fit(strategy->get(), model([](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+                 return ops::Square(s, ops::Sub(s, p, y));
+               }),
+               opt->get(), Data(64, 1), nullptr, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "scalar")) << r.status();
 
-  Model good = m;
-  good.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
-    return train::MeanSquaredError(s, y, p);
-  };
   o.global_batch_size = 33;  // two replicas
-  r = Fit(strategy->get(), good, opt->get(), Data(64, 1), nullptr, o);
+  r = Fit(strategy->get(), model(mse), opt->get(), Data(64, 1), nullptr, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "global_batch_size 33")) << r.status();
 
   o.global_batch_size = 32;
   auto three = data::FromTensors({Tensor(DT_FLOAT, TensorShape{64, 2}), Tensor(DT_FLOAT, TensorShape{64, 1}),
                                   Tensor(DT_FLOAT, TensorShape{64, 1})});
-  r = Fit(strategy->get(), good, opt->get(), *three, nullptr, o);
+  r = Fit(strategy->get(), model(mse), opt->get(), *three, nullptr, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "(features, label)")) << r.status();
 
   o.global_batch_size = 128;
-  r = Fit(strategy->get(), good, opt->get(), Data(64, 1), nullptr, o);
+  r = Fit(strategy->get(), model(mse), opt->get(), Data(64, 1), nullptr, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "larger than the 64")) << r.status();
+
+  // A loss function that returns no loss.
+  o.global_batch_size = 32;
+  r = Fit(strategy->get(), model([](const Scope&, Output, Output) -> absl::StatusOr<Output> { return Output(); }),
+          opt->get(), Data(64, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "the loss is a null Output")) << r.status();
+
+  // A model that returns no prediction.
+  Model no_prediction = model(mse);
+  no_prediction.predict = [](const Scope&, Output) -> absl::StatusOr<Output> { return Output(); };
+  r = Fit(strategy->get(), no_prediction, opt->get(), Data(64, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "null prediction")) << r.status();
+
+  // A model whose layers another Fit built: their weights are another graph's.
+  Model reused = model(mse);
+  ASSERT_TRUE(Fit(strategy->get(), reused, opt->get(), Data(64, 1), nullptr, o).ok());
+  r = Fit(strategy->get(), reused, opt->get(), Data(64, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "was built in another graph")) << r.status();
+}
+
+TEST(FitTest, ACheckpointOfAnotherModelIsRefusedNamingTheVariable) {
+  FitOptions o;
+  o.global_batch_size = 32;
+  o.steps = 4;
+  o.checkpoint_dir = *io::MakeTempDir("fit_test");
+  ASSERT_TRUE(Train(Config("one_device", 1), o).ok());
+  // The same directory, a model with another layer.
+  auto strategy = MakeStrategy(Config("one_device", 1));
+  ASSERT_TRUE(strategy.ok());
+  train::Sequential net(5);
+  net.Add<train::Dense>(4, train::Activation::kRelu);
+  net.Add<train::Dense>(1);
+  Model m;
+  m.predict = [&net](const Scope& s, Output x) { return net.Build(s, x); };
+  m.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+    return train::MeanSquaredError(s, y, p);
+  };
+  auto opt = MakeOptimizer("sgd", 0.05);
+  o.quiet = true;
+  o.steps = 8;
+  auto r = Fit(strategy->get(), m, opt->get(), Data(256, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "does not fit this model")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "dense")) << r.status();
 }
 
 }  // namespace

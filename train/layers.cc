@@ -71,6 +71,10 @@ absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
     STRATA_RETURN_IF_ERROR(scope.status());
     built_ = true;
     built_shape_ = shape;
+    built_graph_ = scope.graph();
+  } else if (scope.graph() != built_graph_) {
+    // Its weights are another graph's nodes.
+    return Error("was built in another graph: make a new layer (or model) for each graph");
   } else if (!shape.IsCompatibleWith(built_shape_)) {
     return Error(absl::StrCat("was built for inputs of shape ", built_shape_.DebugString(),
                               " and cannot take ", shape.DebugString()));

@@ -67,6 +67,8 @@ class Layer {
   virtual std::string kind() const = 0;
 
   // Applies the layer to `input`; creates the weights on the first call.
+  // InvalidArgument naming the layer if it was built in another graph (its
+  // weights are that graph's nodes).
   absl::StatusOr<Output> Apply(const Scope& scope, Output input);
 
   // The layer's weights, in creation order (empty before the first Apply).
@@ -105,6 +107,7 @@ class Layer {
   std::optional<int64_t> seed_;
   bool built_ = false;
   PartialTensorShape built_shape_;
+  const Graph* built_graph_ = nullptr;  // where its weights live
   std::vector<Variable*> variables_;
   std::vector<VariableRead> reads_;
 };

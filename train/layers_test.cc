@@ -176,6 +176,17 @@ TEST(LayersTest, VariablesGoThroughTheCreatorHook) {
   EXPECT_EQ(seen, (std::vector<std::string>{"dense/kernel", "dense/bias"}));
 }
 
+TEST(LayersTest, ALayerBuiltInOneGraphRefusesAnother) {
+  Dense dense(2);
+  Scope a = Scope::NewRootScope();
+  ASSERT_TRUE(dense.Apply(a, ops::Placeholder(a, DT_FLOAT, PartialTensorShape({-1, 3}))).ok());
+  Scope b = Scope::NewRootScope();
+  absl::StatusOr<Output> again = dense.Apply(b, ops::Placeholder(b, DT_FLOAT, PartialTensorShape({-1, 3})));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(again.status().message().find("was built in another graph"), std::string::npos) << again.status();
+  EXPECT_NE(again.status().message().find("'dense'"), std::string::npos) << again.status();
+}
+
 }  // namespace
 }  // namespace train
 }  // namespace strata
