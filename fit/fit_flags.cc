@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "fit/optimizers.h"
 
-ABSL_FLAG(int64_t, epochs, 1, "passes over the training examples");
+ABSL_FLAG(int64_t, epochs, 1, "passes over the training examples (a program may set its own default)");
 ABSL_FLAG(int64_t, steps, 0, "total steps (wins over --epochs when > 0)");
 ABSL_FLAG(int64_t, global_batch_size, 32, "examples per step, split over every replica");
 ABSL_FLAG(int64_t, seed, 1, "seeds the shuffle (and the program's own randomness)");

@@ -22,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "fit/fit_flags.h"
 #include "fit/strategy_flags.h"
 #include "tools/trainer_lib.h"
 
@@ -33,31 +34,14 @@ ABSL_FLAG(std::string, data, "digits",
 ABSL_FLAG(std::string, digits_path, "",
           "the digits CSV; default: found in the runfiles or the source tree");
 ABSL_FLAG(double, test_fraction, 0.2, "fraction of the examples held out for testing (split fixed by --seed)");
-ABSL_FLAG(std::string, optimizer, "adam", "sgd, momentum or adam");
-ABSL_FLAG(double, learning_rate, 0, "0: the optimizer's default (sgd 0.1, momentum 0.01, adam 0.001)");
-ABSL_FLAG(double, momentum, 0.9, "the momentum optimizer's momentum");
 ABSL_FLAG(std::string, lr_schedule, "constant", "constant, exponential or cosine");
 ABSL_FLAG(int64_t, lr_decay_steps, 0, "decay steps of the schedule; 0: the run's total steps");
 ABSL_FLAG(double, lr_decay_rate, 0.1, "exponential schedule: factor per lr_decay_steps");
-ABSL_FLAG(int64_t, global_batch_size, 32, "examples per step");
-ABSL_FLAG(int64_t, epochs, 0, "passes over the training split (0 and no --steps: 30)");
-ABSL_FLAG(int64_t, steps, 0, "total steps (wins over --epochs)");
-ABSL_FLAG(int64_t, seed, 1, "seeds the split, the shuffle and the initial weights");
-ABSL_FLAG(std::string, checkpoint_dir, "", "write checkpoints here and resume from the newest intact one");
-ABSL_FLAG(int64_t, save_every_steps, 0, "checkpoint period in steps (0: only at the end)");
-ABSL_FLAG(int32_t, max_to_keep, 3, "checkpoints kept (0: all)");
-ABSL_FLAG(std::string, metrics_out, "", "append JSON lines: one per step and a final one with test metrics");
 ABSL_FLAG(bool, standardize, true, "standardize features with the training split's mean and stddev");
 ABSL_FLAG(std::string, input_sharding, "auto",
           "multi_worker_mirrored: auto (file when --data=csv names at least as many files as "
           "workers, else data), file (each worker loads only its share of the files) or data "
           "(every worker loads everything and takes its share of every global batch)");
-ABSL_FLAG(std::string, trace_out, "",
-          "write a Chrome trace (Perfetto, chrome://tracing) of --trace_steps steps after warm-up here");
-ABSL_FLAG(int64_t, trace_steps, 3, "steps traced for --trace_out");
-ABSL_FLAG(int64_t, prefetch, 2, "batches prepared ahead on a background thread (0: none)");
-ABSL_FLAG(int64_t, log_every_steps, 0, "progress line period when stderr is not a terminal (0: auto)");
-ABSL_FLAG(bool, quiet, false, "no progress output");
 ABSL_FLAG(int64_t, crash_at_step, 0, "testing: SIGKILL itself right after this step");
 
 int main(int argc, char** argv) {
@@ -67,6 +51,9 @@ int main(int argc, char** argv) {
       "  trainer --strategy=mirrored --num_cpu_devices=4 --trace_out=/tmp/trace.json\n"
       "  trainer --devices=/gpu:0 --model=cnn   (a --config=cuda build)\n"
       "  trainer --data=csv:train.csv --checkpoint_dir=/tmp/run --save_every_steps=100");
+  // The training flags are the shared library's (fit/fit_flags.h); the
+  // trainer's own default: no --epochs and no --steps is 30 epochs.
+  absl::SetFlag(&FLAGS_epochs, 0);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::vector<std::string> extra(rest.begin() + 1, rest.end());
@@ -88,6 +75,8 @@ int main(int argc, char** argv) {
   c.optimizer = absl::GetFlag(FLAGS_optimizer);
   c.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   c.momentum = absl::GetFlag(FLAGS_momentum);
+  c.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  c.clip_global_norm = absl::GetFlag(FLAGS_clip_global_norm);
   c.lr_schedule = absl::GetFlag(FLAGS_lr_schedule);
   c.lr_decay_steps = absl::GetFlag(FLAGS_lr_decay_steps);
   c.lr_decay_rate = absl::GetFlag(FLAGS_lr_decay_rate);

@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "data/digits/find_digits.h"
 #include "fit/checkpoint.h"
+#include "fit/optimizers.h"
 #include "fit/progress.h"
 #include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
@@ -68,12 +69,6 @@ void Log(FILE* log, bool quiet, const std::string& line) {
   if (log == nullptr || quiet) return;
   std::fprintf(log, "trainer: %s\n", line.c_str());
   std::fflush(log);
-}
-
-double DefaultLearningRate(const std::string& optimizer) {
-  if (optimizer == "sgd") return 0.1;
-  if (optimizer == "momentum") return 0.01;
-  return 1e-3;  // adam
 }
 
 // What a checkpoint must agree with to be resumed by this run (not the
@@ -144,7 +139,7 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
     }
     STRATA_ASSIGN_OR_RETURN(g->model, train::MakeSmallCnn(side, side, 1, d.num_classes, c.seed));
   }
-  const double lr = c.learning_rate > 0 ? c.learning_rate : DefaultLearningRate(c.optimizer);
+  const double lr = c.learning_rate > 0 ? c.learning_rate : fit::DefaultLearningRate(c.optimizer);
   const int64_t decay_steps = c.lr_decay_steps > 0 ? c.lr_decay_steps : std::max<int64_t>(1, total_steps);
   train::LearningRateSchedule schedule = train::ConstantLearningRate(lr);
   if (c.lr_schedule == "exponential") {
@@ -152,15 +147,17 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
   } else if (c.lr_schedule == "cosine") {
     schedule = train::CosineDecay(lr, decay_steps);
   }
-  // Distributed optimizers: all-reduce (mean) the replicas' gradients, then
-  // the base update on each replica's copy; on one device, the base update.
-  if (c.optimizer == "sgd") {
-    g->optimizer = std::make_unique<distribute::DistributedOptimizer<train::SGD>>(schedule);
-  } else if (c.optimizer == "momentum") {
-    g->optimizer = std::make_unique<distribute::DistributedOptimizer<train::Momentum>>(schedule, c.momentum);
-  } else {
-    g->optimizer = std::make_unique<distribute::DistributedOptimizer<train::Adam>>(schedule);
-  }
+  // Distributed optimizers (fit/optimizers.h): all-reduce (mean) the
+  // replicas' gradients, then the base update on each replica's copy; on
+  // one device, the base update.
+  fit::OptimizerOptions oo;
+  oo.schedule = schedule;
+  oo.momentum = c.momentum;
+  oo.weight_decay = c.weight_decay;
+  oo.clip_global_norm = c.clip_global_norm;
+  absl::StatusOr<std::unique_ptr<train::Optimizer>> optimizer = fit::MakeOptimizer(c.optimizer, lr, oo);
+  if (!optimizer.ok()) return AnnotateStatus(optimizer.status(), "--optimizer: ");
+  g->optimizer = *std::move(optimizer);
   auto step_fn = [&](distribute::ReplicaContext& ctx,
                      const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
     STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(ctx.scope(), in[0]));
@@ -254,9 +251,8 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.model != "mlp" && c.model != "cnn") {
     return bad("model", absl::StrCat("unknown model '", c.model, "'; expected mlp or cnn"));
   }
-  if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adam") {
-    return bad("optimizer", absl::StrCat("unknown optimizer '", c.optimizer,
-                                         "'; expected sgd, momentum or adam"));
+  if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adam" && c.optimizer != "adamw") {
+    return bad("optimizer", absl::StrCat("unknown optimizer '", c.optimizer, "'; expected sgd, momentum, adam or adamw"));
   }
   if (c.lr_schedule != "constant" && c.lr_schedule != "exponential" && c.lr_schedule != "cosine") {
     return bad("lr_schedule", absl::StrCat("unknown schedule '", c.lr_schedule,
@@ -269,6 +265,10 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
     return bad("learning_rate", absl::StrCat(c.learning_rate, " is not a positive number"));
   }
   if (!(c.momentum >= 0 && c.momentum < 1)) return bad("momentum", "must be in [0, 1)");
+  if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay)) return bad("weight_decay", "must be >= 0");
+  if (!(c.clip_global_norm >= 0) || !std::isfinite(c.clip_global_norm)) {
+    return bad("clip_global_norm", "must be >= 0 (0: no clipping)");
+  }
   if (!(c.lr_decay_rate > 0 && c.lr_decay_rate <= 1)) return bad("lr_decay_rate", "must be in (0, 1]");
   if (c.lr_decay_steps < 0) return bad("lr_decay_steps", "must be >= 0");
   if (!(c.test_fraction >= 0 && c.test_fraction < 1)) {

@@ -108,9 +108,11 @@ struct TrainerConfig : fit::StrategyConfig {
   std::string data = "digits";
   std::string digits_path;                   // "" = FindDigitsCsv (data/digits/find_digits.h)
   double test_fraction = 0.2;                // in [0, 1)
-  std::string optimizer = "adam";            // "sgd", "momentum" or "adam"
+  std::string optimizer = "adam";            // "sgd", "momentum", "adam" or "adamw"
   double learning_rate = 0;                  // 0 = the optimizer's default
   double momentum = 0.9;
+  double weight_decay = 0.004;               // adamw's
+  double clip_global_norm = 0;               // 0 = no clipping
   std::string lr_schedule = "constant";      // "constant", "exponential", "cosine"
   int64_t lr_decay_steps = 0;                // 0 = the run's total steps
   double lr_decay_rate = 0.1;                // exponential: rate per decay_steps
