@@ -129,6 +129,21 @@ TEST(GradientsTest, OpWithoutGradientOffThePathIsFine) {
   EXPECT_EQ(out[0].data<double>()[1], 0);
 }
 
+// loss = sum(x * StopGradient(x)): the stopped use is a constant, so the
+// gradient is x, not 2x.
+TEST(GradientsTest, StopGradientStopsTheFlowButPassesTheValue) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_DOUBLE);
+  Output stopped = ops::StopGradient(root, x);
+  Output loss = ops::Sum(root, ops::Mul(root, x, stopped), ops::Const(root, 0));
+  OutputList grads;
+  ASSERT_TRUE(AddSymbolicGradients(root, {loss}, {x}, &grads).ok());
+  std::vector<Tensor> out = RunGraph(root, {{"x", Doubles({1.5, -2}, {2})}}, {grads[0], loss});
+  EXPECT_EQ(out[0].data<double>()[0], 1.5);
+  EXPECT_EQ(out[0].data<double>()[1], -2);
+  EXPECT_EQ(out[1].data<double>()[0], 1.5 * 1.5 + 4);
+}
+
 TEST(GradientsTest, UnconnectedInputsGetZerosOrNothing) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root.WithOpName("x"), DT_DOUBLE);

@@ -30,6 +30,14 @@ absl::Status SubGrad(const Scope& s, const Node& op, const OutputList& g, Output
   return s.status();
 }
 
+// z = (x - y)^2: dz/dx = 2 (x - y), dz/dy = -2 (x - y).
+absl::Status SquaredDifferenceGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), y = OpInput(op, 1);
+  Output gx = ops::Mul(s, g[0], ops::Mul(s, ScalarConst(s, x.type(), 2), ops::Sub(s, x, y)));
+  ReduceBinaryGrads(s, x, y, gx, ops::Neg(s, gx), out);
+  return s.status();
+}
+
 absl::Status MulGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
   Output x = OpInput(op, 0), y = OpInput(op, 1);
   ReduceBinaryGrads(s, x, y, ops::Mul(s, g[0], y), ops::Mul(s, x, g[0]), out);
@@ -244,6 +252,7 @@ absl::Status MaxMinReductionGrad(const Scope& s, const Node& op, const OutputLis
 STRATA_REGISTER_GRADIENT("Add", AddGrad);
 STRATA_REGISTER_GRADIENT("AddV2", AddGrad);
 STRATA_REGISTER_GRADIENT("Sub", SubGrad);
+STRATA_REGISTER_GRADIENT("SquaredDifference", SquaredDifferenceGrad);
 STRATA_REGISTER_GRADIENT("Mul", MulGrad);
 STRATA_REGISTER_GRADIENT("RealDiv", RealDivGrad);
 STRATA_REGISTER_GRADIENT("Pow", PowGrad);

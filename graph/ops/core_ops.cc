@@ -60,6 +60,14 @@ STRATA_REGISTER_OP("Identity")
     .Attr("T: type")
     .SetShapeFn(UnchangedShape);
 
+// The identity in the forward pass; backpropagation stops at it (no
+// gradient flows to its input).
+STRATA_REGISTER_OP("StopGradient")
+    .Input("input: T")
+    .Output("output: T")
+    .Attr("T: type")
+    .SetShapeFn(UnchangedShape);
+
 STRATA_REGISTER_OP("NoOp").SetShapeFn(NoOutputs);
 
 STRATA_REGISTER_OP("_Arg")
@@ -123,6 +131,11 @@ Output Placeholder(const Scope& s, DataType dtype, const PartialTensorShape& sha
 
 Output Identity(const Scope& s, Output input) {
   Node* n = NodeBuilder(s, "Identity").Input(input).Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+
+Output StopGradient(const Scope& s, Output input) {
+  Node* n = NodeBuilder(s, "StopGradient").Input(input).Finalize();
   return n == nullptr ? Output() : Output(n, 0);
 }
 

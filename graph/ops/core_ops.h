@@ -61,6 +61,8 @@ Output Placeholder(const Scope& s, DataType dtype,
 
 // Its input, unchanged (the buffer is passed through, not copied).
 Output Identity(const Scope& s, Output input);
+// The identity that backpropagation stops at (TensorFlow's StopGradient).
+Output StopGradient(const Scope& s, Output input);
 
 // Does nothing; a target that groups control dependencies (those of the scope).
 Node* NoOp(const Scope& s);

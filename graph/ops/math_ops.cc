@@ -218,6 +218,7 @@ absl::Status SelectV2Shape(InferenceContext& c) {
 STRATA_REGISTER_BINARY("Add", STRATA_FLOATS ", uint8, " STRATA_SIGNED_INTS);
 STRATA_REGISTER_BINARY("AddV2", STRATA_NUMBER_TYPES).SetIsCommutative();
 STRATA_REGISTER_BINARY("Sub", STRATA_NUMBER_TYPES);
+STRATA_REGISTER_BINARY("SquaredDifference", STRATA_NUMBER_TYPES).SetIsCommutative();
 STRATA_REGISTER_BINARY("Mul", STRATA_NUMBER_TYPES).SetIsCommutative();
 STRATA_REGISTER_BINARY("RealDiv", STRATA_NUMBER_TYPES);
 STRATA_REGISTER_BINARY("Pow", STRATA_FLOATS ", " STRATA_SIGNED_INTS);
@@ -334,6 +335,7 @@ namespace ops {
 Output Add(const Scope& s, Output x, Output y) { return Binary(s, "Add", x, y); }
 Output AddV2(const Scope& s, Output x, Output y) { return Binary(s, "AddV2", x, y); }
 Output Sub(const Scope& s, Output x, Output y) { return Binary(s, "Sub", x, y); }
+Output SquaredDifference(const Scope& s, Output x, Output y) { return Binary(s, "SquaredDifference", x, y); }
 Output Mul(const Scope& s, Output x, Output y) { return Binary(s, "Mul", x, y); }
 Output RealDiv(const Scope& s, Output x, Output y) { return Binary(s, "RealDiv", x, y); }
 Output Pow(const Scope& s, Output x, Output y) { return Binary(s, "Pow", x, y); }

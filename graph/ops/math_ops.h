@@ -31,6 +31,7 @@ namespace ops {
 Output Add(const Scope& s, Output x, Output y);  // TF1's Add
 Output AddV2(const Scope& s, Output x, Output y);
 Output Sub(const Scope& s, Output x, Output y);
+Output SquaredDifference(const Scope& s, Output x, Output y);  // (x - y)^2
 Output Mul(const Scope& s, Output x, Output y);
 Output RealDiv(const Scope& s, Output x, Output y);
 Output Pow(const Scope& s, Output x, Output y);

@@ -119,6 +119,7 @@ class RetvalOp : public OpKernel {
 STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceCpu), ConstOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Placeholder").Device(kDeviceCpu), PlaceholderOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceCpu), IdentityOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("StopGradient").Device(kDeviceCpu), IdentityOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("NoOp").Device(kDeviceCpu), NoOpOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_Arg").Device(kDeviceCpu), ArgOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_Retval").Device(kDeviceCpu), RetvalOp);

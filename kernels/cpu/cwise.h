@@ -361,6 +361,20 @@ struct Pow {
   }
 };
 
+// (a - b)^2, vectorized where the type's packets subtract and multiply.
+template <typename T>
+struct SquaredDifference {
+  EIGEN_STRONG_INLINE T operator()(const T& a, const T& b) const {
+    const T d = a - b;
+    return d * d;
+  }
+  template <typename Packet>
+  EIGEN_STRONG_INLINE Packet packetOp(const Packet& a, const Packet& b) const {
+    const Packet d = Eigen::internal::psub(a, b);
+    return Eigen::internal::pmul(d, d);
+  }
+};
+
 // a == b, as bool.
 template <typename T>
 struct EqualTo {
@@ -379,6 +393,13 @@ struct functor_traits<::strata::cwise::internal::BindLeft<F, T>> : functor_trait
 template <typename T>
 struct functor_traits<::strata::cwise::Pow<T>> {
   enum { Cost = 5 * NumTraits<T>::MulCost, PacketAccess = false };
+};
+template <typename T>
+struct functor_traits<::strata::cwise::SquaredDifference<T>> {
+  enum {
+    Cost = NumTraits<T>::AddCost + NumTraits<T>::MulCost,
+    PacketAccess = packet_traits<T>::HasSub && packet_traits<T>::HasMul
+  };
 };
 template <typename T>
 struct functor_traits<::strata::cwise::EqualTo<T>> {

@@ -270,6 +270,7 @@ class CastKernel : public OpKernel {
   REGISTER_BINARY("Add", T, ei::scalar_sum_op<T>);                   \
   REGISTER_BINARY("AddV2", T, ei::scalar_sum_op<T>);                 \
   REGISTER_BINARY("Sub", T, ei::scalar_difference_op<T>);            \
+  REGISTER_BINARY("SquaredDifference", T, cwise::SquaredDifference<T>); \
   REGISTER_BINARY("Mul", T, ei::scalar_product_op<T>);               \
   REGISTER_BINARY("Maximum", T, ei::scalar_max_op<T>);               \
   REGISTER_BINARY("Minimum", T, ei::scalar_min_op<T>);               \

@@ -88,6 +88,7 @@ TEST(BinaryKernelTest, FloatArithmeticMatchesReference) {
   CheckBinary<float>("Add", [](float a, float b) { return a + b; }, -3, 3, -3, 3);
   CheckBinary<float>("AddV2", [](float a, float b) { return a + b; }, -3, 3, -3, 3);
   CheckBinary<float>("Sub", [](float a, float b) { return a - b; }, -3, 3, -3, 3);
+  CheckBinary<float>("SquaredDifference", [](float a, float b) { return (a - b) * (a - b); }, -3, 3, -3, 3);
   CheckBinary<float>("Mul", [](float a, float b) { return a * b; }, -3, 3, -3, 3);
   CheckBinary<float>("RealDiv", [](float a, float b) { return a / b; }, -3, 3, 0.5, 3);
   CheckBinary<float>("Maximum", [](float a, float b) { return std::max(a, b); }, -3, 3, -3, 3);
@@ -101,6 +102,8 @@ TEST(BinaryKernelTest, OneThreadDeviceGivesTheSameResults) {
 
 TEST(BinaryKernelTest, DoubleAndIntegerTypes) {
   CheckBinary<double>("Sub", [](double a, double b) { return a - b; }, -3, 3, -3, 3);
+  CheckBinary<double>("SquaredDifference", [](double a, double b) { return (a - b) * (a - b); }, -3, 3, -3, 3);
+  CheckBinary<int64_t>("SquaredDifference", [](int64_t a, int64_t b) { return (a - b) * (a - b); }, -9, 9, -9, 9);
   CheckBinary<double>("RealDiv", [](double a, double b) { return a / b; }, -3, 3, 1, 3);
   CheckBinary<int32_t>("AddV2", [](int32_t a, int32_t b) { return a + b; }, -100, 100, -100, 100);
   CheckBinary<int32_t>("Mul", [](int32_t a, int32_t b) { return a * b; }, -100, 100, -100, 100);

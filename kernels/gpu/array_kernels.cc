@@ -318,6 +318,7 @@ class BroadcastToOp : public OpKernel {
 
 STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceGpu), ConstOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceGpu), IdentityOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("StopGradient").Device(kDeviceGpu), IdentityOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("NoOp").Device(kDeviceGpu), NoOpOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Reshape").Device(kDeviceGpu), ReshapeOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Shape").Device(kDeviceGpu), ShapeOp);

@@ -60,6 +60,7 @@ template <typename A> __device__ __forceinline__ A Binary(BinaryFn fn, A x, A y)
     case BinaryFn::kAdd: return x + y;
     case BinaryFn::kSub: return x - y;
     case BinaryFn::kMul: return x * y;
+    case BinaryFn::kSquaredDifference: return (x - y) * (x - y);
     case BinaryFn::kMax: return x > y ? x : y;
     case BinaryFn::kMin: return x < y ? x : y;
     default: break;

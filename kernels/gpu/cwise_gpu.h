@@ -27,7 +27,8 @@ namespace gpu {
 enum class UnaryFn : int { kNeg, kSquare, kSqrt, kRsqrt, kExp, kLog, kRelu, kSigmoid, kTanh };
 
 // kReluGrad: z = x * (y > 0) (x: gradients, y: features). kEqual writes bool.
-enum class BinaryFn : int { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kEqual };
+// kSquaredDifference: z = (x - y)^2.
+enum class BinaryFn : int { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kEqual, kSquaredDifference };
 
 // float, double, half, bfloat16 (and int64 for kNeg, kSquare, kRelu).
 cudaError_t LaunchUnary(UnaryFn fn, ElemType t, const void* x, void* y, int64_t n, cudaStream_t s);

@@ -46,6 +46,10 @@ int32_t HostBinary(BinaryFn fn, int32_t x, int32_t y) {
     case BinaryFn::kAdd: return static_cast<int32_t>(static_cast<uint32_t>(x) + static_cast<uint32_t>(y));
     case BinaryFn::kSub: return static_cast<int32_t>(static_cast<uint32_t>(x) - static_cast<uint32_t>(y));
     case BinaryFn::kMul: return static_cast<int32_t>(static_cast<uint32_t>(x) * static_cast<uint32_t>(y));
+    case BinaryFn::kSquaredDifference: {
+      const uint32_t d = static_cast<uint32_t>(x) - static_cast<uint32_t>(y);
+      return static_cast<int32_t>(d * d);
+    }
     case BinaryFn::kMax: return x > y ? x : y;
     case BinaryFn::kMin: return x < y ? x : y;
     case BinaryFn::kEqual: return x == y;
@@ -169,6 +173,7 @@ class CastOp : public OpKernel {
   REGISTER_GPU("Add", dt, BinaryOp<BinaryFn::kAdd>);        \
   REGISTER_GPU("AddV2", dt, BinaryOp<BinaryFn::kAdd>);      \
   REGISTER_GPU("Sub", dt, BinaryOp<BinaryFn::kSub>);        \
+  REGISTER_GPU("SquaredDifference", dt, BinaryOp<BinaryFn::kSquaredDifference>); \
   REGISTER_GPU("Mul", dt, BinaryOp<BinaryFn::kMul>);        \
   REGISTER_GPU("Maximum", dt, BinaryOp<BinaryFn::kMax>);    \
   REGISTER_GPU("Minimum", dt, BinaryOp<BinaryFn::kMin>);    \

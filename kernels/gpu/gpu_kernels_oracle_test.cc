@@ -179,7 +179,9 @@ TEST_F(GpuOracleTest, BinaryFloatingOpsBroadcast) {
     for (const auto& [xs, ys] : BinaryShapes()) {
       const std::string what = absl::StrCat(DataTypeString(dt), " ", xs.DebugString(), " ", ys.DebugString());
       const Tensor x = Random(dt, xs, rng_), y = Random(dt, ys, rng_);
-      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum"}) Check(op, {x, y}, {}, {}, what);
+      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference"}) {
+        Check(op, {x, y}, {}, {}, what);
+      }
       Check("RealDiv", {x, Random(dt, ys, rng_, 0.5, 2)}, {}, {1e-6, 0}, what);
       Check("Pow", {Random(dt, xs, rng_, 0.5, 2), y}, {}, {1e-5, 1e-6}, what);
       Check("Equal", {x, x}, {}, {}, what);
@@ -192,7 +194,9 @@ TEST_F(GpuOracleTest, BinaryIntegerOps) {
     for (const auto& [xs, ys] : BinaryShapes()) {
       const Tensor x = Random(dt, xs, rng_, -50, 50), y = Random(dt, ys, rng_, -50, 50);
       const std::string what = absl::StrCat(DataTypeString(dt), " ", xs.DebugString(), " ", ys.DebugString());
-      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "Equal"}) Check(op, {x, y}, {}, {}, what);
+      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "Equal", "SquaredDifference"}) {
+        Check(op, {x, y}, {}, {}, what);
+      }
     }
   }
   Check("Equal", {Random(DT_BOOL, {100}, rng_), Random(DT_BOOL, {100}, rng_)}, {}, {});
@@ -453,6 +457,7 @@ TEST_F(GpuOracleTest, ArrayOps) {
       const Tensor x = Random(dt, s, rng_);
       const std::string what = absl::StrCat(DataTypeString(dt), " ", s.DebugString());
       Check("Identity", {x}, {}, {}, what);
+      Check("StopGradient", {x}, {}, {}, what);
       Check("ZerosLike", {x}, {}, {}, what);
       Check("OnesLike", {x}, {}, {}, what);
       Check("Shape", {x}, {{"out_type", MakeAttr(DT_INT32)}}, {}, what);
