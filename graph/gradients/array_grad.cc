@@ -25,6 +25,19 @@ absl::Status ReshapeGrad(const Scope& s, const Node& op, const OutputList& g, Ou
   return s.status();
 }
 
+// ExpandDims and Squeeze only rename the shape: the gradient takes the
+// input's back.
+absl::Status ExpandDimsGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(grad::ReshapeLike(s, g[0], OpInput(op, 0)));
+  out->push_back(Output());
+  return s.status();
+}
+
+absl::Status SqueezeGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(grad::ReshapeLike(s, g[0], OpInput(op, 0)));
+  return s.status();
+}
+
 absl::Status TransposeGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
   Output perm = OpInput(op, 1);
   Output inverse;
@@ -172,6 +185,8 @@ absl::Status FillGrad(const Scope& s, const Node&, const OutputList& g, OutputLi
 }
 
 STRATA_REGISTER_GRADIENT("Reshape", ReshapeGrad);
+STRATA_REGISTER_GRADIENT("ExpandDims", ExpandDimsGrad);
+STRATA_REGISTER_GRADIENT("Squeeze", SqueezeGrad);
 STRATA_REGISTER_GRADIENT("Transpose", TransposeGrad);
 STRATA_REGISTER_GRADIENT("ConcatV2", ConcatV2Grad);
 STRATA_REGISTER_GRADIENT("Slice", SliceGrad);

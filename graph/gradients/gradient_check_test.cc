@@ -100,6 +100,12 @@ std::vector<GradCase> MathCases() {
   c.push_back({"Add", "scalar broadcast", {U({2, 3}), U({})}, Binary(ops::Add)});
   c.push_back({"Sub", "column broadcast", {U({2, 3}), U({2, 1})}, Binary(ops::Sub)});
   c.push_back({"Sub", "rank 3 vs 2", {U({2, 1}), U({3, 1, 4})}, Binary(ops::Sub)});
+  c.push_back({"ExpandDims", "", {U({2, 3})}, [](const Scope& s, const OutputList& in) {
+                  return OutputList{ops::ExpandDims(s, in[0], ops::Const(s, 1))};
+                }});
+  c.push_back({"Squeeze", "", {U({2, 1, 3, 1})}, [](const Scope& s, const OutputList& in) {
+                  return OutputList{ops::Squeeze(s, in[0], {1})};
+                }});
   c.push_back({"SquaredDifference", "", {U({2, 3}), U({2, 3})}, Binary(ops::SquaredDifference)});
   c.push_back({"SquaredDifference", "row broadcast", {U({2, 3}), U({1, 3})}, Binary(ops::SquaredDifference)});
   c.push_back({"Mul", "row vector broadcast", {U({2, 3}), U({3})}, Binary(ops::Mul)});

@@ -71,6 +71,47 @@ absl::StatusOr<int> NormalizeAxis(int64_t axis, int rank, const char* what) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+absl::StatusOr<PartialTensorShape> ExpandDimsOutputShape(const PartialTensorShape& input, int64_t dim) {
+  if (input.unknown_rank()) return PartialTensorShape::UnknownRank();
+  const int64_t rank = input.dims();
+  if (dim < -rank - 1 || dim > rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExpandDims dim ", dim, " is outside [", -rank - 1, ", ", rank, "] for shape ", input.DebugString()));
+  }
+  if (dim < 0) dim += rank + 1;
+  std::vector<int64_t> dims(input.dim_sizes().begin(), input.dim_sizes().end());
+  dims.insert(dims.begin() + dim, 1);
+  return PartialTensorShape(dims);
+}
+
+absl::StatusOr<PartialTensorShape> SqueezeOutputShape(const PartialTensorShape& input,
+                                                      absl::Span<const int64_t> dims) {
+  if (input.unknown_rank()) return PartialTensorShape::UnknownRank();
+  const int64_t rank = input.dims();
+  std::vector<bool> drop(static_cast<size_t>(rank), false);
+  for (int64_t d : dims) {
+    if (d < -rank || d >= rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Squeeze dim ", d, " is outside [", -rank, ", ", rank, ") for shape ", input.DebugString()));
+    }
+    const int64_t i = d < 0 ? d + rank : d;
+    if (input.dim_size(static_cast<int>(i)) > 1 || input.dim_size(static_cast<int>(i)) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Squeeze dim ", d, " has size ",
+                                                     input.dim_size(static_cast<int>(i)), ", not 1, in shape ",
+                                                     input.DebugString()));
+    }
+    drop[static_cast<size_t>(i)] = true;
+  }
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t size = input.dim_size(static_cast<int>(i));
+    if (dims.empty() && size == -1) return PartialTensorShape::UnknownRank();  // 1 or not
+    if (drop[static_cast<size_t>(i)] || (dims.empty() && size == 1)) continue;
+    out.push_back(size);
+  }
+  return PartialTensorShape(out);
+}
+
 absl::StatusOr<PartialTensorShape> ReshapeOutputShape(const PartialTensorShape& input,
                                                       absl::Span<const int64_t> requested) {
   int unknown = -1;
@@ -313,6 +354,23 @@ PartialTensorShape UnknownDimsOfLength(int64_t n) {
                                : PartialTensorShape(DimVector(static_cast<size_t>(n), -1));
 }
 
+absl::Status ExpandDimsShapeFn(InferenceContext& c) {
+  STRATA_ASSIGN_OR_RETURN(auto dim, ConstIntInput(c, 1, "ExpandDims dim"));
+  if (dim && dim->size() != 1) {
+    return c.Annotate(absl::InvalidArgumentError(absl::StrCat("ExpandDims dim must be one value, got ", dim->size())));
+  }
+  if (dim) return SetOrAnnotate(c, ExpandDimsOutputShape(c.input(0), (*dim)[0]));
+  const int rank = c.input(0).dims();
+  c.set_output(0, rank < 0 ? PartialTensorShape::UnknownRank() : UnknownDimsOfLength(rank + 1));
+  return absl::OkStatus();
+}
+
+absl::Status SqueezeShapeFn(InferenceContext& c) {
+  std::vector<int64_t> dims;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("squeeze_dims", &dims));
+  return SetOrAnnotate(c, SqueezeOutputShape(c.input(0), dims));
+}
+
 absl::Status ReshapeShapeFn(InferenceContext& c) {
   PartialTensorShape unused;
   STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
@@ -443,6 +501,21 @@ STRATA_REGISTER_OP("Reshape")
     .Attr("Tshape: " STRATA_INDEX_TYPES " = int32")
     .SetShapeFn(ReshapeShapeFn);
 
+STRATA_REGISTER_OP("ExpandDims")
+    .Input("input: T")
+    .Input("dim: Tdim")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("Tdim: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(ExpandDimsShapeFn);
+
+STRATA_REGISTER_OP("Squeeze")
+    .Input("input: T")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("squeeze_dims: list(int) >= 0 = []")
+    .SetShapeFn(SqueezeShapeFn);
+
 STRATA_REGISTER_OP("Transpose")
     .Input("x: T")
     .Input("perm: Tperm")
@@ -527,6 +600,14 @@ Output Out0(Node* n) { return n == nullptr ? Output() : Output(n, 0); }
 
 Output Reshape(const Scope& scope, Output tensor, Output shape) {
   return Out0(NodeBuilder(scope, "Reshape").Input(tensor).Input(shape).Finalize());
+}
+
+Output ExpandDims(const Scope& scope, Output input, Output dim) {
+  return Out0(NodeBuilder(scope, "ExpandDims").Input(input).Input(dim).Finalize());
+}
+
+Output Squeeze(const Scope& scope, Output input, const std::vector<int64_t>& squeeze_dims) {
+  return Out0(NodeBuilder(scope, "Squeeze").Input(input).Attr("squeeze_dims", MakeAttr(squeeze_dims)).Finalize());
 }
 
 Output Transpose(const Scope& scope, Output x, Output perm) {

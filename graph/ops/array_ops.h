@@ -77,6 +77,15 @@ absl::Status SetOutputFromShapeInput(InferenceContext& c, int input, const char*
 absl::StatusOr<PartialTensorShape> ReshapeOutputShape(const PartialTensorShape& input,
                                                       absl::Span<const int64_t> requested);
 
+// A dim of size 1 inserted at `dim`, in [-rank - 1, rank] (negative counts
+// from the end, as TensorFlow's ExpandDims).
+absl::StatusOr<PartialTensorShape> ExpandDimsOutputShape(const PartialTensorShape& input, int64_t dim);
+// `dims` (each in [-rank, rank), each of size 1 or unknown) removed; empty
+// `dims`: every dim of size 1 (the output's rank is then unknown if some
+// dim is).
+absl::StatusOr<PartialTensorShape> SqueezeOutputShape(const PartialTensorShape& input,
+                                                      absl::Span<const int64_t> dims);
+
 // `perm` checked to be a permutation of [0, rank) (entries may be negative,
 // counting from the end), returned normalized.
 absl::StatusOr<std::vector<int>> NormalizePermutation(absl::Span<const int64_t> perm, int rank);
@@ -104,6 +113,8 @@ absl::StatusOr<PartialTensorShape> OneHotOutputShape(const PartialTensorShape& i
 namespace ops {
 
 Output Reshape(const Scope& scope, Output tensor, Output shape);
+Output ExpandDims(const Scope& scope, Output input, Output dim);
+Output Squeeze(const Scope& scope, Output input, const std::vector<int64_t>& squeeze_dims = {});
 Output Transpose(const Scope& scope, Output x, Output perm);
 // ConcatV2: at least two values.
 Output Concat(const Scope& scope, const OutputList& values, Output axis);

@@ -196,6 +196,31 @@ void CheckRandomTransposes(DeviceBase* dev, std::mt19937* rng, int trials) {
   }
 }
 
+TEST(ExpandDimsSqueezeTest, ReshapeTheBufferAsTensorFlowDoes) {
+  StandaloneCpuDevice dev;
+  std::mt19937 rng(1);
+  Tensor x = RandomTensor<float>(TensorShape{2, 3}, &rng);
+  EXPECT_EQ(RunOne(&dev, "ExpandDims", {x, Ints({0})}).shape(), (TensorShape{1, 2, 3}));
+  EXPECT_EQ(RunOne(&dev, "ExpandDims", {x, Ints({-1})}).shape(), (TensorShape{2, 3, 1}));
+  Tensor mid = RunOne(&dev, "ExpandDims", {x, Int64s({1})});
+  EXPECT_EQ(mid.shape(), (TensorShape{2, 1, 3}));
+  EXPECT_TRUE(mid.SharesBufferWith(x));
+  EXPECT_EQ(RunOne(&dev, "ExpandDims", {Tensor::Scalar<float>(2), Ints({0})}).shape(), TensorShape{1});
+  Tensor y = RandomTensor<float>(TensorShape{1, 2, 1, 3, 1}, &rng);
+  EXPECT_EQ(RunOne(&dev, "Squeeze", {y}).shape(), (TensorShape{2, 3}));
+  Tensor some = RunOne(&dev, "Squeeze", {y}, {{"squeeze_dims", MakeAttr(std::vector<int64_t>{0, -1})}});
+  EXPECT_EQ(some.shape(), (TensorShape{2, 1, 3}));
+  EXPECT_TRUE(some.SharesBufferWith(y));
+  // Out of range, or not of size 1: errors naming the dim and the shape.
+  EXPECT_THAT(RunStatus(&dev, "ExpandDims", {x, Ints({3})}).message(), HasSubstr("outside [-3, 2]"));
+  EXPECT_THAT(RunStatus(&dev, "ExpandDims", {x, Ints({0, 1})}).message(), HasSubstr("one value"));
+  absl::Status s = RunStatus(&dev, "Squeeze", {y}, {{"squeeze_dims", MakeAttr(std::vector<int64_t>{1})}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("has size 2, not 1"));
+  EXPECT_THAT(RunStatus(&dev, "Squeeze", {y}, {{"squeeze_dims", MakeAttr(std::vector<int64_t>{5})}}).message(),
+              HasSubstr("outside [-5, 5)"));
+}
+
 TEST(TransposeTest, MatchesReferenceForEveryElementSize) {
   StandaloneCpuDevice dev(4);
   std::mt19937 rng(2);

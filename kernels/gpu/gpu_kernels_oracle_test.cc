@@ -464,6 +464,8 @@ TEST_F(GpuOracleTest, ArrayOps) {
       Check("Shape", {x}, {{"out_type", MakeAttr(DT_INT64)}}, {}, what);
       Check("Size", {x}, {{"out_type", MakeAttr(DT_INT32)}}, {}, what);
       Check("Reshape", {x, Tensor::FromVector<int32_t>({-1})}, {}, {}, what);
+      Check("ExpandDims", {x, Tensor::FromVector<int32_t>({0})}, {}, {}, what);
+      Check("ExpandDims", {x, Tensor::FromVector<int64_t>({-1})}, {}, {}, what);
       Check("Fill", {Tensor::FromVector<int32_t>({3, 1000}), Random(dt, {}, rng_)}, {}, {}, what);
       Check("Const", {}, {{"value", MakeAttr(x)}, {"dtype", MakeAttr(dt)}}, {}, what);
     }
@@ -472,6 +474,8 @@ TEST_F(GpuOracleTest, ArrayOps) {
     Check("BroadcastTo", {Random(dt, {}, rng_), Tensor::FromVector<int32_t>({0, 3})}, {}, {});
   }
   Check("Reshape", {Random(DT_FLOAT, {6, 4}, rng_), Tensor::FromVector<int64_t>({3, -1})}, {}, {});
+  Check("Squeeze", {Random(DT_FLOAT, {1, 6, 1, 4}, rng_)}, {}, {});
+  Check("Squeeze", {Random(DT_FLOAT, {1, 6, 1, 4}, rng_)}, {{"squeeze_dims", MakeAttr(std::vector<int64_t>{2})}}, {});
   auto bad = RunOnGpu(gpu_.get(), "Reshape", {Random(DT_FLOAT, {6, 4}, rng_), Tensor::FromVector<int32_t>({5, -1})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
