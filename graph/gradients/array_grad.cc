@@ -25,6 +25,31 @@ absl::Status ReshapeGrad(const Scope& s, const Node& op, const OutputList& g, Ou
   return s.status();
 }
 
+// y = params[indices] along axis 0: dparams = the rows of dy added back at
+// their indices (UnsortedSegmentSum: duplicates accumulate, and nothing of
+// the size of a one-hot matrix is made).
+absl::Status GatherV2Grad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output params = OpInput(op, 0), indices = OpInput(op, 1);
+  const std::optional<std::vector<int64_t>> axis = grad::ConstIntValues(OpInput(op, 2));
+  if (!axis || axis->size() != 1 || (*axis)[0] != 0) {
+    return absl::UnimplementedError(absl::StrCat("the gradient of GatherV2 node '", op.name(),
+                                                 "' is only built for a constant axis 0"));
+  }
+  Output rows = ops::Slice(s, grad::ShapeOf(s, params), grad::IntVector(s, {0}), grad::IntVector(s, {1}));
+  out->push_back(ops::UnsortedSegmentSum(s, g[0], indices, rows));
+  out->push_back(Output());
+  out->push_back(Output());
+  return s.status();
+}
+
+// y[ids[i]] += data[i]: ddata[i] = dy[ids[i]].
+absl::Status UnsortedSegmentSumGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(ops::GatherV2(s, g[0], OpInput(op, 1), grad::IntVector(s, {0})));
+  out->push_back(Output());
+  out->push_back(Output());
+  return s.status();
+}
+
 // ExpandDims and Squeeze only rename the shape: the gradient takes the
 // input's back.
 absl::Status ExpandDimsGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
@@ -187,6 +212,8 @@ absl::Status FillGrad(const Scope& s, const Node&, const OutputList& g, OutputLi
 STRATA_REGISTER_GRADIENT("Reshape", ReshapeGrad);
 STRATA_REGISTER_GRADIENT("ExpandDims", ExpandDimsGrad);
 STRATA_REGISTER_GRADIENT("Squeeze", SqueezeGrad);
+STRATA_REGISTER_GRADIENT("GatherV2", GatherV2Grad);
+STRATA_REGISTER_GRADIENT("UnsortedSegmentSum", UnsortedSegmentSumGrad);
 STRATA_REGISTER_GRADIENT("Transpose", TransposeGrad);
 STRATA_REGISTER_GRADIENT("ConcatV2", ConcatV2Grad);
 STRATA_REGISTER_GRADIENT("Slice", SliceGrad);

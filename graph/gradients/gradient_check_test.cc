@@ -100,6 +100,15 @@ std::vector<GradCase> MathCases() {
   c.push_back({"Add", "scalar broadcast", {U({2, 3}), U({})}, Binary(ops::Add)});
   c.push_back({"Sub", "column broadcast", {U({2, 3}), U({2, 1})}, Binary(ops::Sub)});
   c.push_back({"Sub", "rank 3 vs 2", {U({2, 1}), U({3, 1, 4})}, Binary(ops::Sub)});
+  // Duplicated indices: their rows' gradients add up.
+  c.push_back({"GatherV2", "duplicates", {U({5, 3})}, [](const Scope& s, const OutputList& in) {
+                  return OutputList{ops::GatherV2(s, in[0], ops::Const<int32_t>(s, {0, 2, 2, 4}, TensorShape{2, 2}),
+                                                  ops::Const(s, 0))};
+                }});
+  c.push_back({"UnsortedSegmentSum", "", {U({4, 3})}, [](const Scope& s, const OutputList& in) {
+                  return OutputList{ops::UnsortedSegmentSum(s, in[0], ops::Const<int32_t>(s, {0, 2, 2, 1}),
+                                                            ops::Const(s, 3))};
+                }});
   c.push_back({"ExpandDims", "", {U({2, 3})}, [](const Scope& s, const OutputList& in) {
                   return OutputList{ops::ExpandDims(s, in[0], ops::Const(s, 1))};
                 }});

@@ -71,6 +71,44 @@ absl::StatusOr<int> NormalizeAxis(int64_t axis, int rank, const char* what) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+absl::StatusOr<PartialTensorShape> GatherOutputShape(const PartialTensorShape& params,
+                                                     const PartialTensorShape& indices, int64_t axis) {
+  if (params.unknown_rank() || indices.unknown_rank()) return PartialTensorShape::UnknownRank();
+  const int64_t rank = params.dims();
+  if (rank < 1) return absl::InvalidArgumentError("GatherV2 params must be at least 1-D, got a scalar");
+  if (axis < -rank || axis >= rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GatherV2 axis ", axis, " is outside [", -rank, ", ", rank, ") for params ", params.DebugString()));
+  }
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> out(params.dim_sizes().begin(), params.dim_sizes().begin() + axis);
+  out.insert(out.end(), indices.dim_sizes().begin(), indices.dim_sizes().end());
+  out.insert(out.end(), params.dim_sizes().begin() + axis + 1, params.dim_sizes().end());
+  return PartialTensorShape(out);
+}
+
+absl::StatusOr<PartialTensorShape> SegmentSumOutputShape(const PartialTensorShape& data,
+                                                         const PartialTensorShape& segment_ids, int64_t num_segments) {
+  if (num_segments < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("UnsortedSegmentSum num_segments is ", num_segments));
+  }
+  if (data.unknown_rank() || segment_ids.unknown_rank()) return PartialTensorShape::UnknownRank();
+  if (segment_ids.dims() > data.dims()) {
+    return absl::InvalidArgumentError(absl::StrCat("UnsortedSegmentSum segment_ids ", segment_ids.DebugString(),
+                                                   " have more dims than data ", data.DebugString()));
+  }
+  for (int i = 0; i < segment_ids.dims(); ++i) {
+    const int64_t a = segment_ids.dim_size(i), b = data.dim_size(i);
+    if (a >= 0 && b >= 0 && a != b) {
+      return absl::InvalidArgumentError(absl::StrCat("UnsortedSegmentSum segment_ids ", segment_ids.DebugString(),
+                                                     " are not a prefix of data's shape ", data.DebugString()));
+    }
+  }
+  std::vector<int64_t> out = {num_segments};
+  out.insert(out.end(), data.dim_sizes().begin() + segment_ids.dims(), data.dim_sizes().end());
+  return PartialTensorShape(out);
+}
+
 absl::StatusOr<PartialTensorShape> ExpandDimsOutputShape(const PartialTensorShape& input, int64_t dim) {
   if (input.unknown_rank()) return PartialTensorShape::UnknownRank();
   const int64_t rank = input.dims();
@@ -354,6 +392,44 @@ PartialTensorShape UnknownDimsOfLength(int64_t n) {
                                : PartialTensorShape(DimVector(static_cast<size_t>(n), -1));
 }
 
+absl::Status GatherV2ShapeFn(InferenceContext& c) {
+  STRATA_ASSIGN_OR_RETURN(auto axis, ConstIntInput(c, 2, "GatherV2 axis"));
+  int64_t batch_dims = 0;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("batch_dims", &batch_dims));
+  if (batch_dims != 0) {
+    return c.Annotate(absl::InvalidArgumentError(absl::StrCat("GatherV2 batch_dims ", batch_dims,
+                                                              " is not supported (only 0)")));
+  }
+  if (!axis) {
+    c.set_output(0, PartialTensorShape::UnknownRank());
+    return absl::OkStatus();
+  }
+  if (axis->size() != 1) {
+    return c.Annotate(absl::InvalidArgumentError(absl::StrCat("GatherV2 axis must be one value, got ", axis->size())));
+  }
+  return SetOrAnnotate(c, GatherOutputShape(c.input(0), c.input(1), (*axis)[0]));
+}
+
+absl::Status SegmentSumShapeFn(InferenceContext& c) {
+  STRATA_ASSIGN_OR_RETURN(auto n, ConstIntInput(c, 2, "UnsortedSegmentSum num_segments"));
+  if (!n) {
+    const PartialTensorShape& data = c.input(0);
+    const PartialTensorShape& ids = c.input(1);
+    if (data.unknown_rank() || ids.unknown_rank()) {
+      c.set_output(0, PartialTensorShape::UnknownRank());
+    } else {
+      std::vector<int64_t> out = {-1};
+      out.insert(out.end(), data.dim_sizes().begin() + std::min(ids.dims(), data.dims()), data.dim_sizes().end());
+      c.set_output(0, PartialTensorShape(out));
+    }
+    return absl::OkStatus();
+  }
+  if (n->size() != 1) {
+    return c.Annotate(absl::InvalidArgumentError("UnsortedSegmentSum num_segments must be a scalar"));
+  }
+  return SetOrAnnotate(c, SegmentSumOutputShape(c.input(0), c.input(1), (*n)[0]));
+}
+
 absl::Status ExpandDimsShapeFn(InferenceContext& c) {
   STRATA_ASSIGN_OR_RETURN(auto dim, ConstIntInput(c, 1, "ExpandDims dim"));
   if (dim && dim->size() != 1) {
@@ -501,6 +577,27 @@ STRATA_REGISTER_OP("Reshape")
     .Attr("Tshape: " STRATA_INDEX_TYPES " = int32")
     .SetShapeFn(ReshapeShapeFn);
 
+STRATA_REGISTER_OP("GatherV2")
+    .Input("params: Tparams")
+    .Input("indices: Tindices")
+    .Input("axis: Taxis")
+    .Output("output: Tparams")
+    .Attr("batch_dims: int = 0")
+    .Attr("Tparams: type")
+    .Attr("Tindices: " STRATA_INDEX_TYPES)
+    .Attr("Taxis: " STRATA_INDEX_TYPES)
+    .SetShapeFn(GatherV2ShapeFn);
+
+STRATA_REGISTER_OP("UnsortedSegmentSum")
+    .Input("data: T")
+    .Input("segment_ids: Tindices")
+    .Input("num_segments: Tnumsegments")
+    .Output("output: T")
+    .Attr("T: {float, double, int32, int64}")
+    .Attr("Tindices: " STRATA_INDEX_TYPES)
+    .Attr("Tnumsegments: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(SegmentSumShapeFn);
+
 STRATA_REGISTER_OP("ExpandDims")
     .Input("input: T")
     .Input("dim: Tdim")
@@ -600,6 +697,14 @@ Output Out0(Node* n) { return n == nullptr ? Output() : Output(n, 0); }
 
 Output Reshape(const Scope& scope, Output tensor, Output shape) {
   return Out0(NodeBuilder(scope, "Reshape").Input(tensor).Input(shape).Finalize());
+}
+
+Output GatherV2(const Scope& scope, Output params, Output indices, Output axis) {
+  return Out0(NodeBuilder(scope, "GatherV2").Input(params).Input(indices).Input(axis).Finalize());
+}
+
+Output UnsortedSegmentSum(const Scope& scope, Output data, Output segment_ids, Output num_segments) {
+  return Out0(NodeBuilder(scope, "UnsortedSegmentSum").Input(data).Input(segment_ids).Input(num_segments).Finalize());
 }
 
 Output ExpandDims(const Scope& scope, Output input, Output dim) {

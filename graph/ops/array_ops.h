@@ -86,6 +86,15 @@ absl::StatusOr<PartialTensorShape> ExpandDimsOutputShape(const PartialTensorShap
 absl::StatusOr<PartialTensorShape> SqueezeOutputShape(const PartialTensorShape& input,
                                                       absl::Span<const int64_t> dims);
 
+// GatherV2 (batch_dims 0): params.shape[:axis] + indices.shape +
+// params.shape[axis + 1:], `axis` in [-rank, rank).
+absl::StatusOr<PartialTensorShape> GatherOutputShape(const PartialTensorShape& params,
+                                                     const PartialTensorShape& indices, int64_t axis);
+// UnsortedSegmentSum: [num_segments] + data.shape[segment_ids.rank:];
+// segment_ids' shape must be a prefix of data's.
+absl::StatusOr<PartialTensorShape> SegmentSumOutputShape(const PartialTensorShape& data,
+                                                         const PartialTensorShape& segment_ids, int64_t num_segments);
+
 // `perm` checked to be a permutation of [0, rank) (entries may be negative,
 // counting from the end), returned normalized.
 absl::StatusOr<std::vector<int>> NormalizePermutation(absl::Span<const int64_t> perm, int rank);
@@ -115,6 +124,11 @@ namespace ops {
 Output Reshape(const Scope& scope, Output tensor, Output shape);
 Output ExpandDims(const Scope& scope, Output input, Output dim);
 Output Squeeze(const Scope& scope, Output input, const std::vector<int64_t>& squeeze_dims = {});
+// Rows (along `axis`) of `params` at `indices`: an embedding lookup.
+Output GatherV2(const Scope& scope, Output params, Output indices, Output axis);
+// out[segment_ids[i]] += data[i] (an embedding's gradient); ids in
+// [0, num_segments).
+Output UnsortedSegmentSum(const Scope& scope, Output data, Output segment_ids, Output num_segments);
 Output Transpose(const Scope& scope, Output x, Output perm);
 // ConcatV2: at least two values.
 Output Concat(const Scope& scope, const OutputList& values, Output axis);

@@ -221,6 +221,36 @@ TEST(ExpandDimsSqueezeTest, ReshapeTheBufferAsTensorFlowDoes) {
               HasSubstr("outside [-5, 5)"));
 }
 
+TEST(GatherTest, RowsAtIndicesAlongAnyAxisAndBadIndicesNamed) {
+  StandaloneCpuDevice dev;
+  Tensor p(DT_FLOAT, TensorShape{3, 2});
+  for (int i = 0; i < 6; ++i) p.data<float>()[i] = static_cast<float>(i);  // rows (0 1) (2 3) (4 5)
+  Tensor g = RunOne(&dev, "GatherV2", {p, Ints({2, 0, 2}), Ints({0})});
+  ASSERT_EQ(g.shape(), (TensorShape{3, 2}));
+  EXPECT_EQ(std::vector<float>(g.data<float>(), g.data<float>() + 6), (std::vector<float>{4, 5, 0, 1, 4, 5}));
+  Tensor cols = RunOne(&dev, "GatherV2", {p, Int64s({1}), Ints({1})});
+  ASSERT_EQ(cols.shape(), (TensorShape{3, 1}));
+  EXPECT_EQ(std::vector<float>(cols.data<float>(), cols.data<float>() + 3), (std::vector<float>{1, 3, 5}));
+  EXPECT_THAT(RunStatus(&dev, "GatherV2", {p, Ints({0, 3}), Ints({0})}).message(),
+              HasSubstr("indices[1] = 3 is not in [0, 3)"));
+  EXPECT_THAT(RunStatus(&dev, "GatherV2", {p, Ints({-1}), Ints({0})}).message(), HasSubstr("indices[0] = -1"));
+  EXPECT_THAT(RunStatus(&dev, "GatherV2", {p, Ints({0}), Ints({2})}).message(), HasSubstr("axis 2 is outside"));
+}
+
+TEST(UnsortedSegmentSumTest, AddsRowsIntoTheirSegments) {
+  StandaloneCpuDevice dev;
+  Tensor d(DT_FLOAT, TensorShape{4, 2});
+  for (int i = 0; i < 8; ++i) d.data<float>()[i] = static_cast<float>(i + 1);  // (1 2) (3 4) (5 6) (7 8)
+  Tensor out = RunOne(&dev, "UnsortedSegmentSum", {d, Ints({2, 0, 2, 0}), Ints({3})});
+  ASSERT_EQ(out.shape(), (TensorShape{3, 2}));
+  EXPECT_EQ(std::vector<float>(out.data<float>(), out.data<float>() + 6),
+            (std::vector<float>{3 + 7, 4 + 8, 0, 0, 1 + 5, 2 + 6}));
+  EXPECT_THAT(RunStatus(&dev, "UnsortedSegmentSum", {d, Ints({0, 1, 3, 0}), Ints({3})}).message(),
+              HasSubstr("segment_ids[2] = 3 is not in [0, 3)"));
+  EXPECT_THAT(RunStatus(&dev, "UnsortedSegmentSum", {d, Ints({0, 1}), Ints({3})}).message(),
+              HasSubstr("not a prefix"));
+}
+
 TEST(TransposeTest, MatchesReferenceForEveryElementSize) {
   StandaloneCpuDevice dev(4);
   std::mt19937 rng(2);
