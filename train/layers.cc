@@ -62,8 +62,9 @@ absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
   STRATA_RETURN_IF_ERROR(scope.status());
   if (name_.empty()) name_ = kind();
   if (!input.ok()) return Error("the input is a null Output");
-  if (input.type() != DT_FLOAT) {
-    return Error(absl::StrCat("expects a float input, got ", DataTypeString(input.type())));
+  if (TakesIndices() ? input.type() != DT_INT32 && input.type() != DT_INT64 : input.type() != DT_FLOAT) {
+    return Error(absl::StrCat("expects ", TakesIndices() ? "int32 or int64 ids" : "a float input", ", got ",
+                              DataTypeString(input.type())));
   }
   const PartialTensorShape shape = input.shape();
   if (!built_) {
@@ -107,6 +108,18 @@ absl::StatusOr<Output> Dense::Call(const Scope& scope, Output input,
                                    const std::vector<Output>& weights) {
   Output y = ops::BiasAdd(scope, ops::MatMul(scope, input, weights[0]), weights[1]);
   return Activate(scope, y, activation_);
+}
+
+absl::Status Embedding::Build(const Scope& scope, const PartialTensorShape& input) {
+  if (vocabulary_ < 1 || dim_ < 1) {
+    return Error(absl::StrCat("vocabulary and dim must be >= 1, got ", vocabulary_, " and ", dim_));
+  }
+  AddWeight(scope, "embeddings", TensorShape{vocabulary_, dim_}, /*glorot=*/true);
+  return scope.status();
+}
+
+absl::StatusOr<Output> Embedding::Call(const Scope& scope, Output input, const std::vector<Output>& weights) {
+  return ops::GatherV2(scope, weights[0], input, ops::Const(scope, 0));
 }
 
 absl::Status Conv2D::Build(const Scope& scope, const PartialTensorShape& input) {

@@ -76,6 +76,10 @@ class Layer {
   // The reads of the weights made by the latest Apply, in the same order.
   const std::vector<VariableRead>& reads() const { return reads_; }
 
+  // What the layer applies to: float features by default; an index layer
+  // (Embedding) takes int32 or int64 ids.
+  virtual bool TakesIndices() const { return false; }
+
   // Sets the name and the seed before the first Apply (a container names
   // and seeds layers that were given none). Ignored after the first Apply.
   void SetNameIfEmpty(const std::string& name);
@@ -131,6 +135,25 @@ class Dense : public Layer {
  private:
   const int64_t units_;
   const Activation activation_;
+};
+
+// y = E[ids]: E [vocabulary, dim] (Glorot-uniform), ids int32 or int64 of
+// any shape, y of shape ids.shape + [dim] (GatherV2). Its gradient adds the
+// rows back at their ids (UnsortedSegmentSum): an embedding lookup.
+class Embedding : public Layer {
+ public:
+  Embedding(int64_t vocabulary, int64_t dim, std::optional<int64_t> seed = std::nullopt, std::string name = "")
+      : Layer(std::move(name), seed), vocabulary_(vocabulary), dim_(dim) {}
+  std::string kind() const override { return "embedding"; }
+  bool TakesIndices() const override { return true; }
+
+ protected:
+  absl::Status Build(const Scope& scope, const PartialTensorShape& input) override;
+  absl::StatusOr<Output> Call(const Scope& scope, Output input, const std::vector<Output>& weights) override;
+
+ private:
+  const int64_t vocabulary_;
+  const int64_t dim_;
 };
 
 enum class PaddingMode { kSame, kValid };

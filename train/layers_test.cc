@@ -6,10 +6,14 @@
 #include <memory>
 #include <vector>
 
+#include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
 #include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/initializers.h"
+#include "train/models.h"
+#include "train/optimizers.h"
 #include "train/variable.h"
 
 namespace strata {
@@ -185,6 +189,43 @@ TEST(LayersTest, ALayerBuiltInOneGraphRefusesAnother) {
   EXPECT_EQ(again.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(again.status().message().find("was built in another graph"), std::string::npos) << again.status();
   EXPECT_NE(again.status().message().find("'dense'"), std::string::npos) << again.status();
+}
+
+TEST(LayersTest, EmbeddingLooksUpRowsAndTrainsOnlyThem) {
+  Scope root = Scope::NewRootScope();
+  Embedding emb(/*vocabulary=*/5, /*dim=*/3, /*seed=*/1);
+  Output ids = ops::Const<int32_t>(root, {0, 4, 2, 2}, TensorShape{2, 2});
+  absl::StatusOr<Output> y = emb.Apply(root, ids);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->shape().DebugString(), "[2,2,3]");
+  ASSERT_EQ(emb.variables().size(), 1u);
+  EXPECT_EQ(emb.variables()[0]->name(), "embedding/embeddings");
+  // loss = sum(y): each looked-up row gets 1 per lookup (row 2 twice).
+  Output loss = ops::Sum(root, ops::Reshape(root, *y, ops::Const(root, {-1})), ops::Const(root, 0));
+  SGD sgd(1.0);
+  auto train = Minimize(root, loss, &sgd);
+  ASSERT_TRUE(train.ok()) << train.status();
+  Output before = emb.variables()[0]->Read(root.WithOpName("e"));
+  Node* init = GlobalVariablesInitializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  auto session = Session::Create(root);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Run({}, {}, {init->name()}, nullptr).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run({}, {before.name()}, {}, &out).ok());
+  const Tensor e0 = out[0];
+  ASSERT_TRUE((*session)->Run({}, {}, {(*train)->name()}, nullptr).ok());
+  ASSERT_TRUE((*session)->Run({}, {before.name()}, {}, &out).ok());
+  const float lookups[5] = {1, 0, 2, 0, 1};
+  for (int r = 0; r < 5; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_FLOAT_EQ(out[0].data<float>()[r * 3 + c], e0.data<float>()[r * 3 + c] - lookups[r]) << r;
+    }
+  }
+  // Float input is refused, naming the layer.
+  Embedding other(5, 3);
+  absl::StatusOr<Output> bad = other.Apply(root, ops::Const(root, 1.0f));
+  EXPECT_NE(bad.status().message().find("int32 or int64 ids"), std::string::npos) << bad.status();
 }
 
 }  // namespace
