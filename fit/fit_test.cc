@@ -83,6 +83,53 @@ absl::StatusOr<Outcome> Train(const StrategyConfig& config, FitOptions o, const 
   return out;
 }
 
+// Ids in, an Embedding first: int32 features through the distributed input,
+// on one device and mirrored, to the same weights.
+absl::StatusOr<Tensor> TrainEmbeddingModel(const StrategyConfig& config) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(config));
+  std::mt19937 gen(4);
+  Tensor x(DT_INT32, TensorShape{256, 4}), y(DT_INT32, TensorShape{256});
+  for (int i = 0; i < 256; ++i) {
+    int sum = 0;
+    for (int j = 0; j < 4; ++j) sum += (x.data<int32_t>()[i * 4 + j] = static_cast<int32_t>(gen() % 10));
+    y.data<int32_t>()[i] = sum % 2;
+  }
+  train::Sequential net(/*seed=*/2);
+  net.Add<train::Embedding>(10, 3);
+  net.Add<train::Flatten>();
+  net.Add<train::Dense>(2);
+  Model m;
+  m.predict = [&net](const Scope& s, Output ids) { return net.Build(s, ids); };
+  m.loss = [](const Scope& s, Output labels, Output logits) -> absl::StatusOr<Output> {
+    return train::SparseSoftmaxCrossEntropy(s, labels, logits);
+  };
+  m.metrics = {AccuracyMetric()};
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<train::Optimizer> opt, MakeOptimizer("adam", 0.01));
+  FitOptions o;
+  o.quiet = true;
+  o.global_batch_size = 32;
+  o.epochs = 2;
+  STRATA_ASSIGN_OR_RETURN(o.checkpoint_dir, io::MakeTempDir("fit_test"));
+  STRATA_ASSIGN_OR_RETURN(FitResult r,
+                          Fit(strategy.get(), m, opt.get(), *data::FromTensors({x, y}), *data::FromTensors({x, y}), o));
+  if (!(r.validation.at("val_accuracy") >= 0)) return absl::InternalError("no accuracy");
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(r.final_checkpoint));
+  Tensor table;
+  STRATA_RETURN_IF_ERROR(reader->Read("embedding/embeddings", &table));
+  return table;
+}
+
+TEST(FitTest, AnEmbeddingModelOnIdsTrainsAlikeUnderEveryStrategy) {
+  auto one = TrainEmbeddingModel(Config("one_device", 1));
+  auto two = TrainEmbeddingModel(Config("mirrored", 2));
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(one->shape(), (TensorShape{10, 3}));
+  for (int64_t i = 0; i < one->NumElements(); ++i) {
+    EXPECT_NEAR(one->data<float>()[i], two->data<float>()[i], 1e-5) << i;
+  }
+}
+
 TEST(FitTest, LearnsARegressionAndEvaluatesIt) {
   FitOptions o;
   o.global_batch_size = 32;
