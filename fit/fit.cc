@@ -431,12 +431,7 @@ class Loop {
   // Where this worker's trace goes: trace_out on the chief, with
   // ".worker<i>" before the extension on worker i.
   std::string TracePath() const {
-    std::string path = o_.trace_out;
-    if (chief_) return path;
-    const size_t slash = path.find_last_of('/'), dot = path.find_last_of('.');
-    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-    path.insert(has_ext ? dot : path.size(), absl::StrCat(".worker", strategy_->worker_index()));
-    return path;
+    return chief_ ? o_.trace_out : WorkerPath(o_.trace_out, strategy_->worker_index());
   }
 
   distribute::Strategy* const strategy_;

@@ -21,6 +21,13 @@ std::string JsonNumber(double v) {
   return buf;
 }
 
+std::string WorkerPath(std::string path, int worker) {
+  const size_t slash = path.find_last_of('/'), dot = path.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  path.insert(has_ext ? dot : path.size(), absl::StrCat(".worker", worker));
+  return path;
+}
+
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::Open(const std::string& path) {
   if (path.empty()) return std::unique_ptr<MetricsWriter>(new MetricsWriter(nullptr));
   FILE* f = std::fopen(path.c_str(), "a");

@@ -38,6 +38,10 @@ double Seconds(Clock::duration d);
 // A JSON number, or null for inf and nan (JSON has neither).
 std::string JsonNumber(double v);
 
+// Worker `worker`'s own file beside `path`: ".worker<i>" before the
+// extension ("/tmp/trace.json" -> "/tmp/trace.worker1.json").
+std::string WorkerPath(std::string path, int worker);
+
 class MetricsWriter {
  public:
   // "" writes nothing. InvalidArgument naming --metrics_out if the file

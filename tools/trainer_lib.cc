@@ -640,13 +640,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
     // but every worker's trace (a straggler shows only in its own), as
     // trace.worker1.json beside the chief's trace.json.
     c.metrics_out.clear();
-    if (!c.trace_out.empty()) {
-      const std::string suffix = absl::StrCat(".worker", multi_worker->worker_index());
-      const size_t slash = c.trace_out.find_last_of('/');
-      const size_t dot = c.trace_out.find_last_of('.');
-      const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-      c.trace_out.insert(has_ext ? dot : c.trace_out.size(), suffix);
-    }
+    if (!c.trace_out.empty()) c.trace_out = fit::WorkerPath(c.trace_out, multi_worker->worker_index());
     c.quiet = true;  // the chief reports progress; errors still reach stderr
   }
   // The cluster's error fails this worker's collectives, so the step in

@@ -13,6 +13,7 @@
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/kernel_registry.h"
+#include "kernels/shape_change_kernels.h"
 #include "kernels/op_kernel.h"
 
 namespace strata {
@@ -320,40 +321,14 @@ STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceGpu), ConstOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceGpu), IdentityOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("StopGradient").Device(kDeviceGpu), IdentityOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("NoOp").Device(kDeviceGpu), NoOpOp);
-// ExpandDims and Squeeze: the input's buffer under another shape
-// (graph/ops/array_ops.h says which).
+// ExpandDims and Squeeze: kernels/shape_change_kernels.h.
 class ExpandDimsOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
-    STRATA_ASSIGN_OR_RETURN(Tensor dim_t, OnHostCopy(ctx, ctx.input(1)));  // int64 lives on the device
-    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> dim, IntTensorValues(dim_t, "ExpandDims dim"));
-    if (dim.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("ExpandDims dim must be one value, got ", dim.size()));
-    }
-    STRATA_ASSIGN_OR_RETURN(PartialTensorShape out, ExpandDimsOutputShape(ctx.input(0).shape(), dim[0]));
-    STRATA_ASSIGN_OR_RETURN(TensorShape full, out.AsTensorShape());
-    STRATA_ASSIGN_OR_RETURN(Tensor t, ctx.input(0).Reshaped(full));
-    ctx.set_output(0, std::move(t));
-    return absl::OkStatus();
+    STRATA_ASSIGN_OR_RETURN(Tensor dim, OnHostCopy(ctx, ctx.input(1)));  // int64 lives on the device
+    return ExpandDimsCompute(ctx, dim);
   }
-};
-
-class SqueezeOp : public OpKernel {
- public:
-  explicit SqueezeOp(OpKernelConstruction& c) : OpKernel(c) {
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("squeeze_dims", &dims_));
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    STRATA_ASSIGN_OR_RETURN(PartialTensorShape out, SqueezeOutputShape(ctx.input(0).shape(), dims_));
-    STRATA_ASSIGN_OR_RETURN(TensorShape full, out.AsTensorShape());
-    STRATA_ASSIGN_OR_RETURN(Tensor t, ctx.input(0).Reshaped(full));
-    ctx.set_output(0, std::move(t));
-    return absl::OkStatus();
-  }
-
- private:
-  std::vector<int64_t> dims_;
 };
 
 STRATA_REGISTER_KERNEL(KernelBuilder("Reshape").Device(kDeviceGpu), ReshapeOp);
