@@ -100,6 +100,20 @@ class OpKernel {
   // on the thread that made them ready (no scheduling cost).
   virtual bool IsExpensive() const { return false; }
   virtual bool IsAsync() const { return false; }
+  // Whole-step capture (a GPU partition recorded once as a CUDA graph and
+  // replayed each step: runtime/step_graph.h). True where all this kernel
+  // does to a step is work it enqueues on its device's stream, so a
+  // recording of one run, replayed, does it again on that step's values:
+  // no host synchronisation, no host-side state, no copy from memory the
+  // recording does not own. Host-memory inputs (int32 shapes, axes) it may
+  // read on the host while recorded; a replay then reuses those values, so
+  // the session records a partition only where they are the same each step
+  // (or ReadsHostInputOnDevice says the kernel does not read them there).
+  virtual bool IsCaptureSafe() const { return false; }
+  // True where the kernel reads host-memory input `i` on the device only,
+  // through a copy it enqueues (labels of a loss), so a replay sees that
+  // step's value.
+  virtual bool ReadsHostInputOnDevice(int /*i*/) const { return false; }
 
   const std::string& name() const { return name_; }
   const std::string& type_string() const { return type_; }

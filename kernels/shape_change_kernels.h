@@ -28,6 +28,7 @@ class SqueezeOp : public OpKernel {
  public:
   explicit SqueezeOp(OpKernelConstruction& c);
   absl::Status Compute(OpKernelContext& ctx) override;
+  bool IsCaptureSafe() const override { return true; }
 
  private:
   std::vector<int64_t> dims_;

@@ -45,6 +45,10 @@ void Device::CopyHostTensorToDevice(const Tensor&, Tensor*, StatusCallback done)
   done(absl::UnimplementedError(absl::StrCat(name(), " has no memory of its own to copy to")));
 }
 
+absl::StatusOr<std::unique_ptr<StepRecording>> Device::NewStepRecording() {
+  return absl::UnimplementedError(absl::StrCat(name(), " does not record steps"));
+}
+
 bool NeedsCopy(const Device& src, const Device& dst, DataType dtype) {
   if (&src == &dst) return false;
   return !LivesInHostMemory(src.device_type(), dtype) ||

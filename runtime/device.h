@@ -50,6 +50,40 @@ class ThreadPoolInterface;
 
 namespace strata {
 
+// A device's recording of one partition's work, replayed step after step
+// (whole-step CUDA graphs on a GPU; runtime/step_graph.h drives it). Made by
+// Device::NewStepRecording for one partition and one set of input shapes.
+//
+//   rec->device()      kernels of the recorded partition are built for this:
+//                      the device, with a stream and allocators of the
+//                      recording's own (its memory lives as long as it);
+//   rec->Begin()       from here the work those kernels enqueue is recorded,
+//                      not run;
+//   rec->End()         stops recording; an error says why the work could not
+//                      be recorded (a kernel synchronised with the host ...),
+//                      and the recording is then unusable;
+//   rec->CopyIn(v, &b) copies a step's value `v` (made on the device) into
+//                      the recording's input buffer `b`, before the replay;
+//   rec->Replay()      runs the recorded work once, after the work already
+//                      enqueued on the device and before the work enqueued
+//                      there later;
+//   rec->CopyOut(b)    a copy of output buffer `b` in the device's own
+//                      memory, which later replays do not touch.
+//
+// Thread-safety: one caller at a time. Ownership: the recording owns its
+// stream, its buffers' memory and the recorded work; destroying it waits for
+// its last replay. Tensors from its allocators that outlive it stay valid.
+class StepRecording {
+ public:
+  virtual ~StepRecording() = default;
+  virtual DeviceBase* device() = 0;
+  virtual absl::Status Begin() = 0;
+  virtual absl::Status End() = 0;
+  virtual absl::Status CopyIn(const Tensor& value, Tensor* buffer) = 0;
+  virtual absl::Status Replay() = 0;
+  virtual absl::StatusOr<Tensor> CopyOut(const Tensor& buffer) = 0;
+};
+
 class Device : public DeviceBase {
  public:
   ~Device() override;
@@ -75,6 +109,11 @@ class Device : public DeviceBase {
   // of one dtype and size, and stay referenced until `done`.
   virtual void CopyDeviceTensorToHost(const Tensor& src, Tensor* dst, StatusCallback done);
   virtual void CopyHostTensorToDevice(const Tensor& src, Tensor* dst, StatusCallback done);
+
+  // Whether this device records partitions for replay (GPUs: CUDA graphs),
+  // and a new recording; Unimplemented on devices that do not.
+  virtual bool CanRecordSteps() const { return false; }
+  virtual absl::StatusOr<std::unique_ptr<StepRecording>> NewStepRecording();
 
  protected:
   explicit Device(const DeviceName& name);

@@ -94,6 +94,12 @@ class Executor {
   absl::Status Run(const Args& args);
 
   int num_nodes() const { return static_cast<int>(items_.size()); }
+  // The kernel of every node.
+  std::vector<const OpKernel*> kernels() const {
+    std::vector<const OpKernel*> out;
+    for (const auto& k : kernels_) out.push_back(k.get());
+    return out;
+  }
   DeviceBase* device() const { return device_; }
 
  private:

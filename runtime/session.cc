@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -30,7 +31,13 @@ struct Session::Plan {
   struct Part {
     Device* device;
     std::unique_ptr<Executor> executor;
+    // Set where the partition runs recorded (then `executor` is unused).
+    std::unique_ptr<RecordedPartition> recorded;
   };
+  // Why partitions on devices that record could not be (RecordedPartition).
+  std::string not_recorded;
+  // "the step fetching {...} with targets {...}": for messages.
+  std::string description;
   std::vector<Part> parts;
   // Partition devices with memory of their own (GPUs): values crossing to or
   // from them are copied in the rendezvous, and the step waits for their
@@ -129,6 +136,8 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
     const std::vector<std::string>& fetches, const std::vector<std::string>& targets) const {
   auto plan = std::make_shared<Plan>();
   for (const auto& f : feeds) plan->feed_names.push_back(f.first);
+  plan->description = absl::StrCat("the step fetching {", absl::StrJoin(fetches, ", "),
+                                   "} with targets {", absl::StrJoin(targets, ", "), "}");
   STRATA_ASSIGN_OR_RETURN(StepGraph sg, BuildStepGraph(*graph_, plan->feed_names, fetches, targets));
   plan->feed_types = std::move(sg.feed_types);
   plan->feed_shapes = std::move(sg.feed_shapes);
@@ -142,13 +151,21 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
   popts.host_fallback_without_kernel = options_.host_fallback_without_kernel;
   STRATA_RETURN_IF_ERROR(PlaceGraph(sg.graph.get(), *devices_, popts));
   STRATA_ASSIGN_OR_RETURN(std::vector<Partition> parts, PartitionGraph(*sg.graph, *devices_));
+  std::vector<const Graph*> graphs;
+  for (const Partition& p : parts) graphs.push_back(p.graph.get());
   for (Partition& p : parts) {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(*p.graph, p.device));
     plan->partition_devices.push_back(p.device->name());
     plan->partition_graphs.emplace_back();
     p.graph->ToGraphDef(&plan->partition_graphs.back());
     if (p.device->gpu_context() != nullptr) plan->async_devices.push_back(p.device);
-    plan->parts.push_back(Plan::Part{p.device, std::move(ex)});
+    std::unique_ptr<RecordedPartition> recorded;
+    if (options_.record_gpu_steps && p.device->CanRecordSteps()) {
+      std::string why_not;
+      STRATA_ASSIGN_OR_RETURN(recorded, RecordedPartition::Create(*p.graph, p.device, graphs, &why_not));
+      if (recorded == nullptr) plan->not_recorded = absl::StrCat(plan->description, ": ", why_not);
+    }
+    plan->parts.push_back(Plan::Part{p.device, std::move(ex), std::move(recorded)});
   }
   return std::shared_ptr<const Plan>(std::move(plan));
 }
@@ -176,6 +193,26 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::GetPlan(
   auto [it, inserted] = plans_.emplace(std::move(key), std::move(plan));
   if (inserted) plans_built_.fetch_add(1, std::memory_order_relaxed);
   return it->second;
+}
+
+RecordingStats Session::recording_stats() const {
+  RecordingStats total;
+  std::vector<std::string> reasons;
+  MutexLock l(&mu_);
+  for (const auto& [key, plan] : plans_) {
+    if (!plan->not_recorded.empty()) reasons.push_back(plan->not_recorded);
+    for (const Plan::Part& part : plan->parts) {
+      if (part.recorded == nullptr) continue;
+      const RecordingStats s = part.recorded->stats();
+      total.recorded += s.recorded;
+      total.replayed += s.replayed;
+      total.eager += s.eager;
+      if (!s.not_recorded.empty()) reasons.push_back(absl::StrCat(plan->description, ": ", s.not_recorded));
+    }
+  }
+  std::sort(reasons.begin(), reasons.end());
+  total.not_recorded = absl::StrJoin(reasons, "; ");
+  return total;
 }
 
 absl::Status Session::Run(const std::vector<std::pair<std::string, Tensor>>& feeds,
@@ -230,7 +267,8 @@ absl::Status Session::RunPlan(const Plan& plan,
   ex_args.tracer = tracer;
 
   absl::Status status;
-  if (plan.parts.size() == 1 && external_cancellation == nullptr) {
+  if (plan.parts.size() == 1 && external_cancellation == nullptr &&
+      plan.parts[0].recorded == nullptr) {
     // 2a. One partition: no rendezvous, the caller's thread runs it, the
     // executor makes its own cancellation manager.
     status = plan.parts[0].executor->Run(ex_args);
@@ -260,10 +298,20 @@ absl::Status Session::RunPlan(const Plan& plan,
       if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) all_done.Notify();
     };
     for (size_t i = 1; i < plan.parts.size(); ++i) {
-      Executor* ex = plan.parts[i].executor.get();
-      inter_op_pool_->Schedule([ex, &ex_args, done] { ex->RunAsync(ex_args, done); });
+      const Plan::Part* part = &plan.parts[i];
+      inter_op_pool_->Schedule([part, &ex_args, done] {
+        if (part->recorded != nullptr) {
+          part->recorded->RunAsync(ex_args, done);
+        } else {
+          part->executor->RunAsync(ex_args, done);
+        }
+      });
     }
-    plan.parts[0].executor->RunAsync(ex_args, done);
+    if (plan.parts[0].recorded != nullptr) {
+      plan.parts[0].recorded->RunAsync(ex_args, done);
+    } else {
+      plan.parts[0].executor->RunAsync(ex_args, done);
+    }
     all_done.WaitForNotification();
     // Waits for the callback if it is running now: `cm` must outlive it.
     if (external_cancellation != nullptr) external_cancellation->DeregisterCallback(outside);

@@ -52,6 +52,7 @@
 #include "graph/tensor.h"
 #include "proto/graph.pb.h"
 #include "runtime/device.h"
+#include "runtime/recorded_partition.h"
 
 namespace Eigen {
 class ThreadPoolInterface;
@@ -96,6 +97,10 @@ struct SessionOptions {
   // timeout_seconds attr is 0 may wait for its peers before it fails with
   // DeadlineExceeded. Must be positive.
   absl::Duration collective_timeout = absl::Seconds(60);
+  // Record each GPU partition of a step once and replay it as one CUDA graph
+  // on later steps, where the partition allows it (runtime/recorded_partition.h
+  // says when, and recording_stats() why not).
+  bool record_gpu_steps = true;
 };
 
 struct RunOptions {
@@ -145,6 +150,11 @@ class Session {
                    const std::vector<std::string>& targets, std::vector<Tensor>* outputs,
                    RunMetadata* metadata);
 
+  // Recorded GPU partitions over all plans: recordings made, steps replayed
+  // and run kernel by kernel, and why something was not recorded, each plan's
+  // reason ("the step fetching {...} with targets {...}: ...") joined by "; ".
+  RecordingStats recording_stats() const;
+
   // How many step plans were built (cache misses) so far.
   int64_t num_plans_built() const { return plans_built_.load(std::memory_order_relaxed); }
   const DeviceMgr& device_mgr() const { return *devices_; }
@@ -179,7 +189,7 @@ class Session {
 
   std::atomic<int64_t> next_step_id_{1};
   std::atomic<int64_t> plans_built_{0};
-  Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const Plan>> plans_ ABSL_GUARDED_BY(mu_);
 };
 

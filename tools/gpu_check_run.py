@@ -57,6 +57,7 @@ GTESTS = [
     ("gpu_kernels_oracle_test", 150),
     ("nccl_communicator_gpu_test", 60),
     ("nccl_collective_executor_gpu_test", 90),
+    ("recorded_step_gpu_test", 120),
     ("trainer_gpu_test", 180),
 ]
 
@@ -321,6 +322,12 @@ def step_bench(report):
                     " (bar <= 1.0x)")
     elif compiled.get("error"):
         summary += f", torch.compile failed ({compiled['error'][:200]})"
+    st, un = res.get("strata", {}), res.get("strata_unrecorded", {})
+    if un.get("step_ms_median"):
+        summary += (f"; CUDA graphs recorded {st.get('recorded', 0)}, replayed {st.get('replayed', 0)}, "
+                    f"step {st['step_ms_median'] / un['step_ms_median']:.3f}x of kernel by kernel")
+        if st.get("not_recorded"):
+            summary += f" (not recorded: {st['not_recorded'][:200]})"
     big = [r for r in res.get("matmul", []) if r["m"] == r["k"] == r["n"] == 4096]
     for r in big:
         summary += f"; MatMul 4096^3 {r['dtype']} {r['strata_tflops']:.0f} TFLOP/s " \

@@ -84,6 +84,24 @@ STRATA_REGISTER_OP("_Retval")
     .SetIsStateful()
     .SetShapeFn(NoOutputs);
 
+// A step partition's inputs and outputs in the device's own memory (as
+// TensorFlow's _DeviceArg/_DeviceRetval): a recorded GPU partition
+// (runtime/step_graph.h) takes its _Recv values and gives its _Send values
+// through these, from and to buffers the recording owns.
+STRATA_REGISTER_OP("_DeviceArg")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("index: int >= 0")
+    .SetIsStateful()
+    .SetShapeFn(UnknownShape);
+
+STRATA_REGISTER_OP("_DeviceRetval")
+    .Input("input: T")
+    .Attr("T: type")
+    .Attr("index: int >= 0")
+    .SetIsStateful()
+    .SetShapeFn(NoOutputs);
+
 STRATA_REGISTER_OP("_Send")
     .Input("tensor: T")
     .Attr("T: type")

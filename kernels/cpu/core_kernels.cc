@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/core_ops.h"
-#include "kernels/call_frame.h"
+#include "kernels/call_frame_kernels.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
 #include "kernels/send_recv_ops.h"
@@ -79,43 +79,6 @@ class NoOpOp : public OpKernel {
   absl::Status Compute(OpKernelContext&) override { return absl::OkStatus(); }
 };
 
-class ArgOp : public OpKernel {
- public:
-  explicit ArgOp(OpKernelConstruction& c) : OpKernel(c) {
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("index", &index_));
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    CallFrame* frame = ctx.params().call_frame;
-    if (frame == nullptr) return absl::FailedPreconditionError("_Arg run without a call frame");
-    Tensor* out = ctx.mutable_output(0);
-    STRATA_RETURN_IF_ERROR(frame->GetArg(index_, out));
-    if (out->dtype() != output_type(0)) {
-      return absl::InvalidArgumentError(absl::StrCat("argument ", index_, " is ",
-                                                     DataTypeString(out->dtype()), ", expected ",
-                                                     DataTypeString(output_type(0))));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  int64_t index_ = 0;
-};
-
-class RetvalOp : public OpKernel {
- public:
-  explicit RetvalOp(OpKernelConstruction& c) : OpKernel(c) {
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("index", &index_));
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    CallFrame* frame = ctx.params().call_frame;
-    if (frame == nullptr) return absl::FailedPreconditionError("_Retval run without a call frame");
-    return frame->SetRetval(index_, ctx.input(0));
-  }
-
- private:
-  int64_t index_ = 0;
-};
-
 STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceCpu), ConstOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Placeholder").Device(kDeviceCpu), PlaceholderOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceCpu), IdentityOp);
@@ -123,6 +86,8 @@ STRATA_REGISTER_KERNEL(KernelBuilder("StopGradient").Device(kDeviceCpu), Identit
 STRATA_REGISTER_KERNEL(KernelBuilder("NoOp").Device(kDeviceCpu), NoOpOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_Arg").Device(kDeviceCpu), ArgOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_Retval").Device(kDeviceCpu), RetvalOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_DeviceArg").Device(kDeviceCpu), ArgOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_DeviceRetval").Device(kDeviceCpu), RetvalOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_Send").Device(kDeviceCpu), SendOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("_Recv").Device(kDeviceCpu), RecvOp);
 

@@ -12,6 +12,7 @@
 #include "graph/ops/array_ops.h"
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
+#include "kernels/call_frame_kernels.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/shape_change_kernels.h"
 #include "kernels/op_kernel.h"
@@ -74,6 +75,8 @@ class ConstOp : public OpKernel {
     }
     value_ = *std::move(d);
   }
+  // The value is made once, at construction.
+  bool IsCaptureSafe() const override { return true; }
   absl::Status Compute(OpKernelContext& ctx) override {
     ctx.set_output(0, value_);
     return absl::OkStatus();
@@ -86,6 +89,7 @@ class ConstOp : public OpKernel {
 class IdentityOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return true; }
   absl::Status Compute(OpKernelContext& ctx) override {
     ctx.set_output(0, ctx.input(0));
     return absl::OkStatus();
@@ -95,12 +99,15 @@ class IdentityOp : public OpKernel {
 class NoOpOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return true; }
   absl::Status Compute(OpKernelContext&) override { return absl::OkStatus(); }
 };
 
 class ReshapeOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  // An int64 shape is copied to the host synchronously.
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
   absl::Status Compute(OpKernelContext& ctx) override {
     if (ctx.input(1).dims() != 1) {
       return absl::InvalidArgumentError(
@@ -145,6 +152,8 @@ absl::Status WriteIndexOutput(OpKernelContext& ctx, const TensorShape& shape, co
 class ShapeOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  // An int64 result is copied from a pageable host temporary.
+  bool IsCaptureSafe() const override { return output_type(0) == DT_INT32; }
   absl::Status Compute(OpKernelContext& ctx) override {
     const TensorShape& s = ctx.input(0).shape();
     std::vector<int64_t> dims(s.dim_sizes().begin(), s.dim_sizes().end());
@@ -155,6 +164,7 @@ class ShapeOp : public OpKernel {
 class SizeOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return output_type(0) == DT_INT32; }
   absl::Status Compute(OpKernelContext& ctx) override {
     return WriteIndexOutput(ctx, TensorShape(), {ctx.input(0).NumElements()}, "Size");
   }
@@ -176,6 +186,7 @@ absl::Status FillWith(OpKernelContext& ctx, const void* value, Tensor* out) {
 class FillOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return input_type(0) == DT_INT32; }
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& value = ctx.input(1);
     if (value.dims() != 0) {
@@ -196,6 +207,7 @@ template <bool kOne>
 class ConstantLikeOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return true; }
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
     const DataType dt = in.dtype();
@@ -214,7 +226,8 @@ class ConstantLikeOp : public OpKernel {
       STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
       return CudaStatus(cudaMemsetAsync(out->raw_data(), 0, out->TotalBytes(), s), "ZerosLike");
     }
-    Tensor one_host(dt, TensorShape());
+    // Pinned (the device's host allocator), so a recorded copy can read it.
+    STRATA_ASSIGN_OR_RETURN(Tensor one_host, Tensor::Allocate(ctx.device()->host_allocator(), dt, TensorShape()));
     STRATA_RETURN_IF_ERROR(OneBits(dt, one_host.raw_data()));
     if (OnHost(ctx, dt)) return FillWith(ctx, one_host.raw_data(), out);
     Tensor one;
@@ -246,6 +259,7 @@ class ConstantLikeOp : public OpKernel {
 class BroadcastToOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
     STRATA_ASSIGN_OR_RETURN(Tensor shape_t, OnHostCopy(ctx, ctx.input(1)));
@@ -321,10 +335,13 @@ STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceGpu), ConstOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceGpu), IdentityOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("StopGradient").Device(kDeviceGpu), IdentityOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("NoOp").Device(kDeviceGpu), NoOpOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_DeviceArg").Device(kDeviceGpu), ArgOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("_DeviceRetval").Device(kDeviceGpu), RetvalOp);
 // ExpandDims and Squeeze: kernels/shape_change_kernels.h.
 class ExpandDimsOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_ASSIGN_OR_RETURN(Tensor dim, OnHostCopy(ctx, ctx.input(1)));  // int64 lives on the device
     return ExpandDimsCompute(ctx, dim);

@@ -50,6 +50,7 @@ absl::Status ColChunk(OpKernelContext& ctx, DataType dt, const ConvGeom& g, int6
 
 class Conv2DOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit Conv2DOp(OpKernelConstruction& c) : OpKernel(c) {
     auto a = ParseConvKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
@@ -92,6 +93,7 @@ class Conv2DOp : public OpKernel {
 
 class Conv2DBackpropInputOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit Conv2DBackpropInputOp(OpKernelConstruction& c) : OpKernel(c) {
     auto a = ParseConvKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
@@ -135,6 +137,7 @@ class Conv2DBackpropInputOp : public OpKernel {
 
 class Conv2DBackpropFilterOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit Conv2DBackpropFilterOp(OpKernelConstruction& c) : OpKernel(c) {
     auto a = ParseConvKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());

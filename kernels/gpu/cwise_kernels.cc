@@ -73,6 +73,8 @@ void HostStridedWalk(const StridedShape& s, int64_t n, const std::function<void(
 template <BinaryFn kFn>
 class BinaryOp : public OpKernel {
  public:
+  // Equal on int32 computes on the host and copies a pageable result.
+  bool IsCaptureSafe() const override { return !(kFn == BinaryFn::kEqual && input_type(0) == DT_INT32); }
   explicit BinaryOp(OpKernelConstruction& c) : OpKernel(c) {
     if (kFn == BinaryFn::kEqual) STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("incompatible_shape_error", &strict_));
   }
@@ -137,6 +139,10 @@ class BinaryOp : public OpKernel {
 // device temporary (and a synchronous copy back when int32 is the result).
 class CastOp : public OpKernel {
  public:
+  // To int32 waits for the device; from int32 copies the host value to the
+  // device, so it may change from step to step.
+  bool IsCaptureSafe() const override { return output_type(0) != DT_INT32; }
+  bool ReadsHostInputOnDevice(int) const override { return input_type(0) != output_type(0); }
   explicit CastOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& x = ctx.input(0);

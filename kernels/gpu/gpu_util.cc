@@ -87,6 +87,17 @@ absl::Status PrepareVarForUpdate(OpKernelContext& ctx, Var& var) {
   Tensor* value = var.mutable_value();
   if (value->RefCountIsOne()) return absl::OkStatus();
   const bool host = OnHost(ctx, value->dtype());
+  if (!host) {
+    // A copy made while recording a step would replay from a buffer the
+    // variable no longer holds: refuse, and the step runs unrecorded.
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    STRATA_RETURN_IF_ERROR(CudaStatus(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing"));
+    if (capturing != cudaStreamCaptureStatusNone) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          var.DebugString(), " is still read elsewhere in the step when updated, so the update would copy it"));
+    }
+  }
   Allocator* alloc = host ? ctx.device()->host_allocator() : ctx.allocator();
   auto copy = Tensor::Allocate(alloc, value->dtype(), value->shape());
   if (!copy.ok()) return AnnotateStatus(copy.status(), absl::StrCat("copy of ", var.DebugString(), ": "));

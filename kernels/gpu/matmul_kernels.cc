@@ -12,6 +12,7 @@ namespace {
 
 class MatMulOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit MatMulOp(OpKernelConstruction& c) : OpKernel(c) {
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("transpose_a", &transpose_a_));
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("transpose_b", &transpose_b_));

@@ -20,6 +20,7 @@ namespace {
 // ReluGrad(gradients, features): same shapes, no broadcasting.
 class ReluGradOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit ReluGradOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& g = ctx.input(0);
@@ -46,6 +47,7 @@ class ReluGradOp : public OpKernel {
 // BiasAdd(value, bias): bias over the channel dim (last for NHWC, 1 for NCHW).
 class BiasAddOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit BiasAddOp(OpKernelConstruction& c) : OpKernel(c) {
     STRATA_KERNEL_REQUIRES_OK(c, GetBiasDataFormat(c, &nchw_));
   }

@@ -24,6 +24,7 @@ absl::StatusOr<PoolGeom> Geometry(const PoolAttrsParsed& a, const TensorShape& i
 
 class MaxPoolOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit MaxPoolOp(OpKernelConstruction& c) : OpKernel(c) {
     auto a = ParsePoolKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
@@ -45,6 +46,7 @@ class MaxPoolOp : public OpKernel {
 
 class MaxPoolGradOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit MaxPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
     auto a = ParsePoolKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());

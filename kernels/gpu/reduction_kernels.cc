@@ -79,6 +79,8 @@ absl::Status MakeReduceShape(const TensorShape& in, const std::vector<bool>& red
 template <ReduceFn kFn>
 class ReductionOp : public OpKernel {
  public:
+  // Int64 axes are copied to the host synchronously.
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
   explicit ReductionOp(OpKernelConstruction& c) : OpKernel(c) {
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("keep_dims", &keep_dims_));
   }
@@ -182,6 +184,7 @@ class ArgMaxOp : public OpKernel {
 
 class BiasAddGradOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit BiasAddGradOp(OpKernelConstruction& c) : OpKernel(c) {
     STRATA_KERNEL_REQUIRES_OK(c, GetBiasDataFormat(c, &nchw_));
   }

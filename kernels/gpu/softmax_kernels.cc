@@ -17,6 +17,7 @@ namespace {
 template <bool kLog>
 class SoftmaxOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit SoftmaxOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& logits = ctx.input(0);
@@ -37,6 +38,11 @@ class SoftmaxOp : public OpKernel {
 
 class SparseSoftmaxXentOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
+  // Host labels are checked on the host (eagerly run steps) and copied to
+  // the device, where an out-of-range label gives a NaN row: a replayed step
+  // reads them there only.
+  bool ReadsHostInputOnDevice(int i) const override { return i == 1; }
   explicit SparseSoftmaxXentOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& features = ctx.input(0);

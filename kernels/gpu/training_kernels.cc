@@ -69,6 +69,7 @@ class LockedVars {
 
 class ApplyGradientDescentOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit ApplyGradientDescentOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_RETURN_IF_ERROR(CheckScalar(ctx, 1, "alpha"));
@@ -85,6 +86,7 @@ class ApplyGradientDescentOp : public OpKernel {
 
 class ApplyMomentumOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit ApplyMomentumOp(OpKernelConstruction& c) : OpKernel(c) {
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("use_nesterov", &use_nesterov_));
   }
@@ -107,6 +109,7 @@ class ApplyMomentumOp : public OpKernel {
 
 class ApplyAdamOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit ApplyAdamOp(OpKernelConstruction& c) : OpKernel(c) {
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("use_nesterov", &use_nesterov_));
   }

@@ -20,6 +20,7 @@ namespace gpu {
 template <UnaryFn kFn>
 class UnaryOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit UnaryOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& x = ctx.input(0);

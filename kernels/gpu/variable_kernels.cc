@@ -28,6 +28,7 @@ absl::StatusOr<ResourceMgr*> Resources(const OpKernelContext& ctx) {
 
 class VarHandleOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return true; }
   explicit VarHandleOp(OpKernelConstruction& c) : OpKernel(c) {
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("container", &container_));
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shared_name", &shared_name_));
@@ -63,6 +64,8 @@ class VarHandleOp : public OpKernel {
 
 class ReadVariableOp : public OpKernel {
  public:
+  // An int32 variable lives in host memory, where its reads are not recorded.
+  bool IsCaptureSafe() const override { return output_type(0) != DT_INT32; }
   explicit ReadVariableOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
@@ -111,6 +114,7 @@ class AssignVariableOp : public OpKernel {
 template <bool kAdd>
 class AssignUpdateVariableOp : public OpKernel {
  public:
+  bool IsCaptureSafe() const override { return input_type(1) != DT_INT32; }
   explicit AssignUpdateVariableOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));

@@ -9,6 +9,7 @@
 #include "kernels/eigen_views.h"
 #include "runtime/gpu/cuda_status.h"
 #include "runtime/gpu/gpu_info.h"
+#include "runtime/gpu/gpu_step_recording.h"
 
 namespace strata {
 
@@ -365,5 +366,9 @@ namespace {
   return true;
 }();
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<StepRecording>> GpuDevice::NewStepRecording() {
+  return NewGpuStepRecording(this);
+}
 
 }  // namespace strata

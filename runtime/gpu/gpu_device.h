@@ -123,6 +123,9 @@ class GpuDevice : public Device {
     CopyHostToDevice(src, dst, std::move(done));
   }
   absl::Status Sync() override { return Synchronize(); }
+  // Whole-step CUDA graphs (runtime/gpu/gpu_step_recording.h).
+  bool CanRecordSteps() const override { return true; }
+  absl::StatusOr<std::unique_ptr<StepRecording>> NewStepRecording() override;
 
  private:
   GpuDevice(const DeviceName& name, int host_threads);

@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "graph/ops/core_ops.h"
@@ -62,6 +63,8 @@ ABSL_FLAG(int64_t, warmup, 20, "untimed steps first (allocator, cuBLAS and NCCL 
 ABSL_FLAG(int64_t, steps, 200, "timed steps");
 ABSL_FLAG(bool, fetch_loss, false, "fetch the loss every step (a device-to-host copy)");
 ABSL_FLAG(bool, json, false, "print one JSON object");
+ABSL_FLAG(bool, record_steps, true,
+          "record the GPU partition once and replay it as a CUDA graph (SessionOptions::record_gpu_steps)");
 ABSL_FLAG(std::string, trace_out, "",
           "after the timed steps, trace 5 more (runtime/trace.h) into this Chrome trace file");
 ABSL_FLAG(std::string, trace_synced_out, "",
@@ -145,6 +148,7 @@ absl::Status Main() {
   InlinePool inline_pool;
   SessionOptions options = strategy->session_options();
   options.inter_op_pool = &inline_pool;
+  options.record_gpu_steps = absl::GetFlag(FLAGS_record_steps);
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(root, options));
   STRATA_RETURN_IF_ERROR(session->Run({}, {}, {init->name()}, nullptr));
 
@@ -187,16 +191,22 @@ absl::Status Main() {
   STRATA_RETURN_IF_ERROR(trace(absl::GetFlag(FLAGS_trace_out), false));
   STRATA_RETURN_IF_ERROR(trace(absl::GetFlag(FLAGS_trace_synced_out), true));
   const Stats s = Summarize(ms);
+  const RecordingStats rec = session->recording_stats();
+  std::string why = rec.not_recorded;
+  absl::StrReplaceAll({{"\\", "\\\\"}, {"\"", "\\\""}}, &why);
   if (absl::GetFlag(FLAGS_json)) {
     std::printf(
         "{\"framework\":\"strata\",\"device\":\"%s\",\"batch\":%lld,\"features\":%lld,"
         "\"hidden\":\"%s\",\"classes\":%lld,\"fetch_loss\":%s,\"steps\":%lld,"
         "\"step_ms_median\":%.5f,\"step_ms_mean\":%.5f,\"step_ms_p10\":%.5f,\"step_ms_p90\":%.5f,"
-        "\"loss_first\":%.6g,\"loss_last\":%.6g}\n",
+        "\"loss_first\":%.6g,\"loss_last\":%.6g,\"record_steps\":%s,\"recorded\":%lld,"
+        "\"replayed\":%lld,\"eager\":%lld,\"not_recorded\":\"%s\"}\n",
         full_device.c_str(), static_cast<long long>(batch), static_cast<long long>(features),
         absl::GetFlag(FLAGS_hidden).c_str(), static_cast<long long>(classes),
         fetch ? "true" : "false", static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90,
-        loss_first, loss_last);
+        loss_first, loss_last, absl::GetFlag(FLAGS_record_steps) ? "true" : "false",
+        static_cast<long long>(rec.recorded), static_cast<long long>(rec.replayed),
+        static_cast<long long>(rec.eager), why.c_str());
   } else {
     std::printf("strata step on %s: MLP %lld-%s-%lld, batch %lld, SGD\n", full_device.c_str(),
                 static_cast<long long>(features), absl::StrJoin(hidden, "-").c_str(),
@@ -205,6 +215,9 @@ absl::Status Main() {
                 static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90);
     std::printf("  loss %.5g at the first step, %.5g after %lld steps\n", loss_first, loss_last,
                 static_cast<long long>(warmup + steps + 1));
+    std::printf("  recorded %lld, replayed %lld, kernel by kernel %lld%s%s\n",
+                static_cast<long long>(rec.recorded), static_cast<long long>(rec.replayed),
+                static_cast<long long>(rec.eager), why.empty() ? "" : "; not recorded: ", why.c_str());
   }
   return absl::OkStatus();
 }
