@@ -24,6 +24,8 @@ ABSL_FLAG(int64_t, prefetch, 2, "global batches prepared ahead on a background t
 ABSL_FLAG(std::string, trace_out, "",
           "write a Chrome trace (Perfetto, chrome://tracing) of --trace_steps steps after 10 of warm-up here");
 ABSL_FLAG(int64_t, trace_steps, 3, "steps traced for --trace_out");
+ABSL_FLAG(std::string, dtype_policy, "float32",
+          "float32, or mixed_bfloat16: layers compute in bfloat16, variables stay float32 (train/policy.h)");
 
 namespace strata {
 namespace fit {
@@ -59,6 +61,12 @@ absl::StatusOr<FitOptions> FitOptionsFromFlags() {
   if (o.prefetch < 0) return bad("prefetch", "must be >= 0");
   if (o.trace_steps < 1) return bad("trace_steps", "must be >= 1");
   return o;
+}
+
+absl::StatusOr<train::Policy> DtypePolicyFromFlags() {
+  absl::StatusOr<train::Policy> p = train::PolicyFromName(absl::GetFlag(FLAGS_dtype_policy));
+  if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("--dtype_policy: ", p.status().message()));
+  return p;
 }
 
 absl::StatusOr<std::unique_ptr<train::Optimizer>> OptimizerFromFlags() {

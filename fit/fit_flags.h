@@ -16,7 +16,8 @@
 // (0: the optimizer's default), --momentum, --weight_decay (adamw),
 // --clip_global_norm, --checkpoint_dir, --save_every_steps,
 // --max_to_keep, --metrics_out, --log_every_steps, --quiet, --prefetch,
-// --trace_out, --trace_steps.
+// --trace_out, --trace_steps, --dtype_policy (float32 or mixed_bfloat16;
+// set it with train::SetGlobalPolicy before making the model's layers).
 //
 // Errors: InvalidArgument naming the flag. Thread-safety: after
 // absl::ParseCommandLine, from one thread.
@@ -31,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "fit/fit.h"
 #include "train/optimizers.h"
+#include "train/policy.h"
 
 ABSL_DECLARE_FLAG(int64_t, epochs);
 ABSL_DECLARE_FLAG(int64_t, steps);
@@ -50,12 +52,16 @@ ABSL_DECLARE_FLAG(bool, quiet);
 ABSL_DECLARE_FLAG(int64_t, prefetch);
 ABSL_DECLARE_FLAG(std::string, trace_out);
 ABSL_DECLARE_FLAG(int64_t, trace_steps);
+ABSL_DECLARE_FLAG(std::string, dtype_policy);
 
 namespace strata {
 namespace fit {
 
 // FitOptions from the flags (callbacks and log left at their defaults).
 absl::StatusOr<FitOptions> FitOptionsFromFlags();
+
+// The dtype policy --dtype_policy names (train/policy.h).
+absl::StatusOr<train::Policy> DtypePolicyFromFlags();
 
 // The optimizer --optimizer, --learning_rate and --momentum describe.
 absl::StatusOr<std::unique_ptr<train::Optimizer>> OptimizerFromFlags();

@@ -164,5 +164,25 @@ TEST(RecordedStepGpuTest, ARestoredVariableIsRecordedAgainNotWrittenStale) {
   EXPECT_EQ(rec->recording_stats().recorded, 2) << rec->recording_stats().not_recorded;
 }
 
+TEST(RecordedStepGpuTest, OutOfDeviceMemoryNamesTheNodeTheTensorAndItsSize) {
+  SKIP_WITHOUT_GPU();
+  Scope root = Scope::NewRootScope();
+  const Scope gpu = root.WithDevice("/gpu:0");
+  Output big = ops::Fill(gpu.WithOpName("big"), ops::Const(gpu, {int32_t{1} << 20, int32_t{1} << 20}, TensorShape{2}),
+                         ops::Const(gpu, 1.0f));
+  SessionOptions opts;
+  opts.devices.num_gpus = 1;
+  auto s = Session::Create(root, opts);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (int i = 0; i < 3; ++i) {  // and again: recorded or not, the same error
+    std::vector<Tensor> out;
+    absl::Status st = (*s)->Run({}, {big.name()}, {}, &out);
+    ASSERT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+    EXPECT_NE(st.message().find("node 'big' (op Fill)"), std::string::npos) << st;
+    EXPECT_NE(st.message().find("[1048576,1048576]"), std::string::npos) << st;
+    EXPECT_NE(st.message().find("4398046511104 bytes"), std::string::npos) << st;
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -274,6 +274,8 @@ def trainer(report, name, model, extra, n_gpus):
         # Mirrored over every GPU: NCCL (one rank on a one-GPU machine).
         runs.append(("mirrored_gpu", ["--strategy=mirrored",
                                       f"--global_batch_size={32 * n_gpus}"]))
+        # Mixed precision: bfloat16 layers, float32 variables (train/policy.h).
+        runs.append(("gpu_mixed_bfloat16", ["--devices=/gpu:0", "--dtype_policy=mixed_bfloat16"]))
     for where, flags in runs:
         metrics = os.path.join(report.scratch, f"trainer_{name}_{where}.jsonl")
         if os.path.exists(metrics):
@@ -313,7 +315,7 @@ def step_bench(report):
         return
     with open(out_json) as f:
         res = json.load(f)
-    rows = [l for l in out.splitlines() if l.strip()][:40]
+    rows = [l for l in out.splitlines() if l.strip()][:44]
     ratio = res.get("ratio_median")
     compiled = res.get("torch_compile", {})
     summary = f"Strata / PyTorch eager step {ratio:.3f}x (bar <= 0.5x)"
@@ -328,6 +330,10 @@ def step_bench(report):
                     f"step {st['step_ms_median'] / un['step_ms_median']:.3f}x of kernel by kernel")
         if st.get("not_recorded"):
             summary += f" (not recorded: {st['not_recorded'][:200]})"
+    mixed, ref_mixed = res.get("strata_mixed_bfloat16", {}), res.get("torch_autocast_bfloat16", {})
+    if mixed.get("step_ms_median") and ref_mixed.get("step_ms_median"):
+        summary += (f"; mixed_bfloat16 step {mixed['step_ms_median']:.3f} ms, "
+                    f"{mixed['step_ms_median'] / ref_mixed['step_ms_median']:.3f}x PyTorch autocast")
     big = [r for r in res.get("matmul", []) if r["m"] == r["k"] == r["n"] == 4096]
     for r in big:
         summary += f"; MatMul 4096^3 {r['dtype']} {r['strata_tflops']:.0f} TFLOP/s " \

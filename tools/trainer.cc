@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   }
   strata::trainer::TrainerConfig c;
   c.model = absl::GetFlag(FLAGS_model);
+  c.dtype_policy = absl::GetFlag(FLAGS_dtype_policy);
   absl::StatusOr<std::vector<int64_t>> hidden = strata::trainer::ParseHidden(absl::GetFlag(FLAGS_hidden));
   if (!hidden.ok()) {
     std::fprintf(stderr, "trainer: %s\n", std::string(hidden.status().message()).c_str());

@@ -43,6 +43,7 @@
 #include "train/losses.h"
 #include "train/models.h"
 #include "train/optimizers.h"
+#include "train/policy.h"
 #include "train/variable.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -626,8 +627,21 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   return result;
 }
 
+// Sets the global dtype policy for one run and puts the previous one back.
+class PolicyForRun {
+ public:
+  explicit PolicyForRun(const train::Policy& p) : previous_(train::GlobalPolicy()) { train::SetGlobalPolicy(p); }
+  ~PolicyForRun() { train::SetGlobalPolicy(previous_); }
+
+ private:
+  const train::Policy previous_;
+};
+
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log) {
   STRATA_RETURN_IF_ERROR(ValidateConfig(config));
+  absl::StatusOr<train::Policy> policy = train::PolicyFromName(config.dtype_policy);
+  if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--dtype_policy: ", policy.status().message()));
+  const PolicyForRun policy_for_run(*policy);
   // The devices (and the cluster) first: a bad --devices or TF_CONFIG fails
   // before the data is loaded.
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, fit::MakeStrategy(config));

@@ -62,9 +62,14 @@ absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
   STRATA_RETURN_IF_ERROR(scope.status());
   if (name_.empty()) name_ = kind();
   if (!input.ok()) return Error("the input is a null Output");
-  if (TakesIndices() ? input.type() != DT_INT32 && input.type() != DT_INT64 : input.type() != DT_FLOAT) {
+  const bool floating = input.type() == DT_FLOAT || input.type() == DT_BFLOAT16 || input.type() == DT_HALF;
+  if (TakesIndices() ? input.type() != DT_INT32 && input.type() != DT_INT64 : !floating) {
     return Error(absl::StrCat("expects ", TakesIndices() ? "int32 or int64 ids" : "a float input", ", got ",
                               DataTypeString(input.type())));
+  }
+  if (policy_.mixed() && !ComputesInLowPrecision()) {
+    return Error(absl::StrCat("has no ", DataTypeString(policy_.compute_dtype), " kernels for the '", policy_.name,
+                              "' dtype policy yet; give this layer the float32 policy (set_dtype_policy)"));
   }
   const PartialTensorShape shape = input.shape();
   if (!built_) {
@@ -83,11 +88,13 @@ absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
   const Scope s = scope.NewSubScope(name_);
   std::vector<Output> weights;
   reads_.clear();
+  const DataType compute = policy_.compute_dtype;
   for (Variable* v : variables_) {
     Output value = v->Read(s);
-    weights.push_back(value);
+    weights.push_back(CastsWeights() && value.type() != compute ? ops::Cast(s, value, compute) : value);
     reads_.push_back({v, value});
   }
+  if (!TakesIndices() && CastsInput() && input.type() != compute) input = ops::Cast(s, input, compute);
   absl::StatusOr<Output> out = Call(s, input, weights);
   STRATA_RETURN_IF_ERROR(scope.status());
   return out;
@@ -119,7 +126,9 @@ absl::Status Embedding::Build(const Scope& scope, const PartialTensorShape& inpu
 }
 
 absl::StatusOr<Output> Embedding::Call(const Scope& scope, Output input, const std::vector<Output>& weights) {
-  return ops::GatherV2(scope, weights[0], input, ops::Const(scope, 0));
+  Output rows = ops::GatherV2(scope, weights[0], input, ops::Const(scope, 0));
+  const DataType compute = dtype_policy().compute_dtype;
+  return rows.type() == compute ? rows : ops::Cast(scope, rows, compute);
 }
 
 absl::Status Conv2D::Build(const Scope& scope, const PartialTensorShape& input) {

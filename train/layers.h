@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/scope.h"
+#include "train/policy.h"
 #include "train/variable.h"
 
 namespace strata {
@@ -80,6 +81,14 @@ class Layer {
   // (Embedding) takes int32 or int64 ids.
   virtual bool TakesIndices() const { return false; }
 
+  // The dtype policy (train/policy.h): the global policy when the layer was
+  // made, or the one set here; the next Apply uses it. Under a mixed policy
+  // Apply casts a float input and the weights it reads to the compute dtype
+  // (the variables stay float32; their gradients flow back through the
+  // casts).
+  const Policy& dtype_policy() const { return policy_; }
+  void set_dtype_policy(Policy policy) { policy_ = std::move(policy); }
+
   // Sets the name and the seed before the first Apply (a container names
   // and seeds layers that were given none). Ignored after the first Apply.
   void SetNameIfEmpty(const std::string& name);
@@ -88,6 +97,16 @@ class Layer {
 
  protected:
   Layer(std::string name, std::optional<int64_t> seed) : name_(std::move(name)), seed_(seed) {}
+
+  // Whether Apply casts a float input to the compute dtype (Flatten and
+  // Reshape keep the input's).
+  virtual bool CastsInput() const { return true; }
+  // Whether Apply casts the weights it reads (Embedding casts the rows it
+  // looks up instead of its whole table).
+  virtual bool CastsWeights() const { return true; }
+  // False for layers whose ops have no bfloat16 kernels: they refuse a mixed
+  // policy, naming themselves.
+  virtual bool ComputesInLowPrecision() const { return true; }
 
   // Makes the weights for `input` (called once, before the first Call).
   // `scope` is the scope to create variables in (its prefix is the layer's).
@@ -109,6 +128,7 @@ class Layer {
  private:
   std::string name_;
   std::optional<int64_t> seed_;
+  Policy policy_ = GlobalPolicy();
   bool built_ = false;
   PartialTensorShape built_shape_;
   const Graph* built_graph_ = nullptr;  // where its weights live
@@ -148,6 +168,7 @@ class Embedding : public Layer {
   bool TakesIndices() const override { return true; }
 
  protected:
+  bool CastsWeights() const override { return false; }
   absl::Status Build(const Scope& scope, const PartialTensorShape& input) override;
   absl::StatusOr<Output> Call(const Scope& scope, Output input, const std::vector<Output>& weights) override;
 
@@ -174,6 +195,7 @@ class Conv2D : public Layer {
   std::string kind() const override { return "conv2d"; }
 
  protected:
+  bool ComputesInLowPrecision() const override { return false; }
   absl::Status Build(const Scope& scope, const PartialTensorShape& input) override;
   absl::StatusOr<Output> Call(const Scope& scope, Output input,
                               const std::vector<Output>& weights) override;
@@ -194,6 +216,7 @@ class MaxPool2D : public Layer {
   std::string kind() const override { return "max_pooling2d"; }
 
  protected:
+  bool ComputesInLowPrecision() const override { return false; }
   absl::StatusOr<Output> Call(const Scope& scope, Output input,
                               const std::vector<Output>& weights) override;
 
@@ -211,6 +234,7 @@ class Flatten : public Layer {
   std::string kind() const override { return "flatten"; }
 
  protected:
+  bool CastsInput() const override { return false; }
   absl::StatusOr<Output> Call(const Scope& scope, Output input,
                               const std::vector<Output>& weights) override;
 };
@@ -224,6 +248,7 @@ class Reshape : public Layer {
   std::string kind() const override { return "reshape"; }
 
  protected:
+  bool CastsInput() const override { return false; }
   absl::StatusOr<Output> Call(const Scope& scope, Output input,
                               const std::vector<Output>& weights) override;
 

@@ -16,7 +16,9 @@
 
 namespace strata {
 
-bool IsDifferentiableType(DataType dt) { return dt == DT_FLOAT || dt == DT_DOUBLE; }
+bool IsDifferentiableType(DataType dt) {
+  return dt == DT_FLOAT || dt == DT_DOUBLE || dt == DT_BFLOAT16 || dt == DT_HALF;
+}
 
 namespace {
 

@@ -60,7 +60,7 @@ absl::Status AddSymbolicGradients(const Scope& scope, const OutputList& outputs,
 absl::Status AddSymbolicGradients(const Scope& scope, const OutputList& outputs,
                                   const OutputList& inputs, OutputList* grad_inputs);
 
-// Float and double: the dtypes gradients flow through.
+// Float, double, bfloat16 and half: the dtypes gradients flow through.
 bool IsDifferentiableType(DataType dt);
 
 }  // namespace strata

@@ -593,7 +593,7 @@ STRATA_REGISTER_OP("UnsortedSegmentSum")
     .Input("segment_ids: Tindices")
     .Input("num_segments: Tnumsegments")
     .Output("output: T")
-    .Attr("T: {float, double, int32, int64}")
+    .Attr("T: {float, double, half, bfloat16, int32, int64}")
     .Attr("Tindices: " STRATA_INDEX_TYPES)
     .Attr("Tnumsegments: " STRATA_INDEX_TYPES " = int32")
     .SetShapeFn(SegmentSumShapeFn);

@@ -326,5 +326,28 @@ REGISTER_CAST_FROM(uint8_t);
 REGISTER_CAST_FROM(int8_t);
 REGISTER_CAST_FROM(int16_t);
 
+// bfloat16 and half (mixed precision, train/policy.h) to and from the
+// float and integer types; Eigen converts through float.
+#define REGISTER_CAST_DT(S, SDT, D, DDT)                                                  \
+  STRATA_REGISTER_KERNEL(KernelBuilder("Cast").Device(kDeviceCpu).TypeConstraint("SrcT", SDT) \
+                             .TypeConstraint("DstT", DDT),                                \
+                         CastKernel<S, D>)
+#define REGISTER_CAST_LOW(L, LDT)                                \
+  REGISTER_CAST_DT(L, LDT, float, DT_FLOAT);                     \
+  REGISTER_CAST_DT(float, DT_FLOAT, L, LDT);                     \
+  REGISTER_CAST_DT(L, LDT, double, DT_DOUBLE);                   \
+  REGISTER_CAST_DT(double, DT_DOUBLE, L, LDT);                   \
+  REGISTER_CAST_DT(L, LDT, int32_t, DT_INT32);                   \
+  REGISTER_CAST_DT(int32_t, DT_INT32, L, LDT);                   \
+  REGISTER_CAST_DT(L, LDT, int64_t, DT_INT64);                   \
+  REGISTER_CAST_DT(int64_t, DT_INT64, L, LDT);                   \
+  REGISTER_CAST_DT(L, LDT, L, LDT)
+REGISTER_CAST_LOW(Eigen::bfloat16, DT_BFLOAT16);
+REGISTER_CAST_LOW(Eigen::half, DT_HALF);
+REGISTER_CAST_DT(Eigen::bfloat16, DT_BFLOAT16, Eigen::half, DT_HALF);
+REGISTER_CAST_DT(Eigen::half, DT_HALF, Eigen::bfloat16, DT_BFLOAT16);
+#undef REGISTER_CAST_LOW
+#undef REGISTER_CAST_DT
+
 }  // namespace
 }  // namespace strata

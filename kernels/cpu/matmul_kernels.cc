@@ -88,6 +88,66 @@ class MatMulKernel : public OpKernel {
   bool transpose_b_ = false;
 };
 
+// bfloat16 and half (mixed precision): the operands are converted to float,
+// multiplied with float accumulation (as cuBLAS does on a GPU) and the
+// product rounded once.
+template <typename T>
+class LowPrecisionMatMulKernel : public OpKernel {
+ public:
+  explicit LowPrecisionMatMulKernel(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("transpose_a", &transpose_a_));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("transpose_b", &transpose_b_));
+  }
+  bool IsExpensive() const override { return true; }
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dims() != 2 || b.dims() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat("MatMul needs matrices, but a has shape ",
+                                                     a.shape().DebugString(), " and b has shape ",
+                                                     b.shape().DebugString()));
+    }
+    const int64_t m = a.dim_size(transpose_a_ ? 1 : 0);
+    const int64_t k = a.dim_size(transpose_a_ ? 0 : 1);
+    const int64_t k2 = b.dim_size(transpose_b_ ? 1 : 0);
+    const int64_t n = b.dim_size(transpose_b_ ? 0 : 1);
+    if (k != k2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Matrix size-incompatible: In[0]: ", a.shape().DebugString(), " (transpose_a=", transpose_a_,
+          "), In[1]: ", b.shape().DebugString(), " (transpose_b=", transpose_b_, ")"));
+    }
+    Tensor af, bf;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_temp(DT_FLOAT, a.shape(), &af));
+    STRATA_RETURN_IF_ERROR(ctx.allocate_temp(DT_FLOAT, b.shape(), &bf));
+    Flat<float>(af).device(ctx.eigen_cpu_device()) = Flat<T>(a).template cast<float>();
+    Flat<float>(bf).device(ctx.eigen_cpu_device()) = Flat<T>(b).template cast<float>();
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{m, n}, &out));
+    if (m == 0 || n == 0) return absl::OkStatus();
+    Tensor zf;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_temp(DT_FLOAT, TensorShape{m, n}, &zf));
+    Eigen::array<Eigen::IndexPair<Eigen::DenseIndex>, 1> dims;
+    dims[0] = Eigen::IndexPair<Eigen::DenseIndex>(transpose_a_ ? 0 : 1, transpose_b_ ? 1 : 0);
+    if (k == 0) {
+      Matrix<float>(zf).setZero();
+    } else {
+      Matrix<float>(zf).device(ctx.eigen_cpu_device()) = Matrix<float>(af).contract(Matrix<float>(bf), dims);
+    }
+    Flat<T>(*out).device(ctx.eigen_cpu_device()) = Flat<float>(zf).template cast<T>();
+    return absl::OkStatus();
+  }
+
+ private:
+  bool transpose_a_ = false;
+  bool transpose_b_ = false;
+};
+
+STRATA_REGISTER_KERNEL(KernelBuilder("MatMul").Device(kDeviceCpu).TypeConstraint("T", DT_BFLOAT16),
+                       LowPrecisionMatMulKernel<Eigen::bfloat16>);
+STRATA_REGISTER_KERNEL(KernelBuilder("MatMul").Device(kDeviceCpu).TypeConstraint("T", DT_HALF),
+                       LowPrecisionMatMulKernel<Eigen::half>);
+
 #define REGISTER_MATMUL(T)                                                                 \
   STRATA_REGISTER_KERNEL(KernelBuilder("MatMul").Device(kDeviceCpu).TypeConstraint<T>("T"), \
                          MatMulKernel<T>)

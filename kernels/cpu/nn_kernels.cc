@@ -3,6 +3,8 @@
 // buffer when nobody else holds it, and small tensors never touch the pool.
 // Softmax, convolution and pooling live in their own files.
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/nn_ops.h"
@@ -217,7 +219,12 @@ class BiasAddGradOp : public OpKernel {
     ConstTensorMapT<T, 3> v(g.data<T>(),
                             Eigen::DSizes<Eigen::DenseIndex, 3>(l.outer, l.channels, l.inner));
     const Eigen::array<Eigen::DenseIndex, 2> reduce = {0, 2};
-    AssignMaybeParallel(ctx, g.NumElements(), o, v.sum(reduce));
+    if constexpr (std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>) {
+      // Summed in float (as the GPU kernel does), rounded once.
+      AssignMaybeParallel(ctx, g.NumElements(), o, v.template cast<float>().sum(reduce).template cast<T>());
+    } else {
+      AssignMaybeParallel(ctx, g.NumElements(), o, v.sum(reduce));
+    }
     return absl::OkStatus();
   }
 
@@ -253,6 +260,20 @@ REGISTER_GRAD("TanhGrad", TanhGradFn, double);
 
 #undef REGISTER_UNARY
 #undef REGISTER_GRAD
+
+// bfloat16 and half (mixed precision): elementwise in float, rounded once.
+#define REGISTER_LOW_PRECISION(T, DT)                                                               \
+  STRATA_REGISTER_KERNEL(KernelBuilder("Relu").Device(kDeviceCpu).TypeConstraint("T", DT),        \
+                         UnaryActivationOp<T, ReluFn>);                                             \
+  STRATA_REGISTER_KERNEL(KernelBuilder("ReluGrad").Device(kDeviceCpu).TypeConstraint("T", DT),    \
+                         ReluGradOp<T>);                                                            \
+  STRATA_REGISTER_KERNEL(KernelBuilder("BiasAdd").Device(kDeviceCpu).TypeConstraint("T", DT),     \
+                         BiasAddOp<T>);                                                             \
+  STRATA_REGISTER_KERNEL(KernelBuilder("BiasAddGrad").Device(kDeviceCpu).TypeConstraint("T", DT), \
+                         BiasAddGradOp<T>)
+REGISTER_LOW_PRECISION(Eigen::bfloat16, DT_BFLOAT16);
+REGISTER_LOW_PRECISION(Eigen::half, DT_HALF);
+#undef REGISTER_LOW_PRECISION
 
 STRATA_REGISTER_KERNEL(KernelBuilder("BiasAdd").Device(kDeviceCpu).TypeConstraint<float>("T"),
                        BiasAddOp<float>);

@@ -480,6 +480,48 @@ TEST_F(GpuOracleTest, ArrayOps) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
+TEST_F(GpuOracleTest, GatherAndSegmentSum) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64, DT_BOOL}) {
+    const Tensor p = Random(dt, {5, 3}, rng_);
+    const std::string what = DataTypeString(dt);
+    Check("GatherV2", {p, Tensor::FromVector<int32_t>({4, 0, 4, 2}), Tensor::FromVector<int32_t>({0})}, {}, {}, what);
+    Check("GatherV2", {p, Tensor::FromVector<int64_t>({2, 1}), Tensor::FromVector<int32_t>({1})}, {}, {}, what);
+  }
+  // An embedding table: 1000 rows of 64, 300 ids with repeats, 2-D ids.
+  const Tensor table = Random(DT_FLOAT, {1000, 64}, rng_);
+  Tensor ids(DT_INT32, TensorShape{30, 10});
+  for (int64_t i = 0; i < ids.NumElements(); ++i) ids.data<int32_t>()[i] = static_cast<int32_t>(rng_() % 1000);
+  Check("GatherV2", {table, ids, Tensor::FromVector<int32_t>({0})}, {}, {});
+  Check("GatherV2", {Random(DT_FLOAT, {2, 7, 3, 5}, rng_), Tensor::FromVector<int32_t>({6, 0, 3}),
+                     Tensor::FromVector<int64_t>({1})}, {}, {});
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    Tensor seg(DT_INT32, TensorShape{300});
+    for (int64_t i = 0; i < seg.NumElements(); ++i) seg.data<int32_t>()[i] = static_cast<int32_t>(rng_() % 40);
+    // Sums of up to ~20 values in another order than the CPU's.
+    Check("UnsortedSegmentSum", {Random(dt, {300, 64}, rng_), seg, Tensor::FromVector<int32_t>({40})}, {},
+          {1e-5, 1e-5}, DataTypeString(dt));
+    Check("UnsortedSegmentSum", {Random(dt, {6, 4}, rng_), Tensor::FromVector<int64_t>({0, 2, 0, 1, 2, 2}),
+                                 Tensor::FromVector<int32_t>({3})}, {}, {1e-6, 1e-6}, DataTypeString(dt));
+  }
+  Check("UnsortedSegmentSum", {Random(DT_FLOAT, {4, 2, 3}, rng_), Tensor::FromVector<int32_t>({1, 1, 0, 4}),
+                               Tensor::FromVector<int32_t>({5})}, {}, {1e-6, 1e-6});
+  for (DataType dt : {DT_HALF, DT_BFLOAT16}) {
+    CheckLowPrecision("UnsortedSegmentSum", dt, {Random(DT_FLOAT, {6, 8}, rng_), Tensor::FromVector<int32_t>({0, 1, 0, 1, 2, 0}),
+                                                 Tensor::FromVector<int32_t>({3})}, {}, {2e-2, 2e-2});
+  }
+  // int32 indices (host memory) out of range: named, as on the CPU.
+  auto bad = RunOnGpu(gpu_.get(), "GatherV2", {Random(DT_FLOAT, {5, 3}, rng_), Tensor::FromVector<int32_t>({0, 5}),
+                                               Tensor::FromVector<int32_t>({0})});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("indices[1] = 5"), std::string::npos) << bad.status();
+  // int64 indices (device memory) out of range: a zero row, no fault.
+  auto zero = RunOnGpu(gpu_.get(), "GatherV2", {Tensor::FromVector<float>({1, 2, 3}), Tensor::FromVector<int64_t>({7, 1}),
+                                                Tensor::FromVector<int32_t>({0})});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ((*zero)[0].data<float>()[0], 0.0f);
+  EXPECT_EQ((*zero)[0].data<float>()[1], 2.0f);
+}
+
 // A variable made and assigned on `dev`; returns its handle.
 absl::StatusOr<Tensor> MakeVar(DeviceBase* dev, TestGpuDevice* gpu, const std::string& name, const Tensor& value) {
   const Attrs attrs = {{"dtype", MakeAttr(value.dtype())},

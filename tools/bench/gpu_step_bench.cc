@@ -50,6 +50,7 @@
 #include "train/losses.h"
 #include "train/models.h"
 #include "train/optimizers.h"
+#include "train/policy.h"
 #include "train/variable.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -63,6 +64,8 @@ ABSL_FLAG(int64_t, warmup, 20, "untimed steps first (allocator, cuBLAS and NCCL 
 ABSL_FLAG(int64_t, steps, 200, "timed steps");
 ABSL_FLAG(bool, fetch_loss, false, "fetch the loss every step (a device-to-host copy)");
 ABSL_FLAG(bool, json, false, "print one JSON object");
+ABSL_FLAG(std::string, dtype_policy, "float32",
+          "float32, or mixed_bfloat16: the layers compute in bfloat16 (train/policy.h)");
 ABSL_FLAG(bool, record_steps, true,
           "record the GPU partition once and replay it as a CUDA graph (SessionOptions::record_gpu_steps)");
 ABSL_FLAG(std::string, trace_out, "",
@@ -128,6 +131,8 @@ absl::Status Main() {
   const Scope on_device = root.WithDevice(full_device);
   Output xc = ops::Const(on_device.WithOpName("x"), x);
   Output yc = ops::Const(on_device.WithOpName("y"), y);
+  STRATA_ASSIGN_OR_RETURN(const train::Policy policy, train::PolicyFromName(absl::GetFlag(FLAGS_dtype_policy)));
+  train::SetGlobalPolicy(policy);
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<train::Sequential> model,
                           train::MakeMlp(hidden, classes, /*seed=*/1));
   distribute::DistributedOptimizer<train::SGD> sgd(absl::GetFlag(FLAGS_learning_rate));
@@ -199,12 +204,12 @@ absl::Status Main() {
         "{\"framework\":\"strata\",\"device\":\"%s\",\"batch\":%lld,\"features\":%lld,"
         "\"hidden\":\"%s\",\"classes\":%lld,\"fetch_loss\":%s,\"steps\":%lld,"
         "\"step_ms_median\":%.5f,\"step_ms_mean\":%.5f,\"step_ms_p10\":%.5f,\"step_ms_p90\":%.5f,"
-        "\"loss_first\":%.6g,\"loss_last\":%.6g,\"record_steps\":%s,\"recorded\":%lld,"
+        "\"loss_first\":%.6g,\"loss_last\":%.6g,\"dtype_policy\":\"%s\",\"record_steps\":%s,\"recorded\":%lld,"
         "\"replayed\":%lld,\"eager\":%lld,\"not_recorded\":\"%s\"}\n",
         full_device.c_str(), static_cast<long long>(batch), static_cast<long long>(features),
         absl::GetFlag(FLAGS_hidden).c_str(), static_cast<long long>(classes),
         fetch ? "true" : "false", static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90,
-        loss_first, loss_last, absl::GetFlag(FLAGS_record_steps) ? "true" : "false",
+        loss_first, loss_last, policy.name.c_str(), absl::GetFlag(FLAGS_record_steps) ? "true" : "false",
         static_cast<long long>(rec.recorded), static_cast<long long>(rec.replayed),
         static_cast<long long>(rec.eager), why.c_str());
   } else {

@@ -68,7 +68,7 @@ def summarize(ms):
     }
 
 
-def torch_step(torch, args, device, compile_mode=None):
+def torch_step(torch, args, device, compile_mode=None, autocast_bf16=False):
     """The same step as gpu_step_bench.cc, in PyTorch eager, or with the
     forward and loss under torch.compile(mode=compile_mode) (backward through
     the compiled graph's AOT backward, the optimizer eager)."""
@@ -98,6 +98,13 @@ def torch_step(torch, args, device, compile_mode=None):
 
     if compile_mode:
         forward_loss = torch.compile(forward_loss, mode=compile_mode)
+    if autocast_bf16:
+        # Automatic mixed precision: matmuls in bfloat16, parameters float32.
+        plain = forward_loss
+
+        def forward_loss():
+            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                return plain()
 
     def step():
         loss = forward_loss()
@@ -127,7 +134,8 @@ def torch_step(torch, args, device, compile_mode=None):
     sync()
     pipelined = (time.perf_counter() - t0) * 1e3 / args.steps
     loss_last = float(step())
-    out = {"framework": f"torch.compile({compile_mode})" if compile_mode else "torch",
+    out = {"framework": (f"torch.compile({compile_mode})" if compile_mode else "torch")
+           + (" autocast bfloat16" if autocast_bf16 else ""),
            "version": torch.__version__, "device": device,
            "steps": args.steps, "loss_first": loss_first, "loss_last": loss_last,
            "step_ms_pipelined": pipelined}
@@ -135,18 +143,18 @@ def torch_step(torch, args, device, compile_mode=None):
     return out
 
 
-def strata_step(args, device, record=True):
+def strata_step(args, device, record=True, policy="float32"):
     cmd = [args.strata_bench, f"--device=/{'gpu' if device == 'cuda' else 'cpu'}:0", "--json",
-           f"--record_steps={'true' if record else 'false'}",
+           f"--record_steps={'true' if record else 'false'}", f"--dtype_policy={policy}",
            f"--batch={args.batch}", f"--features={args.features}", f"--hidden={args.hidden}",
            f"--classes={args.classes}", f"--learning_rate={args.learning_rate}",
            f"--warmup={args.warmup}", f"--steps={args.steps}",
            f"--fetch_loss={'true' if args.fetch_loss else 'false'}"]
     # A replayed step has no kernels of its own to trace: the traces show the
     # kernel-by-kernel run.
-    if args.strata_trace and not record:
+    if args.strata_trace and not record and policy == "float32":
         cmd.append(f"--trace_out={args.strata_trace}")
-    if args.strata_trace_synced and not record:
+    if args.strata_trace_synced and not record and policy == "float32":
         cmd.append(f"--trace_synced_out={args.strata_trace_synced}")
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -261,6 +269,8 @@ def main():
     strata = strata_step(args, args.device)
     unrecorded = strata_step(args, args.device, record=False)
     ref = torch_step(torch, args, args.device)
+    mixed = strata_step(args, args.device, policy="mixed_bfloat16") if args.device == "cuda" else None
+    ref_mixed = torch_step(torch, args, args.device, autocast_bf16=True) if args.device == "cuda" else None
     ratio = strata["step_ms_median"] / ref["step_ms_median"]
     print()
     print(f"{'framework':<34} {'median ms':>10} {'mean ms':>10} {'p10 ms':>10} {'p90 ms':>10}")
@@ -272,8 +282,15 @@ def main():
     print(f"{'PyTorch eager (synced each step)':<34} {ref['step_ms_median']:>10.4f} "
           f"{ref['step_ms_mean']:>10.4f} {ref['step_ms_p10']:>10.4f} {ref['step_ms_p90']:>10.4f}")
     print(f"{'PyTorch eager (pipelined)':<34} {ref['step_ms_pipelined']:>10.4f}")
+    if mixed:
+        for label, r in (("Strata mixed_bfloat16", mixed), ("PyTorch eager autocast bfloat16", ref_mixed)):
+            print(f"{label:<34} {r['step_ms_median']:>10.4f} {r['step_ms_mean']:>10.4f} "
+                  f"{r['step_ms_p10']:>10.4f} {r['step_ms_p90']:>10.4f}")
     result = {"device": gpu_name, "strata": strata, "strata_unrecorded": unrecorded, "torch": ref,
               "ratio_median": ratio}
+    if mixed:
+        result["strata_mixed_bfloat16"] = mixed
+        result["torch_autocast_bfloat16"] = ref_mixed
     if args.compile:
         # torch.compile needs a working compiler toolchain (Triton); where it
         # fails the row says why instead of a figure.
@@ -300,6 +317,12 @@ def main():
           + (f"; not recorded: {strata['not_recorded']}" if strata.get("not_recorded") else "")
           + f"; recorded / kernel by kernel: "
           f"{strata['step_ms_median'] / unrecorded['step_ms_median']:.3f}x")
+    if mixed:
+        print(f"mixed_bfloat16: Strata {mixed['step_ms_median']:.4f} ms ({mixed.get('replayed', 0)} replayed), "
+              f"{mixed['step_ms_median'] / strata['step_ms_median']:.3f}x its float32 step, "
+              f"{mixed['step_ms_median'] / ref_mixed['step_ms_median']:.3f}x PyTorch autocast; loss "
+              f"{mixed['loss_first']:.4f} -> {mixed['loss_last']:.4f} (PyTorch autocast "
+              f"{ref_mixed['loss_first']:.4f} -> {ref_mixed['loss_last']:.4f})")
     print(f"loss: Strata {strata['loss_first']:.4f} -> {strata['loss_last']:.4f} "
           f"(kernel by kernel {unrecorded['loss_last']:.4f}), "
           f"PyTorch {ref['loss_first']:.4f} -> {ref['loss_last']:.4f}")
