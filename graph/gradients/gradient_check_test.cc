@@ -175,6 +175,16 @@ std::vector<GradCase> MathCases() {
                                                                    TensorShape{2, 1}));
                  return {ops::SelectV2(s, c, x[0], x[1])};
                }});
+  c.push_back({"BatchMatMulV2", "same batch", {U({2, 3, 4}), U({2, 4, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList { return {ops::BatchMatMulV2(s, x[0], x[1])}; }});
+  c.push_back({"BatchMatMulV2", "broadcast batch, adj_x and adj_y", {U({2, 1, 4, 3}), U({3, 2, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::BatchMatMulV2(s, x[0], x[1], ops::BatchMatMulV2::Attrs().AdjX(true).AdjY(true))};
+               }});
+  c.push_back({"BatchMatMulV2", "one x for every batch, adj_y", {U({3, 4}), U({2, 2, 5, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::BatchMatMulV2(s, x[0], x[1], ops::BatchMatMulV2::Attrs().AdjY(true))};
+               }});
   // Through float: the float rounding of x (about 6e-8 relative) limits the
   // difference quotient to about 1e-5, hence the larger step and tolerance.
   GradCase cast{"Cast", "double -> float -> double", {U({2, 3})},

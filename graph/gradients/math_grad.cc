@@ -154,6 +154,47 @@ absl::Status MatMulGrad(const Scope& s, const Node& op, const OutputList& g, Out
   return s.status();
 }
 
+// BatchMatMulV2: MatMul's gradients per batch, then summed over the batch
+// dims an operand was broadcast along.
+absl::Status BatchMatMulGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  bool ax = false, ay = false;
+  auto st = GetAttr(op.attrs(), "adj_x", &ax);
+  if (st.ok()) st = GetAttr(op.attrs(), "adj_y", &ay);
+  if (!st.ok()) return st;
+  Output x = OpInput(op, 0), y = OpInput(op, 1), dz = g[0];
+  auto bmm = [&](Output a, Output b, bool ta, bool tb) {
+    return ops::BatchMatMulV2(s, a, b, ops::BatchMatMulV2::Attrs().AdjX(ta).AdjY(tb));
+  };
+  Output gx, gy;
+  if (!ax && !ay) {
+    gx = bmm(dz, y, false, true);
+    gy = bmm(x, dz, true, false);
+  } else if (!ax && ay) {
+    gx = bmm(dz, y, false, false);
+    gy = bmm(dz, x, true, false);
+  } else if (ax && !ay) {
+    gx = bmm(y, dz, false, true);
+    gy = bmm(x, dz, false, false);
+  } else {
+    gx = bmm(y, dz, true, true);
+    gy = bmm(dz, x, true, true);
+  }
+  // The other operand's batch dims with this one's matrix dims: what the
+  // gradient (shaped like the broadcast result's batch) reduces against.
+  auto others = [](const PartialTensorShape& other, const PartialTensorShape& self) {
+    if (other.unknown_rank() || self.unknown_rank() || other.dims() < 2 || self.dims() < 2) {
+      return PartialTensorShape::UnknownRank();
+    }
+    std::vector<int64_t> d(other.dim_sizes().begin(), other.dim_sizes().end() - 2);
+    d.push_back(self.dim_size(self.dims() - 2));
+    d.push_back(self.dim_size(self.dims() - 1));
+    return PartialTensorShape(d);
+  };
+  out->push_back(grad::SumToShapeOf(s, gx, x, {others(y.shape(), x.shape())}));
+  out->push_back(grad::SumToShapeOf(s, gy, y, {others(x.shape(), y.shape())}));
+  return s.status();
+}
+
 // Select (and SelectV2, which also broadcasts): the gradient goes to t where
 // the condition holds and to e elsewhere.
 absl::Status SelectGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
@@ -266,6 +307,7 @@ STRATA_REGISTER_GRADIENT("Exp", ExpGrad);
 STRATA_REGISTER_GRADIENT("Log", LogGrad);
 STRATA_REGISTER_GRADIENT("AddN", AddNGrad);
 STRATA_REGISTER_GRADIENT("MatMul", MatMulGrad);
+STRATA_REGISTER_GRADIENT("BatchMatMulV2", BatchMatMulGrad);
 STRATA_REGISTER_GRADIENT("Select", SelectGrad);
 STRATA_REGISTER_GRADIENT("SelectV2", SelectV2Grad);
 STRATA_REGISTER_GRADIENT("Cast", CastGrad);

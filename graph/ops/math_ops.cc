@@ -55,6 +55,37 @@ absl::Status MatMulShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// x [..., r, c] and y [..., r', c'] with broadcast batch dims.
+absl::Status BatchMatMulShape(InferenceContext& c) {
+  const PartialTensorShape& x = c.input(0);
+  const PartialTensorShape& y = c.input(1);
+  bool adj_x, adj_y;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("adj_x", &adj_x));
+  STRATA_RETURN_IF_ERROR(c.GetAttr("adj_y", &adj_y));
+  if ((!x.unknown_rank() && x.dims() < 2) || (!y.unknown_rank() && y.dims() < 2)) {
+    return c.Error(absl::StrCat("x and y need at least 2 dims, got ", x.DebugString(), " and ", y.DebugString()));
+  }
+  if (x.unknown_rank() || y.unknown_rank()) {
+    c.set_output(0, PartialTensorShape::UnknownRank());
+    return absl::OkStatus();
+  }
+  const int xr = x.dims(), yr = y.dims();
+  const int64_t m = x.dim_size(adj_x ? xr - 1 : xr - 2), kx = x.dim_size(adj_x ? xr - 2 : xr - 1);
+  const int64_t ky = y.dim_size(adj_y ? yr - 1 : yr - 2), n = y.dim_size(adj_y ? yr - 2 : yr - 1);
+  if (kx >= 0 && ky >= 0 && kx != ky) {
+    return c.Error(absl::StrCat("inner dimensions must agree, but x has shape ", x.DebugString(), " (adj_x=", adj_x,
+                                ") and y has shape ", y.DebugString(), " (adj_y=", adj_y, "): ", kx, " vs ", ky));
+  }
+  std::vector<int64_t> xb(x.dim_sizes().begin(), x.dim_sizes().end() - 2);
+  std::vector<int64_t> yb(y.dim_sizes().begin(), y.dim_sizes().end() - 2);
+  STRATA_ASSIGN_OR_RETURN(PartialTensorShape batch, BroadcastShapes(PartialTensorShape(xb), PartialTensorShape(yb)));
+  std::vector<int64_t> out(batch.dim_sizes().begin(), batch.dim_sizes().end());
+  out.push_back(m);
+  out.push_back(n);
+  c.set_output(0, PartialTensorShape(out));
+  return absl::OkStatus();
+}
+
 // Reads a constant int16/int32/int64 tensor's values (the Tidx types).
 std::vector<int64_t> IndexValues(const Tensor& t) {
   std::vector<int64_t> v(t.NumElements());
@@ -260,6 +291,15 @@ STRATA_REGISTER_OP("MatMul")
     .Attr("grad_b: bool = false")
     .SetShapeFn(MatMulShape);
 
+STRATA_REGISTER_OP("BatchMatMulV2")
+    .Input("x: T")
+    .Input("y: T")
+    .Output("output: T")
+    .Attr("T: {" STRATA_FLOATS ", int16, int32, int64}")
+    .Attr("adj_x: bool = false")
+    .Attr("adj_y: bool = false")
+    .SetShapeFn(BatchMatMulShape);
+
 #define STRATA_REGISTER_REDUCTION(name)             \
   STRATA_REGISTER_OP(name)                          \
       .Input("input: T")                            \
@@ -367,6 +407,15 @@ Output MatMul(const Scope& s, Output a, Output b, const MatMul::Attrs& attrs) {
                     .Input(b)
                     .Attr("transpose_a", attrs.transpose_a)
                     .Attr("transpose_b", attrs.transpose_b)
+                    .Finalize());
+}
+
+Output BatchMatMulV2(const Scope& s, Output x, Output y, const BatchMatMulV2::Attrs& attrs) {
+  return Result(NodeBuilder(s, "BatchMatMulV2")
+                    .Input(x)
+                    .Input(y)
+                    .Attr("adj_x", attrs.adj_x)
+                    .Attr("adj_y", attrs.adj_y)
                     .Finalize());
 }
 

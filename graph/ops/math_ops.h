@@ -82,6 +82,26 @@ struct MatMul {
 };
 Output MatMul(const Scope& s, Output a, Output b, const MatMul::Attrs& attrs = {});
 
+// x [..., r, c] · y [..., r', c'] per batch, the batch dims broadcast;
+// adj_x / adj_y transpose the last two dims of x / y first.
+struct BatchMatMulV2 {
+  struct Attrs {
+    Attrs AdjX(bool v) const {
+      Attrs a = *this;
+      a.adj_x = v;
+      return a;
+    }
+    Attrs AdjY(bool v) const {
+      Attrs a = *this;
+      a.adj_y = v;
+      return a;
+    }
+    bool adj_x = false;
+    bool adj_y = false;
+  };
+};
+Output BatchMatMulV2(const Scope& s, Output x, Output y, const BatchMatMulV2::Attrs& attrs = {});
+
 // Attrs of Sum, Mean, Max and Min.
 struct ReductionAttrs {
   ReductionAttrs KeepDims(bool v) const {

@@ -63,5 +63,55 @@ absl::Status Gemm(const OpKernelContext& ctx, DataType dt, bool transpose_a, boo
   return absl::OkStatus();
 }
 
+absl::Status GemmStridedBatched(const OpKernelContext& ctx, DataType dt, bool transpose_a, bool transpose_b,
+                                int64_t m, int64_t n, int64_t k, const void* a, int64_t a_cols, int64_t stride_a,
+                                const void* b, int64_t b_cols, int64_t stride_b, void* c, int64_t stride_c,
+                                int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(const GpuDeviceContext* g, Context(ctx));
+  if (k == 0) {
+    return CudaStatus(cudaMemsetAsync(c, 0, batch * m * n * DataTypeSize(dt), static_cast<cudaStream_t>(g->stream)),
+                      "BatchMatMulV2 (k = 0)");
+  }
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (m > kMax || n > kMax || k > kMax || a_cols > kMax || b_cols > kMax || batch > kMax) {
+    return absl::InvalidArgumentError(absl::StrCat("batched product ", batch, " x [", m, ",", k, "]x[", k, ",", n,
+                                                   "] exceeds cuBLAS's int dimensions"));
+  }
+  if (g->blas == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(ctx.device()->name(), " has no cuBLAS handle"));
+  }
+  cublasHandle_t h = static_cast<cublasHandle_t>(g->blas);
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (dt) {
+    case DT_FLOAT: type = CUDA_R_32F; break;
+    case DT_HALF: type = CUDA_R_16F; break;
+    case DT_BFLOAT16: type = CUDA_R_16BF; break;
+    case DT_DOUBLE:
+      type = CUDA_R_64F;
+      compute = CUBLAS_COMPUTE_64F;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("no cuBLAS product for dtype ", DataTypeString(dt)));
+  }
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&beta_d) : &beta_f;
+  // Column-major Cᵀ = op(B)ᵀ · op(A)ᵀ per batch, as Gemm.
+  const cublasStatus_t st = cublasGemmStridedBatchedEx(
+      h, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+      static_cast<int>(m), static_cast<int>(k), alpha, b, type, static_cast<int>(b_cols), stride_b, a, type,
+      static_cast<int>(a_cols), stride_a, beta, c, type, static_cast<int>(n), stride_c, static_cast<int>(batch),
+      compute, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    return absl::InternalError(absl::StrCat("cublasGemmStridedBatchedEx ", batch, " x [", m, ",", k, "]x[", k, ",", n,
+                                            "] ", DataTypeString(dt), ": ", cublasGetStatusName(st), ": ",
+                                            cublasGetStatusString(st)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gpu
 }  // namespace strata

@@ -32,6 +32,14 @@ absl::Status Gemm(const OpKernelContext& ctx, DataType dt, bool transpose_a, boo
                   int64_t n, int64_t k, const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* c,
                   bool accumulate);
 
+// `batch` products c_i = op(a_i)·op(b_i), a_i = a + i * stride_a elements
+// (0: the same a for every i), likewise b; c_i = c + i * stride_c
+// (cublasGemmStridedBatchedEx, one launch).
+absl::Status GemmStridedBatched(const OpKernelContext& ctx, DataType dt, bool transpose_a, bool transpose_b,
+                                int64_t m, int64_t n, int64_t k, const void* a, int64_t a_cols, int64_t stride_a,
+                                const void* b, int64_t b_cols, int64_t stride_b, void* c, int64_t stride_c,
+                                int64_t batch);
+
 }  // namespace gpu
 }  // namespace strata
 

@@ -480,6 +480,30 @@ TEST_F(GpuOracleTest, ArrayOps) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
+TEST_F(GpuOracleTest, BatchMatMul) {
+  const Attrs none;
+  auto adj = [](bool x, bool y) { return Attrs{{"adj_x", MakeAttr(x)}, {"adj_y", MakeAttr(y)}}; };
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    const std::string what = DataTypeString(dt);
+    // Attention's shapes: one strided batched product.
+    Check("BatchMatMulV2", {Random(dt, {8, 4, 32, 16}, rng_), Random(dt, {8, 4, 16, 32}, rng_)}, none, {1e-5, 1e-5}, what);
+    Check("BatchMatMulV2", {Random(dt, {8, 4, 32, 16}, rng_), Random(dt, {8, 4, 32, 16}, rng_)}, adj(false, true),
+          {1e-5, 1e-5}, what);
+    Check("BatchMatMulV2", {Random(dt, {6, 16, 5}, rng_), Random(dt, {6, 16, 7}, rng_)}, adj(true, false), {1e-5, 1e-5}, what);
+    // One y for every batch (stride 0), and a partial broadcast (per batch).
+    Check("BatchMatMulV2", {Random(dt, {3, 5, 8}, rng_), Random(dt, {8, 4}, rng_)}, none, {1e-5, 1e-5}, what);
+    Check("BatchMatMulV2", {Random(dt, {2, 1, 5, 8}, rng_), Random(dt, {1, 3, 8, 4}, rng_)}, adj(false, false),
+          {1e-5, 1e-5}, what);
+    Check("BatchMatMulV2", {Random(dt, {2, 0, 3}, rng_), Random(dt, {2, 3, 4}, rng_)}, none, {}, what);
+  }
+  for (DataType dt : {DT_HALF, DT_BFLOAT16}) {
+    CheckLowPrecision("BatchMatMulV2", dt, {Random(DT_FLOAT, {4, 16, 32}, rng_), Random(DT_FLOAT, {4, 32, 8}, rng_)},
+                      none, {2e-2, 2e-2});
+  }
+  CheckSameError("BatchMatMulV2", {Random(DT_FLOAT, {2, 3, 4}, rng_), Random(DT_FLOAT, {3, 4, 5}, rng_)}, none,
+                 "batch dims that do not broadcast");
+}
+
 TEST_F(GpuOracleTest, GatherAndSegmentSum) {
   for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64, DT_BOOL}) {
     const Tensor p = Random(dt, {5, 3}, rng_);
