@@ -49,11 +49,15 @@ absl::Status Layer::Error(const std::string& message) const {
 
 Variable* Layer::AddWeight(const Scope& scope, const std::string& weight, const TensorShape& shape,
                            bool glorot) {
+  return AddWeight(scope, weight, shape, glorot ? GlorotUniform(seed_) : Zeros());
+}
+
+Variable* Layer::AddWeight(const Scope& scope, const std::string& weight, const TensorShape& shape,
+                           Initializer init) {
   // Named "<layer>/<weight>" under the caller's scope rather than under the
   // layer's op sub-scope, whose name the scope uniquifies per application:
   // the weights' names must not depend on how often layers were applied.
-  Variable* v = CreateVariable(scope, absl::StrCat(name_, "/", weight), shape, DT_FLOAT,
-                               glorot ? GlorotUniform(seed_) : Zeros());
+  Variable* v = CreateVariable(scope, absl::StrCat(name_, "/", weight), shape, DT_FLOAT, std::move(init));
   if (v != nullptr) variables_.push_back(v);
   return v;
 }
@@ -102,19 +106,30 @@ absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
 
 absl::Status Dense::Build(const Scope& scope, const PartialTensorShape& input) {
   if (units_ < 1) return Error(absl::StrCat("units must be >= 1, got ", units_));
-  if (input.dims() != 2 || input.dim_size(1) < 0) {
-    return Error(absl::StrCat("expects [batch, features] with known features, got ",
+  bool known = !input.unknown_rank() && input.dims() >= 2;
+  for (int d = 1; known && d < input.dims(); ++d) known = input.dim_size(d) >= 0;
+  if (!known) {
+    return Error(absl::StrCat("expects [batch, features] (or [batch, d1, ..., features]) with known features "
+                              "(every dim but the batch known), got ",
                               input.DebugString()));
   }
-  AddWeight(scope, "kernel", TensorShape{input.dim_size(1), units_}, /*glorot=*/true);
+  AddWeight(scope, "kernel", TensorShape{input.dim_size(input.dims() - 1), units_}, /*glorot=*/true);
   AddWeight(scope, "bias", TensorShape{units_}, /*glorot=*/false);
   return scope.status();
 }
 
 absl::StatusOr<Output> Dense::Call(const Scope& scope, Output input,
                                    const std::vector<Output>& weights) {
-  Output y = ops::BiasAdd(scope, ops::MatMul(scope, input, weights[0]), weights[1]);
-  return Activate(scope, y, activation_);
+  const PartialTensorShape in = input.shape();
+  if (in.dims() == 2) return Activate(scope, ops::BiasAdd(scope, ops::MatMul(scope, input, weights[0]), weights[1]), activation_);
+  // [batch, d1, ..., features]: as rows of features, then back.
+  std::vector<int32_t> out_shape = {-1};
+  for (int d = 1; d + 1 < in.dims(); ++d) out_shape.push_back(static_cast<int32_t>(in.dim_size(d)));
+  out_shape.push_back(static_cast<int32_t>(units_));
+  Output rows = ops::Reshape(scope, input, ops::Const<int32_t>(scope, {-1, static_cast<int32_t>(in.dim_size(in.dims() - 1))}));
+  Output y = Activate(scope, ops::BiasAdd(scope, ops::MatMul(scope, rows, weights[0]), weights[1]), activation_);
+  return ops::Reshape(scope, y,
+                      ops::Const<int32_t>(scope, out_shape, TensorShape{static_cast<int64_t>(out_shape.size())}));
 }
 
 absl::Status Embedding::Build(const Scope& scope, const PartialTensorShape& input) {

@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/scope.h"
+#include "train/initializers.h"
 #include "train/policy.h"
 #include "train/variable.h"
 
@@ -123,6 +124,8 @@ class Layer {
   // zeros otherwise.
   Variable* AddWeight(const Scope& scope, const std::string& weight, const TensorShape& shape,
                       bool glorot);
+  Variable* AddWeight(const Scope& scope, const std::string& weight, const TensorShape& shape,
+                      Initializer init);
   absl::Status Error(const std::string& message) const;
 
  private:
@@ -136,7 +139,9 @@ class Layer {
   std::vector<VariableRead> reads_;
 };
 
-// y = activation(x W + b): W [features, units], b [units].
+// y = activation(x W + b): W [features, units], b [units], over the last
+// axis of x ([batch, features], or [batch, d1, ..., features] with d1...
+// known).
 class Dense : public Layer {
  public:
   Dense(int64_t units, Activation activation = Activation::kNone,
