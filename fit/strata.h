@@ -39,6 +39,7 @@
 #include "train/learning_rate.h"
 #include "train/losses.h"
 #include "train/models.h"
+#include "train/sequence_layers.h"
 #include "train/optimizers.h"
 #include "train/variable.h"
 
