@@ -8,12 +8,15 @@
 //
 // Windows of --seq characters predict the next character at each position;
 // the last tenth of the text validates. It reports the validation loss
-// beside the unigram baseline (the entropy of the characters' frequencies).
+// beside the unigram baseline (the entropy of the characters' frequencies)
+// and samples --sample characters from the trained model.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <array>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include "data/find_data.h"
@@ -22,6 +25,7 @@
 ABSL_FLAG(std::string, text, "", "the training text; default: data/text/gpl-3.txt, found as the digits are");
 ABSL_FLAG(int64_t, seq, 32, "characters per window");
 ABSL_FLAG(int64_t, blocks, 2, "transformer blocks");
+ABSL_FLAG(int64_t, sample, 200, "characters sampled after training");
 
 namespace {
 
@@ -95,10 +99,29 @@ absl::Status Main(const char* argv0) {
   std::vector<int32_t> train_ids(ids.begin(), ids.begin() + split), val_ids(ids.begin() + split, ids.end());
   STRATA_ASSIGN_OR_RETURN(strata::fit::FitResult r, strata::fit::Fit(strategy.get(), model, optimizer.get(),
                                                                      Windows(train_ids, seq), Windows(val_ids, seq), options));
-  if (strategy->worker_index() == 0 && !r.preempted) {
-    std::printf("char_lm: step %lld, loss %.4f, val_loss %.4f nats/char (unigram baseline %.4f)\n",
-                static_cast<long long>(r.final_step), r.final_loss, r.validation["val_loss"], unigram);
+  if (strategy->worker_index() != 0 || r.preempted) return absl::OkStatus();
+  std::printf("char_lm: step %lld, loss %.4f, val_loss %.4f nats/char (unigram baseline %.4f)\n",
+              static_cast<long long>(r.final_step), r.final_loss, r.validation["val_loss"], unigram);
+  // Sampling: the text's first window as the prompt, then each next
+  // character drawn from the model's distribution (temperature 0.8).
+  std::vector<char> chars(v);
+  for (const auto& [c, id] : vocab) chars[id] = c;
+  std::vector<int32_t> window(ids.begin(), ids.begin() + seq);
+  std::mt19937 rng(static_cast<uint32_t>(options.seed));
+  std::string sample;
+  for (int64_t i = 0; i < absl::GetFlag(FLAGS_sample); ++i) {
+    strata::Tensor x(strata::DT_INT32, strata::TensorShape{1, seq});
+    std::copy(window.begin(), window.end(), x.data<int32_t>());
+    STRATA_ASSIGN_OR_RETURN(strata::Tensor out, r.predictor->Predict(x));
+    const float* last = out.data<float>() + (seq - 1) * v;
+    std::vector<double> p(v);
+    for (int64_t c = 0; c < v; ++c) p[c] = std::exp((last[c] - *std::max_element(last, last + v)) / 0.8);
+    const int32_t next = static_cast<int32_t>(std::discrete_distribution<int64_t>(p.begin(), p.end())(rng));
+    sample += chars[next];
+    window.erase(window.begin());
+    window.push_back(next);
   }
+  std::printf("char_lm: sample after \"%s\":\n%s\n", text.str().substr(0, seq).c_str(), sample.c_str());
   return absl::OkStatus();
 }
 

@@ -100,7 +100,7 @@ struct FitGraph {
   Output loss_and_flag;
   std::vector<std::string> preempt_feeds;  // one per local replica
   Node* train_op = nullptr;
-  Output eval_x, eval_y;
+  Output eval_x, eval_y, eval_prediction;
   std::vector<std::pair<std::string, Output>> eval_values;  // "val_loss", "val_<metric>"
   Node* init = nullptr;
   std::unique_ptr<Checkpoint> checkpoint;
@@ -112,6 +112,7 @@ absl::Status BuildEvaluation(const Model& model, const std::vector<ComponentSpec
   g->eval_y = ops::Placeholder(eval.WithOpName("y"), specs[1].dtype, BatchOf(specs[1].shape));
   absl::StatusOr<Output> p = model.predict(eval, g->eval_x);
   if (!p.ok()) return AnnotateStatus(p.status(), "Fit: the model (evaluation): ");
+  g->eval_prediction = *p;
   absl::StatusOr<Output> l = model.loss(eval.NewSubScope("loss"), g->eval_y, *p);
   if (!l.ok()) return AnnotateStatus(l.status(), "Fit: the loss (evaluation): ");
   STRATA_RETURN_IF_ERROR(CheckScalar(*l, "the loss"));
@@ -128,7 +129,7 @@ absl::Status BuildEvaluation(const Model& model, const std::vector<ComponentSpec
 
 absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strategy, const Model& model,
                                                      train::Optimizer* optimizer, data::DatasetPtr batches,
-                                                     const std::vector<ComponentSpec>& specs, bool evaluate) {
+                                                     const std::vector<ComponentSpec>& specs) {
   auto g = std::make_unique<FitGraph>();
   distribute::StrategyScope in_scope = strategy->Scope();
   STRATA_ASSIGN_OR_RETURN(g->input, strategy->DistributeDataset(std::move(batches),
@@ -155,7 +156,8 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
   STRATA_ASSIGN_OR_RETURN(g->loss_and_flag, strategy->Reduce(g->root.NewSubScope("loss"),
                                                              distribute::ReduceOp::kMean, step.values[0]));
   g->train_op = step.op;
-  if (evaluate) STRATA_RETURN_IF_ERROR(BuildEvaluation(model, specs, g.get()));
+  // Built also without validation examples: FitResult::predictor runs it.
+  STRATA_RETURN_IF_ERROR(BuildEvaluation(model, specs, g.get()));
   g->init = train::GlobalVariablesInitializer(g->root);
   STRATA_RETURN_IF_ERROR(g->root.status());
   STRATA_ASSIGN_OR_RETURN(g->checkpoint, Checkpoint::Create(g->root, train::GlobalVariables(g->root)));
@@ -278,6 +280,11 @@ class PreemptionWatcher {
 // steps, the evaluations, the saves and the reports.
 class Loop {
  public:
+  // The trained session and the pool it may use, for FitResult::predictor.
+  std::pair<std::unique_ptr<InlinePool>, std::unique_ptr<Session>> ReleaseSession() {
+    return {std::move(inline_pool_), std::move(session_)};
+  }
+
   Loop(distribute::Strategy* strategy, FitGraph* g, data::DatasetPtr validation, const FitOptions& o,
        int64_t steps_per_epoch, FitResult* result)
       : strategy_(strategy),
@@ -294,7 +301,7 @@ class Loop {
     if (o_.inter_op_threads > 0) {
       options.inter_op_threads = o_.inter_op_threads;
     } else if (strategy_->num_local_replicas() == 1) {
-      options.inter_op_pool = &inline_pool_;
+      options.inter_op_pool = inline_pool_.get();
     } else {
       options.inter_op_threads = strategy_->num_local_replicas();
     }
@@ -442,7 +449,7 @@ class Loop {
   FitResult* const r_;
   const bool chief_;
   FILE* const log_;
-  InlinePool inline_pool_;  // outlives the session
+  std::unique_ptr<InlinePool> inline_pool_ = std::make_unique<InlinePool>();  // outlives the session
   std::unique_ptr<Session> session_;
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<MetricsWriter> metrics_;
@@ -455,6 +462,23 @@ class Loop {
   int64_t evaluated_at_ = -1;
   double epoch_loss_ = 0;
   int64_t epoch_steps_ = 0;
+};
+
+class FitPredictor : public Predictor {
+ public:
+  FitPredictor(std::unique_ptr<FitGraph> g, std::pair<std::unique_ptr<InlinePool>, std::unique_ptr<Session>> s)
+      : g_(std::move(g)), pool_(std::move(s.first)), s_(std::move(s.second)) {}
+  absl::StatusOr<Tensor> Predict(const Tensor& features) override {
+    std::vector<Tensor> out;
+    absl::Status st = s_->Run({{g_->eval_x.name(), features}}, {g_->eval_prediction.name()}, {}, &out);
+    if (!st.ok()) return AnnotateStatus(st, "Predictor: ");
+    return out[0];
+  }
+
+ private:
+  const std::unique_ptr<FitGraph> g_;
+  const std::unique_ptr<InlinePool> pool_;  // outlives the session
+  const std::unique_ptr<Session> s_;
 };
 
 }  // namespace
@@ -487,11 +511,12 @@ absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model
   result.total_steps = o.steps > 0 ? o.steps : o.epochs * steps_per_epoch;
   STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches, TrainBatches(train, o));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FitGraph> g,
-                          BuildGraph(strategy, model, optimizer, std::move(batches), specs, validation != nullptr));
+                          BuildGraph(strategy, model, optimizer, std::move(batches), specs));
   STRATA_RETURN_IF_ERROR(TrackState(g.get(), o));
   Loop loop(strategy, g.get(), validation, o, steps_per_epoch, &result);
   STRATA_RETURN_IF_ERROR(loop.Start());
   STRATA_RETURN_IF_ERROR(loop.Run());
+  if (!result.preempted) result.predictor = std::make_shared<FitPredictor>(std::move(g), loop.ReleaseSession());
   return result;
 }
 

@@ -78,6 +78,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,18 @@ struct FitOptions {
   std::vector<Callback*> callbacks;
 };
 
+// The trained model, for predictions after Fit (as Keras's model.predict):
+// runs `predict` on a batch of features with the variables Fit trained.
+// The strategy must outlive it. Thread-safety: Predict may be called
+// concurrently.
+class Predictor {
+ public:
+  virtual ~Predictor() = default;
+  // `features`: [n, ...] of the training features' dtype and per-example
+  // shape; InvalidArgument naming the mismatch otherwise.
+  virtual absl::StatusOr<Tensor> Predict(const Tensor& features) = 0;
+};
+
 struct FitResult {
   int64_t start_step = 0;       // > 0 when resumed
   int64_t final_step = 0;
@@ -171,6 +184,7 @@ struct FitResult {
   double examples_per_sec = 0;
   bool stopped_early = false;   // a callback asked
   bool preempted = false;       // a worker got SIGTERM; saved at final_step
+  std::shared_ptr<Predictor> predictor;  // the trained model; null when preempted
 };
 
 absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model, train::Optimizer* optimizer,

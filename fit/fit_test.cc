@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -142,6 +143,28 @@ TEST(FitTest, LearnsARegressionAndEvaluatesIt) {
   EXPECT_NEAR(r->result.validation.at("val_loss"), r->result.validation.at("val_mse"), 1e-6);
   EXPECT_NEAR(r->kernel.data<float>()[0], 2.0f, 0.05f);
   EXPECT_NEAR(r->kernel.data<float>()[1], -3.0f, 0.05f);
+}
+
+TEST(FitTest, ThePredictorRunsTheTrainedModel) {
+  for (const char* strategy : {"one_device", "mirrored"}) {
+    SCOPED_TRACE(strategy);
+    FitOptions o;
+    o.global_batch_size = 32;
+    o.epochs = 5;
+    auto r = Train(Config(strategy, 2), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_NE(r->result.predictor, nullptr);
+    const std::vector<Tensor> val = Regression(64, 2);  // Train's validation examples
+    auto p = r->result.predictor->Predict(val[0]);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->shape(), (TensorShape{64, 1}));
+    double mse = 0;
+    for (int64_t i = 0; i < 64; ++i) mse += std::pow(p->data<float>()[i] - val[1].data<float>()[i], 2) / 64;
+    EXPECT_NEAR(mse, r->result.validation.at("val_mse"), 1e-5) << "the weights the last evaluation used";
+    auto bad = r->result.predictor->Predict(Tensor(DT_FLOAT, TensorShape{4, 3}));
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("Predictor"), std::string::npos) << bad.status();
+  }
 }
 
 TEST(FitTest, EveryStrategyEndsOnTheSameWeights) {
