@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <array>
 #include <map>
 #include <random>
 #include <sstream>
@@ -29,7 +28,6 @@ ABSL_FLAG(int64_t, sample, 200, "characters sampled after training");
 
 namespace {
 
-namespace train = strata::train;
 using strata::Output;
 using strata::Scope;
 namespace ops = strata::ops;
@@ -63,38 +61,14 @@ absl::Status Main(const char* argv0) {
   for (const auto& [c, n] : counts) unigram -= n / double(ids.size()) * std::log(n / double(ids.size()));
   const int64_t seq = absl::GetFlag(FLAGS_seq), v = static_cast<int64_t>(vocab.size()), split = ids.size() * 9 / 10;
 
-  // Token and position embeddings, pre-norm causal blocks, a final norm and logits.
-  std::vector<std::unique_ptr<train::Layer>> layers;
-  auto add = [&layers](train::Layer* l) { return layers.emplace_back(l).get(); };
-  train::Layer* tokens = add(new train::Embedding(v, kWidth, 1, "tokens"));
-  train::Layer* positions = add(new train::PositionEmbedding(seq, kWidth, 2, "positions"));
-  std::vector<std::array<train::Layer*, 5>> blocks;
-  for (int64_t b = 0; b < absl::GetFlag(FLAGS_blocks); ++b) {
-    const std::string n = absl::StrCat("block", b);
-    blocks.push_back({add(new train::LayerNormalization(1e-3, n + "/ln1")),
-                      add(new train::MultiHeadAttention({kHeads, kWidth / kHeads, true}, 10 * b + 3, n + "/attention")),
-                      add(new train::LayerNormalization(1e-3, n + "/ln2")),
-                      add(new train::Dense(4 * kWidth, train::Activation::kRelu, 10 * b + 4, n + "/ff1")),
-                      add(new train::Dense(kWidth, train::Activation::kNone, 10 * b + 5, n + "/ff2"))});
-  }
-  train::Layer* final_norm = add(new train::LayerNormalization(1e-3, "final_norm"));
-  train::Layer* logits = add(new train::Dense(v, train::Activation::kNone, 6, "logits"));
+  // Token and position embeddings, pre-norm causal blocks, a final norm and
+  // logits (train/transformer_lm.h, composed from train/sequence_layers.h).
+  strata::train::TransformerLm lm({v, seq, kWidth, kHeads, absl::GetFlag(FLAGS_blocks), /*seed=*/1});
   strata::fit::Model model;
-  model.predict = [&](const Scope& s, Output x) -> absl::StatusOr<Output> {
-    STRATA_ASSIGN_OR_RETURN(Output h, tokens->Apply(s, x));
-    STRATA_ASSIGN_OR_RETURN(h, positions->Apply(s, h));
-    for (const auto& [ln1, attention, ln2, ff1, ff2] : blocks) {
-      STRATA_ASSIGN_OR_RETURN(Output a, attention->Apply(s, *ln1->Apply(s, h)));
-      h = ops::AddV2(s, h, a);
-      STRATA_ASSIGN_OR_RETURN(Output f, ff2->Apply(s, *ff1->Apply(s, *ln2->Apply(s, h))));
-      h = ops::AddV2(s, h, f);
-    }
-    STRATA_ASSIGN_OR_RETURN(h, final_norm->Apply(s, h));
-    return logits->Apply(s, h);
-  };
+  model.predict = [&lm](const Scope& s, Output x) { return lm.Build(s, x); };
   model.loss = [v](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
     Output flat = ops::Reshape(s, p, ops::Const<int32_t>(s, {-1, static_cast<int32_t>(v)}));
-    return train::SparseSoftmaxCrossEntropy(s, ops::Reshape(s, y, ops::Const<int32_t>(s, {-1})), flat);
+    return strata::train::SparseSoftmaxCrossEntropy(s, ops::Reshape(s, y, ops::Const<int32_t>(s, {-1})), flat);
   };
   std::vector<int32_t> train_ids(ids.begin(), ids.begin() + split), val_ids(ids.begin() + split, ids.end());
   STRATA_ASSIGN_OR_RETURN(strata::fit::FitResult r, strata::fit::Fit(strategy.get(), model, optimizer.get(),

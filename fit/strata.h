@@ -40,6 +40,7 @@
 #include "train/losses.h"
 #include "train/models.h"
 #include "train/sequence_layers.h"
+#include "train/transformer_lm.h"
 #include "train/optimizers.h"
 #include "train/variable.h"
 

@@ -416,7 +416,7 @@ class FakeReshape : public OpKernel {
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& shape = ctx.input(1);
     TensorShape out;
-    for (int64_t i = 0; i < shape.NumElements(); ++i) out.AddDim(shape.data<int32_t>()[i]);
+    for (int64_t i = 0; i < shape.NumElements(); ++i) STRATA_RETURN_IF_ERROR(out.AddDim(shape.data<int32_t>()[i]));
     STRATA_ASSIGN_OR_RETURN(Tensor y, ctx.input(0).Reshaped(out));
     ctx.set_output(0, y);
     return absl::OkStatus();

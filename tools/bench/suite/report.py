@@ -29,6 +29,7 @@ SECTIONS = [  # key, title, issue
     ("multiworker", "Multi-worker training throughput and scaling", "issue 5"),
     ("failure", "Failure detection", "issue 5"),
     ("fit", "Training library: Fit's cost per step", "issue 18"),
+    ("lm", "Transformer language model training", "issue 19"),
 ]
 
 
@@ -133,6 +134,16 @@ def targets(results):
     if fd:
         t["F1"].set(fd["ratio"], f"{fd['ratio']:.3f}x ({fd['fit_steps_per_sec']:.0f} vs "
                                  f"{fd['hand_steps_per_sec']:.0f} steps/s)")
+
+    add("L1", 19, "lm", "transformer LM training tokens/s, 1 thread, vs PyTorch", ">=", 1.2)
+    add("L2", 19, "lm", "transformer LM training tokens/s, 2 threads, vs PyTorch", ">=", 1.2)
+    ld = data(results, "lm")
+    if ld:
+        for tid, n in (("L1", "1"), ("L2", "2")):
+            row = ld["threads"].get(n)
+            if row:
+                t[tid].set(row["ratio"], f"{row['ratio']:.2f}x ({row['strata_tokens_per_sec']:.0f} vs "
+                                         f"{row['torch_tokens_per_sec']:.0f} tokens/s)")
 
     e = data(results, "engine")
     if e:
@@ -494,9 +505,19 @@ def section_fit(d, plots_dir):
             + md_table(["loop", "steps/s (median)"], rows))
 
 
+def section_lm(d, plots_dir):
+    rows = [[n, f"{r['strata_tokens_per_sec']:.0f}", f"{r['torch_tokens_per_sec']:.0f}", f"{r['ratio']:.2f}x"]
+            for n, r in sorted(d["threads"].items())]
+    return (f"`tools/lm_bench` (train::TransformerLm: {d['model']}) against the same model in PyTorch "
+            f"(`tools/bench/lm_torch.py`, Debian's 1.13 on OpenBLAS), {d['steps']} steps per run, "
+            f"{d['rounds']} interleaved runs per side; each side's median training tokens/s. Target: >= 1.2x.\n\n"
+            + md_table(["threads", "Strata tokens/s", "PyTorch tokens/s", "Strata / PyTorch"], rows))
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
-               "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit}
+               "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
+               "lm": section_lm}
 
 
 def read_note(notes_dir, name):

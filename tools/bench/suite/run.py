@@ -56,6 +56,7 @@ BINARIES = {  # staged name: path under bazel-bin
     "trainer": "tools/trainer",
     "launch": "tools/launch",
     "fit_bench": "fit/fit_bench",
+    "lm_bench": "tools/lm_bench",
 }
 BAZEL_TARGETS = ["//" + os.path.dirname(p) + ":" + os.path.basename(p) for p in BINARIES.values()]
 
@@ -203,6 +204,13 @@ def bench_fit(ctx):
     return json.loads(lines[-1])
 
 
+def bench_lm(ctx):
+    out = os.path.join(ctx["tmp"], "lm.json")
+    cmd = [sys.executable, "lm_throughput.py", f"--lm_bench={ctx['bin']}/lm_bench", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
 # The staged binaries each benchmark runs: one missing fails only its own
 # benchmarks (a machine without the peers' libraries builds no torch_op_bench).
 NEEDS = {
@@ -210,12 +218,14 @@ NEEDS = {
     "training": ["trainer"], "inprocess": ["collective_bench"], "crossprocess": ["cross_process_bench"],
     "multiworker": ["trainer", "launch"], "mirrored": ["trainer"], "failure": ["trainer", "launch"],
     "fit": ["fit_bench"],
+    "lm": ["lm_bench"],
 }
 
 BENCHMARKS = [
     ("engine", bench_engine), ("training", bench_training), ("inprocess", bench_inprocess),
     ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
+    ("lm", bench_lm),
 ]
 
 
