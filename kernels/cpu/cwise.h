@@ -381,6 +381,36 @@ struct EqualTo {
   EIGEN_STRONG_INLINE bool operator()(const T& a, const T& b) const { return a == b; }
 };
 
+// dst[j] = sum over i < rows of src[i * cols + j]: the column sums of a
+// row-major [rows, cols] matrix (a bias gradient, a reduction over leading
+// axes). Rows are added in order into the output, vectorised along the
+// columns; with enough work the columns are split over the device's
+// threads. Deterministic: the same order whatever the threads.
+template <typename T>
+void ColumnSum(const OpKernelContext& ctx, const T* src, int64_t rows, int64_t cols, T* dst) {
+  auto run = [src, rows, cols, dst](int64_t c0, int64_t c1) {
+    T* d = dst + c0;
+    const int64_t w = c1 - c0;
+    if (rows == 0) {
+      std::fill(d, d + w, T(0));
+      return;
+    }
+    std::copy(src + c0, src + c1, d);
+    for (int64_t i = 1; i < rows; ++i) {
+      const T* s = src + i * cols + c0;
+      for (int64_t j = 0; j < w; ++j) d[j] += s[j];
+    }
+  };
+  const Eigen::ThreadPoolDevice& dev = ctx.eigen_cpu_device();
+  if (rows * cols < (int64_t{1} << 15) || dev.numThreads() <= 1 || cols < 32) {
+    run(0, cols);
+    return;
+  }
+  const double bytes = static_cast<double>(rows) * sizeof(T);
+  dev.parallelFor(cols, Eigen::TensorOpCost(bytes, sizeof(T), static_cast<double>(rows)),
+                  [&run](Eigen::Index b, Eigen::Index e) { run(b, e); });
+}
+
 }  // namespace cwise
 }  // namespace strata
 

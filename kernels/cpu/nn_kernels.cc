@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/nn_ops.h"
+#include "kernels/cpu/cwise.h"
 #include "kernels/cpu/nn_kernel_helpers.h"
 #include "kernels/eigen_views.h"
 #include "kernels/conv_geometry.h"
@@ -219,6 +220,12 @@ class BiasAddGradOp : public OpKernel {
     ConstTensorMapT<T, 3> v(g.data<T>(),
                             Eigen::DSizes<Eigen::DenseIndex, 3>(l.outer, l.channels, l.inner));
     const Eigen::array<Eigen::DenseIndex, 2> reduce = {0, 2};
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (l.inner == 1) {  // NHWC, or [batch, units]: column sums
+        cwise::ColumnSum(ctx, g.data<T>(), l.outer, l.channels, o.data());
+        return absl::OkStatus();
+      }
+    }
     if constexpr (std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>) {
       // Summed in float (as the GPU kernel does), rounded once.
       AssignMaybeParallel(ctx, g.NumElements(), o, v.template cast<float>().sum(reduce).template cast<T>());
