@@ -38,6 +38,7 @@ for f in "$stage"/bin/*; do
 done
 cp "$here/gpu_check_run.py" "$stage/run.py"
 cp "$here/bench/gpu_step_bench.py" "$stage/gpu_step_bench.py"
+cp "$here/bench/lm_torch.py" "$stage/lm_torch.py"
 chmod +x "$stage/run.py"
 (cd "$stage" && find . -type f -printf '%s %p\n' | sort -k2) >"$out/MANIFEST"
 unpacked=$(du -sb "$stage" | awk '{print $1}')

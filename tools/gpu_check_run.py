@@ -341,6 +341,28 @@ def step_bench(report):
     report.step("gpu_step_bench", "passed", secs, summary, result=res, rows=rows)
 
 
+def lm_bench(report):
+    """Step 5: the transformer LM's training tokens/s on the GPU against the same model in PyTorch eager."""
+    model = ["--batch=16", "--seq=64", "--width=128", "--heads=4", "--blocks=2", "--vocab=96", "--steps=20",
+             "--warmup=3", "--rounds=3", "--json"]
+    runs, rows, secs_total = {}, [], 0.0
+    for name, cmd in (("strata", [bundled("lm_bench"), "--device=/gpu:0"] + model),
+                      ("torch", [sys.executable, bundled("lm_torch.py"), "--device=cuda"] + model)):
+        rc, out, secs = report.run(cmd, 180)
+        secs_total += secs
+        lines = [l for l in out.splitlines() if l.startswith("{")]
+        if rc != 0 or not lines:
+            report.step("lm_bench", "failed", secs_total, f"{name}: exit {rc}: {out.strip()[-500:]}", rows=rows)
+            return
+        runs[name] = json.loads(lines[-1])
+        rows.append(f"{name}: {runs[name]['tokens_per_sec']:.0f} tokens/s, loss {runs[name]['loss_first']:.4f} -> "
+                    f"{runs[name]['loss_last']:.4f}")
+    ratio = runs["strata"]["tokens_per_sec"] / runs["torch"]["tokens_per_sec"]
+    report.step("lm_bench", "passed", secs_total,
+                f"transformer LM training {runs['strata']['tokens_per_sec']:.0f} tokens/s, {ratio:.2f}x PyTorch eager "
+                f"(issue 20's target >= 1.0x: {'met' if ratio >= 1.0 else 'NOT met'})", result=runs, rows=rows)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("report_dir", nargs="?", default=os.environ.get("OUT") or "gpu_check_results")
@@ -367,6 +389,8 @@ def main():
                 trainer(report, name, model, extra, n_gpus)
         if want("gpu_step_bench"):
             step_bench(report)
+        if want("lm_bench"):
+            lm_bench(report)
     ok = all(s["status"] == "passed" for s in report.steps)
     report.write("passed" if ok else "failed")
     print(f"report in {args.report_dir}/gpu_check.txt and gpu_check.json")

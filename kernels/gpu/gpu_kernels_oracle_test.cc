@@ -480,6 +480,25 @@ TEST_F(GpuOracleTest, ArrayOps) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
+TEST_F(GpuOracleTest, TransposeSliceAndAddN) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64, DT_BOOL}) {
+    const std::string what = DataTypeString(dt);
+    const Tensor x = Random(dt, {2, 3, 4, 5}, rng_);
+    Check("Transpose", {x, Tensor::FromVector<int32_t>({0, 2, 1, 3})}, {}, {}, what);
+    Check("Transpose", {x, Tensor::FromVector<int32_t>({3, 2, 1, 0})}, {}, {}, what);
+    Check("Transpose", {Random(dt, {300, 257}, rng_), Tensor::FromVector<int32_t>({1, 0})}, {}, {}, what);
+    Check("Slice", {x, Tensor::FromVector<int32_t>({1, 0, 2, 1}), Tensor::FromVector<int32_t>({1, 3, -1, 3})}, {}, {},
+          what);
+    Check("Slice", {x, Tensor::FromVector<int32_t>({0, 0, 0, 0}), Tensor::FromVector<int32_t>({-1, -1, -1, -1})}, {},
+          {}, what);
+  }
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    Check("AddN", {Random(dt, {64, 33}, rng_), Random(dt, {64, 33}, rng_), Random(dt, {64, 33}, rng_)},
+          {{"N", MakeAttr(3)}}, {}, DataTypeString(dt));
+    Check("AddN", {Random(dt, {7}, rng_)}, {{"N", MakeAttr(1)}}, {}, DataTypeString(dt));
+  }
+}
+
 TEST_F(GpuOracleTest, BatchMatMul) {
   const Attrs none;
   auto adj = [](bool x, bool y) { return Attrs{{"adj_x", MakeAttr(x)}, {"adj_y", MakeAttr(y)}}; };
