@@ -68,4 +68,22 @@ absl::StatusOr<BatchMatMulPlan> PlanBatchMatMul(const TensorShape& x, const Tens
   return p;
 }
 
+absl::StatusOr<MatMulDims> PlanMatMul(const TensorShape& a, const TensorShape& b, bool ta, bool tb) {
+  if (a.dims() != 2 || b.dims() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("MatMul needs matrices, but a has shape ", a.DebugString(),
+                                                   " and b has shape ", b.DebugString()));
+  }
+  MatMulDims d;
+  d.m = a.dim_size(ta ? 1 : 0);
+  d.k = a.dim_size(ta ? 0 : 1);
+  const int64_t k2 = b.dim_size(tb ? 1 : 0);
+  d.n = b.dim_size(tb ? 0 : 1);
+  if (d.k != k2) {
+    return absl::InvalidArgumentError(absl::StrCat("Matrix size-incompatible: In[0]: ", a.DebugString(),
+                                                   " (transpose_a=", ta, "), In[1]: ", b.DebugString(),
+                                                   " (transpose_b=", tb, ")"));
+  }
+  return d;
+}
+
 }  // namespace strata

@@ -1,4 +1,5 @@
-// BatchMatMulV2's shapes, shared by the CPU and GPU kernels: x [..., r, c]
+// MatMul's and BatchMatMulV2's shapes, shared by the CPU and GPU kernels.
+// BatchMatMulV2: x [..., r, c]
 // and y [..., r', c'] (adj_x / adj_y transpose the last two dims), batch
 // dims broadcast as numpy's, output [broadcast batch..., m, n]. The plan
 // gives, for each output batch (row-major over the broadcast batch dims),
@@ -32,6 +33,13 @@ struct BatchMatMulPlan {
 };
 
 absl::StatusOr<BatchMatMulPlan> PlanBatchMatMul(const TensorShape& x, const TensorShape& y, bool adj_x, bool adj_y);
+
+// MatMul's (2-D, no batch): op(a) [m, k] · op(b) [k, n]. InvalidArgument as
+// TensorFlow words it ("MatMul needs matrices", "Matrix size-incompatible").
+struct MatMulDims {
+  int64_t m = 0, n = 0, k = 0;
+};
+absl::StatusOr<MatMulDims> PlanMatMul(const TensorShape& a, const TensorShape& b, bool transpose_a, bool transpose_b);
 
 }  // namespace strata
 

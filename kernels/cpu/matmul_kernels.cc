@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/math_ops.h"
+#include "kernels/batch_matmul_plan.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
@@ -31,21 +32,8 @@ class MatMulKernel : public OpKernel {
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dims() != 2 || b.dims() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat("MatMul needs matrices, but a has shape ",
-                                                     a.shape().DebugString(), " and b has shape ",
-                                                     b.shape().DebugString()));
-    }
-    const int64_t m = a.dim_size(transpose_a_ ? 1 : 0);
-    const int64_t k = a.dim_size(transpose_a_ ? 0 : 1);
-    const int64_t k2 = b.dim_size(transpose_b_ ? 1 : 0);
-    const int64_t n = b.dim_size(transpose_b_ ? 0 : 1);
-    if (k != k2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Matrix size-incompatible: In[0]: ", a.shape().DebugString(),
-          " (transpose_a=", transpose_a_, "), In[1]: ", b.shape().DebugString(),
-          " (transpose_b=", transpose_b_, ")"));
-    }
+    STRATA_ASSIGN_OR_RETURN(const MatMulDims d, PlanMatMul(a.shape(), b.shape(), transpose_a_, transpose_b_));
+    const int64_t m = d.m, n = d.n, k = d.k;
     Tensor* out;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{m, n}, &out));
     if (m == 0 || n == 0) return absl::OkStatus();
@@ -103,20 +91,8 @@ class LowPrecisionMatMulKernel : public OpKernel {
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dims() != 2 || b.dims() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat("MatMul needs matrices, but a has shape ",
-                                                     a.shape().DebugString(), " and b has shape ",
-                                                     b.shape().DebugString()));
-    }
-    const int64_t m = a.dim_size(transpose_a_ ? 1 : 0);
-    const int64_t k = a.dim_size(transpose_a_ ? 0 : 1);
-    const int64_t k2 = b.dim_size(transpose_b_ ? 1 : 0);
-    const int64_t n = b.dim_size(transpose_b_ ? 0 : 1);
-    if (k != k2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Matrix size-incompatible: In[0]: ", a.shape().DebugString(), " (transpose_a=", transpose_a_,
-          "), In[1]: ", b.shape().DebugString(), " (transpose_b=", transpose_b_, ")"));
-    }
+    STRATA_ASSIGN_OR_RETURN(const MatMulDims d, PlanMatMul(a.shape(), b.shape(), transpose_a_, transpose_b_));
+    const int64_t m = d.m, n = d.n, k = d.k;
     Tensor af, bf;
     STRATA_RETURN_IF_ERROR(ctx.allocate_temp(DT_FLOAT, a.shape(), &af));
     STRATA_RETURN_IF_ERROR(ctx.allocate_temp(DT_FLOAT, b.shape(), &bf));

@@ -12,6 +12,28 @@
 namespace strata {
 namespace gpu {
 
+namespace {
+
+// The element and compute types cuBLAS uses for `dt`: float in full fp32
+// (no TF32), half and bfloat16 accumulating in fp32, double in fp64.
+struct BlasTypes {
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+};
+
+absl::StatusOr<BlasTypes> TypesOf(DataType dt) {
+  switch (dt) {
+    case DT_FLOAT: return BlasTypes{CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case DT_HALF: return BlasTypes{CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    case DT_BFLOAT16: return BlasTypes{CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    case DT_DOUBLE: return BlasTypes{CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("no cuBLAS product for dtype ", DataTypeString(dt)));
+  }
+}
+
+}  // namespace
+
 absl::Status Gemm(const OpKernelContext& ctx, DataType dt, bool transpose_a, bool transpose_b, int64_t m,
                   int64_t n, int64_t k, const void* a, int64_t a_cols, const void* b, int64_t b_cols, void* c,
                   bool accumulate) {
@@ -33,19 +55,9 @@ absl::Status Gemm(const OpKernelContext& ctx, DataType dt, bool transpose_a, boo
   cublasHandle_t h = static_cast<cublasHandle_t>(g->blas);
   const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cudaDataType_t type;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  switch (dt) {
-    case DT_FLOAT: type = CUDA_R_32F; break;
-    case DT_HALF: type = CUDA_R_16F; break;
-    case DT_BFLOAT16: type = CUDA_R_16BF; break;
-    case DT_DOUBLE:
-      type = CUDA_R_64F;
-      compute = CUBLAS_COMPUTE_64F;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("no cuBLAS product for dtype ", DataTypeString(dt)));
-  }
+  STRATA_ASSIGN_OR_RETURN(const BlasTypes bt, TypesOf(dt));
+  const cudaDataType_t type = bt.type;
+  const cublasComputeType_t compute = bt.compute;
   const float alpha_f = 1.0f, beta_f = accumulate ? 1.0f : 0.0f;
   const double alpha_d = 1.0, beta_d = accumulate ? 1.0 : 0.0;
   const void* alpha = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&alpha_d) : &alpha_f;
@@ -82,19 +94,9 @@ absl::Status GemmStridedBatched(const OpKernelContext& ctx, DataType dt, bool tr
     return absl::FailedPreconditionError(absl::StrCat(ctx.device()->name(), " has no cuBLAS handle"));
   }
   cublasHandle_t h = static_cast<cublasHandle_t>(g->blas);
-  cudaDataType_t type;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  switch (dt) {
-    case DT_FLOAT: type = CUDA_R_32F; break;
-    case DT_HALF: type = CUDA_R_16F; break;
-    case DT_BFLOAT16: type = CUDA_R_16BF; break;
-    case DT_DOUBLE:
-      type = CUDA_R_64F;
-      compute = CUBLAS_COMPUTE_64F;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("no cuBLAS product for dtype ", DataTypeString(dt)));
-  }
+  STRATA_ASSIGN_OR_RETURN(const BlasTypes bt, TypesOf(dt));
+  const cudaDataType_t type = bt.type;
+  const cublasComputeType_t compute = bt.compute;
   const float alpha_f = 1.0f, beta_f = 0.0f;
   const double alpha_d = 1.0, beta_d = 0.0;
   const void* alpha = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&alpha_d) : &alpha_f;
