@@ -318,6 +318,14 @@ STRATA_REGISTER_GRADIENT("Min", MaxMinReductionGrad);
 
 STRATA_NO_GRADIENT("ArgMax");
 STRATA_NO_GRADIENT("Equal");
+STRATA_NO_GRADIENT("NotEqual");
+STRATA_NO_GRADIENT("Less");
+STRATA_NO_GRADIENT("LessEqual");
+STRATA_NO_GRADIENT("Greater");
+STRATA_NO_GRADIENT("GreaterEqual");
+STRATA_NO_GRADIENT("LogicalAnd");
+STRATA_NO_GRADIENT("LogicalOr");
+STRATA_NO_GRADIENT("LogicalNot");
 
 }  // namespace
 }  // namespace strata

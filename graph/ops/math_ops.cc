@@ -272,6 +272,44 @@ STRATA_REGISTER_OP("Equal")
     .SetIsCommutative()
     .SetShapeFn(EqualShape);
 
+STRATA_REGISTER_OP("NotEqual")
+    .Input("x: T")
+    .Input("y: T")
+    .Output("z: bool")
+    .Attr("T: type")
+    .Attr("incompatible_shape_error: bool = true")
+    .SetIsCommutative()
+    .SetShapeFn(EqualShape);
+
+#define STRATA_REGISTER_COMPARISON(name)                                           \
+  STRATA_REGISTER_OP(name)                                                         \
+      .Input("x: T")                                                               \
+      .Input("y: T")                                                               \
+      .Output("z: bool")                                                           \
+      .Attr("T: {" STRATA_FLOATS ", " STRATA_SIGNED_INTS ", " STRATA_UNSIGNED_INTS "}") \
+      .SetShapeFn(BroadcastBinaryOpShape)
+STRATA_REGISTER_COMPARISON("Less");
+STRATA_REGISTER_COMPARISON("LessEqual");
+STRATA_REGISTER_COMPARISON("Greater");
+STRATA_REGISTER_COMPARISON("GreaterEqual");
+#undef STRATA_REGISTER_COMPARISON
+
+STRATA_REGISTER_OP("LogicalAnd")
+    .Input("x: bool")
+    .Input("y: bool")
+    .Output("z: bool")
+    .SetIsCommutative()
+    .SetShapeFn(BroadcastBinaryOpShape);
+
+STRATA_REGISTER_OP("LogicalOr")
+    .Input("x: bool")
+    .Input("y: bool")
+    .Output("z: bool")
+    .SetIsCommutative()
+    .SetShapeFn(BroadcastBinaryOpShape);
+
+STRATA_REGISTER_OP("LogicalNot").Input("x: bool").Output("y: bool").SetShapeFn(UnchangedShape);
+
 STRATA_REGISTER_OP("AddN")
     .Input("inputs: N * T")
     .Output("sum: T")
@@ -389,6 +427,15 @@ Output Equal(const Scope& s, Output x, Output y, const Equal::Attrs& attrs) {
                     .Attr("incompatible_shape_error", attrs.incompatible_shape_error)
                     .Finalize());
 }
+
+Output NotEqual(const Scope& s, Output x, Output y) { return Binary(s, "NotEqual", x, y); }
+Output Less(const Scope& s, Output x, Output y) { return Binary(s, "Less", x, y); }
+Output LessEqual(const Scope& s, Output x, Output y) { return Binary(s, "LessEqual", x, y); }
+Output Greater(const Scope& s, Output x, Output y) { return Binary(s, "Greater", x, y); }
+Output GreaterEqual(const Scope& s, Output x, Output y) { return Binary(s, "GreaterEqual", x, y); }
+Output LogicalAnd(const Scope& s, Output x, Output y) { return Binary(s, "LogicalAnd", x, y); }
+Output LogicalOr(const Scope& s, Output x, Output y) { return Binary(s, "LogicalOr", x, y); }
+Output LogicalNot(const Scope& s, Output x) { return Unary(s, "LogicalNot", x); }
 
 Output Neg(const Scope& s, Output x) { return Unary(s, "Neg", x); }
 Output Square(const Scope& s, Output x) { return Unary(s, "Square", x); }

@@ -51,6 +51,16 @@ struct Equal {
   };
 };
 Output Equal(const Scope& s, Output x, Output y, const Equal::Attrs& attrs = {});
+// Comparisons and logical ops (bool results, operands broadcast); none has a
+// gradient.
+Output NotEqual(const Scope& s, Output x, Output y);
+Output Less(const Scope& s, Output x, Output y);
+Output LessEqual(const Scope& s, Output x, Output y);
+Output Greater(const Scope& s, Output x, Output y);
+Output GreaterEqual(const Scope& s, Output x, Output y);
+Output LogicalAnd(const Scope& s, Output x, Output y);
+Output LogicalOr(const Scope& s, Output x, Output y);
+Output LogicalNot(const Scope& s, Output x);
 
 // Unary elementwise ops: y = f(x).
 Output Neg(const Scope& s, Output x);

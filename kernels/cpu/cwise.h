@@ -381,6 +381,13 @@ struct EqualTo {
   EIGEN_STRONG_INLINE bool operator()(const T& a, const T& b) const { return a == b; }
 };
 
+// Cmp(a, b), as bool: comparisons (std::less<T>, ...) and logical ops
+// (std::logical_and<bool>, ...).
+template <typename T, typename Cmp>
+struct Compare {
+  EIGEN_STRONG_INLINE bool operator()(const T& a, const T& b) const { return Cmp()(a, b); }
+};
+
 // dst[j] = sum over i < rows of src[i * cols + j]: the column sums of a
 // row-major [rows, cols] matrix (a bias gradient, a reduction over leading
 // axes). Rows are added in order into the output, vectorised along the
@@ -433,6 +440,10 @@ struct functor_traits<::strata::cwise::SquaredDifference<T>> {
 };
 template <typename T>
 struct functor_traits<::strata::cwise::EqualTo<T>> {
+  enum { Cost = NumTraits<T>::AddCost, PacketAccess = false };
+};
+template <typename T, typename Cmp>
+struct functor_traits<::strata::cwise::Compare<T, Cmp>> {
   enum { Cost = NumTraits<T>::AddCost, PacketAccess = false };
 };
 }  // namespace internal

@@ -8,6 +8,7 @@
 // input buffer) and a short loop.
 
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -57,9 +58,29 @@ class PowKernel : public OpKernel {
   }
 };
 
-// Equal: with incompatible_shape_error=false, shapes that do not broadcast
-// answer a scalar false (TensorFlow's behaviour) instead of failing.
-template <typename T>
+// Less, LessEqual, Greater, GreaterEqual, LogicalAnd, LogicalOr: bool
+// results of broadcasting operands.
+template <typename T, typename Cmp>
+class CompareKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext& ctx) override { return cwise::BinaryOp<T, cwise::Compare<T, Cmp>>(ctx); }
+};
+
+struct LogicalNotFn {
+  bool operator()(bool x) const { return !x; }
+};
+
+class LogicalNotKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext& ctx) override { return cwise::UnaryOp<bool, LogicalNotFn>(ctx); }
+};
+
+// Equal (and NotEqual): with incompatible_shape_error=false, shapes that do
+// not broadcast answer a scalar false (true for NotEqual), TensorFlow's
+// behaviour, instead of failing.
+template <typename T, typename Cmp = std::equal_to<T>>
 class EqualKernel : public OpKernel {
  public:
   explicit EqualKernel(OpKernelConstruction& c) : OpKernel(c) {
@@ -70,10 +91,10 @@ class EqualKernel : public OpKernel {
         !cwise::BCast(ctx.input(0).shape(), ctx.input(1).shape()).ok()) {
       Tensor* z;
       STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape(), &z));
-      *z->data<bool>() = false;
+      *z->data<bool>() = !std::is_same_v<Cmp, std::equal_to<T>>;
       return absl::OkStatus();
     }
-    return cwise::BinaryOp<T, cwise::EqualTo<T>>(ctx);
+    return cwise::BinaryOp<T, cwise::Compare<T, Cmp>>(ctx);
   }
 
  private:
@@ -278,6 +299,11 @@ class CastKernel : public OpKernel {
   REGISTER_UNARY("Square", T, ei::scalar_square_op<T>);              \
   REGISTER_CPU("Pow", T, PowKernel<T>);                              \
   REGISTER_CPU("Equal", T, EqualKernel<T>);                          \
+  REGISTER_CPU("NotEqual", T, EqualKernel<T, std::not_equal_to<T>>); \
+  REGISTER_CPU("Less", T, CompareKernel<T, std::less<T>>);         \
+  REGISTER_CPU("LessEqual", T, CompareKernel<T, std::less_equal<T>>); \
+  REGISTER_CPU("Greater", T, CompareKernel<T, std::greater<T>>);   \
+  REGISTER_CPU("GreaterEqual", T, CompareKernel<T, std::greater_equal<T>>); \
   REGISTER_CPU("AddN", T, AddNKernel<T>);                            \
   REGISTER_CPU("Select", T, SelectKernel<T>);                        \
   REGISTER_CPU("SelectV2", T, SelectV2Kernel<T>)
@@ -288,6 +314,11 @@ REGISTER_ARITHMETIC(int32_t);
 REGISTER_ARITHMETIC(int64_t);
 
 REGISTER_CPU("Equal", bool, EqualKernel<bool>);
+REGISTER_CPU("NotEqual", bool, EqualKernel<bool, std::not_equal_to<bool>>);
+STRATA_REGISTER_KERNEL(KernelBuilder("LogicalAnd").Device(kDeviceCpu),
+                       CompareKernel<bool, std::logical_and<bool>>);
+STRATA_REGISTER_KERNEL(KernelBuilder("LogicalOr").Device(kDeviceCpu), CompareKernel<bool, std::logical_or<bool>>);
+STRATA_REGISTER_KERNEL(KernelBuilder("LogicalNot").Device(kDeviceCpu), LogicalNotKernel);
 REGISTER_CPU("Select", bool, SelectKernel<bool>);
 REGISTER_CPU("SelectV2", bool, SelectV2Kernel<bool>);
 

@@ -197,6 +197,46 @@ TEST(EqualKernelTest, BroadcastsAndReturnsBool) {
   for (int64_t i = 0; i < 50000; ++i) ASSERT_EQ((*out)[0].data<bool>()[i], i != 7) << i;
 }
 
+TEST(CompareKernelTest, ComparisonsAndLogicalOpsBroadcastToBool) {
+  StandaloneCpuDevice dev;
+  std::mt19937 rng(9);
+  const Tensor x = RandomTensor<float>(TensorShape{4, 3}, rng, -1, 1);
+  const Tensor y = RandomTensor<float>(TensorShape{3}, rng, -1, 1);
+  const std::vector<std::pair<std::string, std::function<bool(float, float)>>> cases = {
+      {"Less", [](float a, float b) { return a < b; }},      {"LessEqual", [](float a, float b) { return a <= b; }},
+      {"Greater", [](float a, float b) { return a > b; }},   {"GreaterEqual", [](float a, float b) { return a >= b; }},
+      {"NotEqual", [](float a, float b) { return a != b; }},
+  };
+  for (const auto& [op, fn] : cases) {
+    auto out = RunKernel(&dev, op, {x, x.dtype() == DT_FLOAT ? y : y});
+    ASSERT_TRUE(out.ok()) << op << ": " << out.status();
+    ASSERT_EQ((*out)[0].dtype(), DT_BOOL) << op;
+    for (int64_t i = 0; i < 12; ++i) {
+      EXPECT_EQ((*out)[0].data<bool>()[i], fn(x.data<float>()[i], y.data<float>()[i % 3])) << op << " " << i;
+    }
+  }
+  // a <= a and !(a < a): ties count.
+  auto ties = RunKernel(&dev, "LessEqual", {x, x});
+  ASSERT_TRUE(ties.ok());
+  for (int64_t i = 0; i < 12; ++i) EXPECT_TRUE((*ties)[0].data<bool>()[i]);
+  const Tensor p = Tensor::FromVector<bool>({true, true, false, false});
+  const Tensor q = Tensor::FromVector<bool>({true, false, true, false});
+  auto a = RunKernel(&dev, "LogicalAnd", {p, q});
+  auto o = RunKernel(&dev, "LogicalOr", {p, q});
+  auto n = RunKernel(&dev, "LogicalNot", {p});
+  ASSERT_TRUE(a.ok() && o.ok() && n.ok());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ((*a)[0].data<bool>()[i], p.data<bool>()[i] && q.data<bool>()[i]);
+    EXPECT_EQ((*o)[0].data<bool>()[i], p.data<bool>()[i] || q.data<bool>()[i]);
+    EXPECT_EQ((*n)[0].data<bool>()[i], !p.data<bool>()[i]);
+  }
+  // NotEqual of shapes that do not broadcast, when told not to fail: true.
+  auto lax = RunKernel(&dev, "NotEqual", {Tensor(DT_FLOAT, TensorShape{2}), Tensor(DT_FLOAT, TensorShape{3})},
+                       {{"incompatible_shape_error", MakeAttr(false)}});
+  ASSERT_TRUE(lax.ok()) << lax.status();
+  EXPECT_TRUE(*(*lax)[0].data<bool>());
+}
+
 TEST(EqualKernelTest, IncompatibleShapes) {
   StandaloneCpuDevice dev;
   Tensor x(DT_FLOAT, TensorShape{2}), y(DT_FLOAT, TensorShape{3});
