@@ -1,5 +1,6 @@
 #include "train/layers.h"
 
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +17,23 @@ namespace train {
 namespace {
 
 Output Activate(const Scope& scope, Output x, Activation activation) {
-  return activation == Activation::kRelu ? ops::Relu(scope, x) : x;
+  auto c = [&](double v) {
+    Output k = ops::Const(scope, static_cast<float>(v));
+    return x.type() == DT_FLOAT ? k : ops::Cast(scope, k, x.type());
+  };
+  switch (activation) {
+    case Activation::kRelu: return ops::Relu(scope, x);
+    case Activation::kGelu:
+      return ops::Mul(scope, ops::Mul(scope, c(0.5), x),
+                      ops::AddV2(scope, c(1.0), ops::Erf(scope, ops::Mul(scope, x, c(1.0 / std::sqrt(2.0))))));
+    case Activation::kGeluTanh: {
+      Output inner = ops::Mul(scope, c(std::sqrt(2.0 / 3.14159265358979323846)),
+                              ops::AddV2(scope, x, ops::Mul(scope, c(0.044715), ops::Mul(scope, x, ops::Square(scope, x)))));
+      return ops::Mul(scope, ops::Mul(scope, c(0.5), x), ops::AddV2(scope, c(1.0), ops::Tanh(scope, inner)));
+    }
+    case Activation::kNone: break;
+  }
+  return x;
 }
 
 const char* PaddingName(PaddingMode p) { return p == PaddingMode::kSame ? "SAME" : "VALID"; }

@@ -48,7 +48,9 @@
 namespace strata {
 namespace train {
 
-enum class Activation { kNone, kRelu };
+// kGelu: x Φ(x) = 0.5 x (1 + erf(x / sqrt 2)) (Keras's gelu); kGeluTanh:
+// its tanh approximation 0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³))).
+enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
 
 // A variable together with the value a model read from it in one
 // application: gradients are taken with respect to `value`.

@@ -66,6 +66,31 @@ TEST(LayersTest, DenseShapesNamesAndGlorotRange) {
 }
 
 // Same seed, same initial weights; another seed, other weights.
+TEST(LayersTest, GeluActivationsMatchTheirFormulas) {
+  // The same seed gives the same weights: gelu(Dense(kNone)(x)) computed
+  // here against Dense(kGelu)(x) and Dense(kGeluTanh)(x).
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, 4}));
+  Dense plain(6, Activation::kNone, 3, "plain"), exact(6, Activation::kGelu, 3, "exact"),
+      approx(6, Activation::kGeluTanh, 3, "approx");
+  Output p = *plain.Apply(root, x), e = *exact.Apply(root, x), a = *approx.Apply(root, x);
+  const std::string init = GlobalVariablesInitializer(root)->name();
+  auto s = Session::Create(root);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Run({}, {}, {init}, nullptr).ok());
+  Tensor in(DT_FLOAT, TensorShape{5, 4});
+  for (int64_t i = 0; i < in.NumElements(); ++i) in.data<float>()[i] = 0.7f * static_cast<float>(i % 9) - 2.5f;
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*s)->Run({{"x", in}}, {p.name(), e.name(), a.name()}, {}, &out).ok());
+  for (int64_t i = 0; i < out[0].NumElements(); ++i) {
+    const double v = out[0].data<float>()[i];
+    const double exact_gelu = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    const double tanh_gelu = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(out[1].data<float>()[i], exact_gelu, 1e-5) << i;
+    EXPECT_NEAR(out[2].data<float>()[i], tanh_gelu, 1e-5) << i;
+  }
+}
+
 TEST(LayersTest, SeedDeterminesInitialWeights) {
   auto initial_kernel = [](int64_t seed) {
     Scope root = Scope::NewRootScope();

@@ -135,6 +135,8 @@ std::vector<GradCase> MathCases() {
   c.push_back({"Sqrt", "", {Uniform({2, 3}, 0.5, 2)}, Unary(ops::Sqrt)});
   c.push_back({"Rsqrt", "", {Uniform({2, 3}, 0.5, 2)}, Unary(ops::Rsqrt)});
   c.push_back({"Exp", "", {U({2, 3})}, Unary(ops::Exp)});
+  c.push_back({"Erf", "", {U({2, 3})}, Unary(ops::Erf)});
+  c.push_back({"Erfc", "", {U({2, 3})}, Unary(ops::Erfc)});
   c.push_back({"Log", "", {Uniform({2, 3}, 0.5, 2)}, Unary(ops::Log)});
   c.push_back({"AddN", "three terms", {U({2, 2}), U({2, 2}), U({2, 2})},
                [](const Scope& s, const OutputList& x) -> OutputList {

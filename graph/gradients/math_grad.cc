@@ -3,7 +3,9 @@
 // Binary elementwise ops broadcast, so each operand's gradient is summed
 // back to the operand's shape (grad::ReduceBinaryGrads); the comparisons
 // Maximum/Minimum and Pow's x > 0 test are built from Equal, Maximum and
-// Minimum because Strata has no Greater op: x == max(x, y) is x >= y.
+// Minimum: x == max(x, y) is x >= y.
+#include <cmath>
+
 #include "graph/gradients/grad_ops.h"
 #include "graph/gradients/grad_registry.h"
 #include "graph/gradients/grad_util.h"
@@ -109,6 +111,16 @@ absl::Status RsqrtGrad(const Scope& s, const Node& op, const OutputList& g, Outp
 
 absl::Status ExpGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
   out->push_back(ops::Mul(s, g[0], OpOutput(op, 0)));
+  return s.status();
+}
+
+// d erf(x) / dx = 2 / sqrt(pi) exp(-x^2); erfc's is its negative.
+template <bool kComplement>
+absl::Status ErfGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0);
+  const double scale = (kComplement ? -2.0 : 2.0) / std::sqrt(3.14159265358979323846);
+  Output d = ops::Mul(s, ScalarConst(s, x.type(), scale), ops::Exp(s, ops::Neg(s, ops::Square(s, x))));
+  out->push_back(ops::Mul(s, g[0], d));
   return s.status();
 }
 
@@ -304,6 +316,8 @@ STRATA_REGISTER_GRADIENT("Square", SquareGrad);
 STRATA_REGISTER_GRADIENT("Sqrt", SqrtGrad);
 STRATA_REGISTER_GRADIENT("Rsqrt", RsqrtGrad);
 STRATA_REGISTER_GRADIENT("Exp", ExpGrad);
+STRATA_REGISTER_GRADIENT("Erf", ErfGrad<false>);
+STRATA_REGISTER_GRADIENT("Erfc", ErfGrad<true>);
 STRATA_REGISTER_GRADIENT("Log", LogGrad);
 STRATA_REGISTER_GRADIENT("AddN", AddNGrad);
 STRATA_REGISTER_GRADIENT("MatMul", MatMulGrad);

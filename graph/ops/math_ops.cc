@@ -261,6 +261,8 @@ STRATA_REGISTER_UNARY("Square", STRATA_NUMBER_TYPES);
 STRATA_REGISTER_UNARY("Sqrt", STRATA_FLOATS);
 STRATA_REGISTER_UNARY("Rsqrt", STRATA_FLOATS);
 STRATA_REGISTER_UNARY("Exp", STRATA_FLOATS);
+STRATA_REGISTER_UNARY("Erf", STRATA_FLOATS);
+STRATA_REGISTER_UNARY("Erfc", STRATA_FLOATS);
 STRATA_REGISTER_UNARY("Log", STRATA_FLOATS);
 
 STRATA_REGISTER_OP("Equal")
@@ -442,6 +444,8 @@ Output Square(const Scope& s, Output x) { return Unary(s, "Square", x); }
 Output Sqrt(const Scope& s, Output x) { return Unary(s, "Sqrt", x); }
 Output Rsqrt(const Scope& s, Output x) { return Unary(s, "Rsqrt", x); }
 Output Exp(const Scope& s, Output x) { return Unary(s, "Exp", x); }
+Output Erf(const Scope& s, Output x) { return Unary(s, "Erf", x); }
+Output Erfc(const Scope& s, Output x) { return Unary(s, "Erfc", x); }
 Output Log(const Scope& s, Output x) { return Unary(s, "Log", x); }
 
 Output AddN(const Scope& s, const OutputList& inputs) {

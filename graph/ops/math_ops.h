@@ -68,6 +68,8 @@ Output Square(const Scope& s, Output x);
 Output Sqrt(const Scope& s, Output x);
 Output Rsqrt(const Scope& s, Output x);
 Output Exp(const Scope& s, Output x);
+Output Erf(const Scope& s, Output x);   // the error function (GELU)
+Output Erfc(const Scope& s, Output x);  // 1 - erf(x)
 Output Log(const Scope& s, Output x);
 
 // The sum of N >= 1 tensors of one dtype and shape.

@@ -17,6 +17,7 @@
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
+#include "unsupported/Eigen/SpecialFunctions"
 
 namespace strata {
 namespace {
@@ -329,6 +330,8 @@ REGISTER_CPU("SelectV2", bool, SelectV2Kernel<bool>);
   REGISTER_UNARY("Sqrt", T, ei::scalar_sqrt_op<T>);          \
   REGISTER_UNARY("Rsqrt", T, ei::scalar_rsqrt_op<T>);        \
   REGISTER_UNARY("Exp", T, ei::scalar_exp_op<T>);            \
+  REGISTER_UNARY("Erf", T, ei::scalar_erf_op<T>);            \
+  REGISTER_UNARY("Erfc", T, ei::scalar_erfc_op<T>);          \
   REGISTER_UNARY("Log", T, ei::scalar_log_op<T>)
 
 REGISTER_FLOATING(float);
