@@ -314,10 +314,22 @@ std::vector<RecordedPartition::VarBuffer> RecordedPartition::VarBuffers() const 
     auto* var = dynamic_cast<Var*>(e.resource.get());
     if (var == nullptr) continue;
     ReaderMutexLock l(var->mu());
-    out.push_back(VarBuffer{e.name, e.resource,
+    out.push_back(VarBuffer{e.name, e.id, e.resource,
                             var->is_initialized() ? var->value().raw_data() : nullptr});
   }
   return out;
+}
+
+bool RecordedPartition::Unchanged(const std::vector<VarBuffer>& vars) const {
+  ResourceMgr* rm = device_->resource_manager();
+  for (const VarBuffer& v : vars) {
+    absl::StatusOr<std::shared_ptr<ResourceBase>> now = rm->LookupBase(v.id);
+    if (!now.ok() || *now != v.resource) return false;
+    auto* var = static_cast<Var*>(now->get());
+    ReaderMutexLock l(var->mu());
+    if ((var->is_initialized() ? var->value().raw_data() : nullptr) != v.data) return false;
+  }
+  return true;
 }
 
 void RecordedPartition::RunAsync(const Executor::Args& args, Executor::DoneCallback done) {
@@ -392,12 +404,7 @@ void RecordedPartition::Continue(std::shared_ptr<Step> step) {
   }
   // A recording whose variables changed buffers is made again.
   if (r->rec != nullptr) {
-    const std::vector<VarBuffer> now = VarBuffers();
-    bool same = now.size() == r->vars.size();
-    for (size_t i = 0; same && i < now.size(); ++i) {
-      same = now[i].resource == r->vars[i].resource && now[i].data == r->vars[i].data;
-    }
-    if (!same) r->Drop();
+    if (!Unchanged(r->vars)) r->Drop();
   }
   if (r->rec == nullptr && !Record(r, *step)) {
     SetNotRecorded(r->failed);

@@ -103,10 +103,14 @@ class RecordedPartition {
   // The variables the partition names that exist now, with their buffers.
   struct VarBuffer {
     std::string name;
+    uint64_t id;
     std::shared_ptr<ResourceBase> resource;
     const void* data;
   };
   std::vector<VarBuffer> VarBuffers() const;
+  // Whether each of `vars` is still its device's variable and holds the
+  // same buffer: a lookup by id each, not a listing of every resource.
+  bool Unchanged(const std::vector<VarBuffer>& vars) const;
   void SetNotRecorded(const std::string& why);
 
   Device* const device_;
