@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "fit/checkpoint.h"
 #include "fit/progress.h"
+#include "fit/tensorboard.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/inline_pool.h"
@@ -100,6 +101,7 @@ struct FitGraph {
   Output loss_and_flag;
   std::vector<std::string> preempt_feeds;  // one per local replica
   Node* train_op = nullptr;
+  Output learning_rate;  // the step's (DT_DOUBLE), for reports
   Output eval_x, eval_y, eval_prediction;
   std::vector<std::pair<std::string, Output>> eval_values;  // "val_loss", "val_<metric>"
   Node* init = nullptr;
@@ -156,6 +158,7 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
   STRATA_ASSIGN_OR_RETURN(g->loss_and_flag, strategy->Reduce(g->root.NewSubScope("loss"),
                                                              distribute::ReduceOp::kMean, step.values[0]));
   g->train_op = step.op;
+  g->learning_rate = optimizer->applied_learning_rate();
   // Built also without validation examples: FitResult::predictor runs it.
   STRATA_RETURN_IF_ERROR(BuildEvaluation(model, specs, g.get()));
   g->init = train::GlobalVariablesInitializer(g->root);
@@ -217,6 +220,7 @@ absl::Status ValidateOptions(const FitOptions& o, const distribute::Strategy& s)
   if (o.trace_steps < 1 || o.trace_warmup_steps < 0) {
     return bad("trace_steps must be >= 1 and trace_warmup_steps >= 0");
   }
+  if (o.tensorboard_update_steps < 0) return bad("tensorboard_update_steps must be >= 0");
   return absl::OkStatus();
 }
 
@@ -318,11 +322,15 @@ class Loop {
 
   absl::Status Run() {
     STRATA_ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(chief_ ? o_.metrics_out : ""));
+    if (chief_ && !o_.tensorboard_dir.empty()) {
+      STRATA_ASSIGN_OR_RETURN(tensorboard_, TensorBoardWriter::Create(o_.tensorboard_dir));
+    }
     ProgressLine progress(log_, log_ == nullptr, r_->start_step, r_->total_steps, o_.log_every_steps,
                           o_.global_batch_size);
     for (Callback* cb : o_.callbacks) cb->OnTrainBegin(r_->start_step, r_->total_steps);
     const Clock::time_point t0 = Clock::now();
     Clock::time_point prev = t0;
+    epoch_start_ = t0;
     int64_t step = r_->start_step;
     while (step < r_->total_steps && !StopRequested() && !preempted_) {
       STRATA_RETURN_IF_ERROR(Step());
@@ -330,7 +338,12 @@ class Loop {
       const Clock::time_point now = Clock::now();
       const double dt = Seconds(now - prev);
       prev = now;
-      metrics_->Step(step, r_->final_loss, dt > 0 ? o_.global_batch_size / dt : 0, Seconds(now - t0));
+      const double rate = dt > 0 ? o_.global_batch_size / dt : 0;
+      metrics_->Step(step, r_->final_loss, rate, Seconds(now - t0));
+      if (tensorboard_ != nullptr && o_.tensorboard_update_steps > 0 && step % o_.tensorboard_update_steps == 0) {
+        STRATA_RETURN_IF_ERROR(tensorboard_->Step(
+            step, {{"loss", r_->final_loss}, {"learning_rate", learning_rate_}, {"examples_per_sec", rate}}));
+      }
       progress.Update(step, r_->final_loss);
       for (Callback* cb : o_.callbacks) cb->OnStepEnd(step, {{"loss", r_->final_loss}});
       epoch_loss_ += r_->final_loss;
@@ -382,8 +395,11 @@ class Loop {
     ro.tracer = traced ? &tracer_ : nullptr;
     const int64_t t0 = traced ? StepTracer::NowNanos() : 0;
     std::vector<Tensor> out;
-    STRATA_RETURN_IF_ERROR(
-        session_->Run(ro, feeds, {g_->loss_and_flag.name()}, {g_->train_op->name()}, &out, nullptr));
+    std::vector<std::string> fetches = {g_->loss_and_flag.name()};
+    const bool fetch_rate = tensorboard_ != nullptr && g_->learning_rate.ok();
+    if (fetch_rate) fetches.push_back(g_->learning_rate.name());
+    STRATA_RETURN_IF_ERROR(session_->Run(ro, feeds, fetches, {g_->train_op->name()}, &out, nullptr));
+    if (fetch_rate) learning_rate_ = *out[1].data<double>();
     if (traced) {
       tracer_.RecordSpan(absl::StrCat("step ", r_->start_step + done + 1), t0, StepTracer::NowNanos());
       ++traced_steps_;
@@ -397,6 +413,9 @@ class Loop {
 
   absl::Status EndEpoch(int64_t step) {
     Logs logs = {{"loss", epoch_loss_ / static_cast<double>(epoch_steps_)}};
+    const Clock::time_point now = Clock::now();
+    const double epoch_seconds = Seconds(now - epoch_start_);
+    epoch_start_ = now;
     if (validation_ != nullptr) {
       STRATA_ASSIGN_OR_RETURN(r_->validation, Evaluate(session_.get(), *g_, validation_));
       logs.insert(r_->validation.begin(), r_->validation.end());
@@ -404,6 +423,12 @@ class Loop {
     }
     const int64_t epoch = step / steps_per_epoch_;
     metrics_->Line(absl::StrCat("{\"epoch\":", epoch, ",\"step\":", step, LogsJson(logs), "}"));
+    if (tensorboard_ != nullptr) {
+      const double rate = epoch_seconds > 0 ? epoch_steps_ * o_.global_batch_size / epoch_seconds : 0;
+      STRATA_RETURN_IF_ERROR(tensorboard_->Epoch(
+          epoch, {{"loss", logs["loss"]}, {"learning_rate", learning_rate_}, {"examples_per_sec", rate}},
+          validation_ != nullptr ? r_->validation : Logs()));
+    }
     for (Callback* cb : o_.callbacks) cb->OnEpochEnd(epoch, logs);
     epoch_loss_ = 0;
     epoch_steps_ = 0;
@@ -432,6 +457,7 @@ class Loop {
                                 LogsJson(logs), ",\"train_seconds\":", JsonNumber(r_->train_seconds),
                                 ",\"examples_per_sec\":", JsonNumber(r_->examples_per_sec), "}"));
     metrics_->Flush();
+    if (tensorboard_ != nullptr) STRATA_RETURN_IF_ERROR(tensorboard_->Close());
     return absl::OkStatus();
   }
 
@@ -453,6 +479,9 @@ class Loop {
   std::unique_ptr<Session> session_;
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // the chief's, with tensorboard_dir
+  double learning_rate_ = 0;                        // the last step's, fetched for TensorBoard
+  Clock::time_point epoch_start_ = Clock::now();
   StepTracer tracer_;
   int64_t steps_run_ = 0;      // by this run
   int64_t traced_steps_ = 0;

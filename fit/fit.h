@@ -60,8 +60,9 @@
 //
 // Reports: the progress line to `log` and the metrics as JSON lines to
 // metrics_out (one per step, one per epoch with its validation, a final
-// one), both by the chief only; a Chrome trace of a few steps (trace_out)
-// by every worker.
+// one), both by the chief only; TensorBoard event files (tensorboard_dir,
+// fit/tensorboard.h) by the chief only; a Chrome trace of a few steps
+// (trace_out) by every worker.
 //
 // Errors: InvalidArgument for bad options, a model that returns a null or
 // non-floating prediction, a loss that is not a scalar, data whose examples
@@ -154,6 +155,14 @@ struct FitOptions {
   std::string trace_out;
   int64_t trace_steps = 3;
   int64_t trace_warmup_steps = 10;
+  // TensorBoard event files (fit/tensorboard.h), Keras's layout and tags:
+  // in train/, "batch_loss", "batch_learning_rate" and
+  // "batch_examples_per_sec" every tensorboard_update_steps steps (0:
+  // none) and per epoch "epoch_loss", "epoch_learning_rate",
+  // "epoch_examples_per_sec"; in validation/, per epoch "epoch_loss" and
+  // "epoch_<metric>".
+  std::string tensorboard_dir;
+  int64_t tensorboard_update_steps = 1;
   // Threads running independent ops side by side; 0: none with one local
   // replica, one per local replica with several.
   int inter_op_threads = 0;

@@ -24,6 +24,10 @@ ABSL_FLAG(int64_t, prefetch, 2, "global batches prepared ahead on a background t
 ABSL_FLAG(std::string, trace_out, "",
           "write a Chrome trace (Perfetto, chrome://tracing) of --trace_steps steps after 10 of warm-up here");
 ABSL_FLAG(int64_t, trace_steps, 3, "steps traced for --trace_out");
+ABSL_FLAG(std::string, tensorboard_dir, "",
+          "write TensorBoard event files here (train/, validation/; `tensorboard --logdir` plots them)");
+ABSL_FLAG(int64_t, tensorboard_update_steps, 1,
+          "TensorBoard's batch_* scalars every this many steps (0: epoch scalars only)");
 ABSL_FLAG(std::string, dtype_policy, "float32",
           "float32, or mixed_bfloat16: layers compute in bfloat16, variables stay float32 (train/policy.h)");
 
@@ -47,6 +51,8 @@ absl::StatusOr<FitOptions> FitOptionsFromFlags() {
   o.prefetch = absl::GetFlag(FLAGS_prefetch);
   o.trace_out = absl::GetFlag(FLAGS_trace_out);
   o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
+  o.tensorboard_dir = absl::GetFlag(FLAGS_tensorboard_dir);
+  o.tensorboard_update_steps = absl::GetFlag(FLAGS_tensorboard_update_steps);
   auto bad = [](const char* flag, const char* why) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
   };
@@ -60,6 +66,7 @@ absl::StatusOr<FitOptions> FitOptionsFromFlags() {
   if (o.log_every_steps < 0) return bad("log_every_steps", "must be >= 0");
   if (o.prefetch < 0) return bad("prefetch", "must be >= 0");
   if (o.trace_steps < 1) return bad("trace_steps", "must be >= 1");
+  if (o.tensorboard_update_steps < 0) return bad("tensorboard_update_steps", "must be >= 0");
   return o;
 }
 

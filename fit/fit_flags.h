@@ -16,7 +16,8 @@
 // (0: the optimizer's default), --momentum, --weight_decay (adamw),
 // --clip_global_norm, --checkpoint_dir, --save_every_steps,
 // --max_to_keep, --metrics_out, --log_every_steps, --quiet, --prefetch,
-// --trace_out, --trace_steps, --dtype_policy (float32 or mixed_bfloat16;
+// --trace_out, --trace_steps, --tensorboard_dir, --tensorboard_update_steps,
+// --dtype_policy (float32 or mixed_bfloat16;
 // set it with train::SetGlobalPolicy before making the model's layers).
 //
 // Errors: InvalidArgument naming the flag. Thread-safety: after
@@ -52,6 +53,8 @@ ABSL_DECLARE_FLAG(bool, quiet);
 ABSL_DECLARE_FLAG(int64_t, prefetch);
 ABSL_DECLARE_FLAG(std::string, trace_out);
 ABSL_DECLARE_FLAG(int64_t, trace_steps);
+ABSL_DECLARE_FLAG(std::string, tensorboard_dir);
+ABSL_DECLARE_FLAG(int64_t, tensorboard_update_steps);
 ABSL_DECLARE_FLAG(std::string, dtype_policy);
 
 namespace strata {

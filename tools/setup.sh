@@ -20,7 +20,7 @@ done
 
 packages=(
   bazel-bootstrap bazel-platforms bazel-skylib bazel-rules-java
-  build-essential pkg-config zlib1g-dev python3
+  build-essential pkg-config zlib1g-dev python3 python3-venv
   libeigen3-dev
   libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc
@@ -50,6 +50,19 @@ install_tensorflow() {
   python3 -m pip install -q tensorflow-cpu
 }
 
+# TensorBoard (PyPI), whose own event reader tests/tensorboard_test runs, in
+# a virtual environment of its own so that it touches no system package.
+tensorboard_venv=/opt/strata/tensorboard-venv
+install_tensorboard() {
+  if "$tensorboard_venv/bin/python" -c "import tensorboard" 2>/dev/null; then return; fi
+  echo "setup: pip install tensorboard into $tensorboard_venv"
+  local SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO mkdir -p "$(dirname "$tensorboard_venv")"
+  $SUDO /usr/bin/python3 -m venv "$tensorboard_venv"
+  $SUDO "$tensorboard_venv/bin/pip" install -q --disable-pip-version-check tensorboard
+}
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -59,6 +72,7 @@ done
 
 if (( ${#missing[@]} == 0 )); then
   echo "setup: all ${#packages[@]} packages present"
+  install_tensorboard
   if (( peers )); then install_tensorflow; fi
   exit 0
 fi
@@ -76,4 +90,5 @@ if ! { $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recom
   exit 1
 fi
 echo "setup: installed ${#missing[@]} packages (apt's log: $log)"
+install_tensorboard
 if (( peers )); then install_tensorflow; fi

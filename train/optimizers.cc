@@ -95,6 +95,7 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
   Output lr = learning_rate_(ns.NewSubScope("learning_rate"), step);
   if (!scope.ok()) return nullptr;
   if (!lr.ok()) return fail("the learning-rate schedule made no value");
+  applied_learning_rate_ = lr;
   StepContext ctx(ns, step, lr);
 
   std::vector<Node*> updates;

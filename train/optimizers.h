@@ -71,6 +71,10 @@ class Optimizer {
   void set_clip_global_norm(double clip) { clip_global_norm_ = clip; }
   double clip_global_norm() const { return clip_global_norm_; }
 
+  // The learning rate of the latest ApplyGradients' step (a DT_DOUBLE scalar
+  // of its graph; null before the first), for reports.
+  Output applied_learning_rate() const { return applied_learning_rate_; }
+
   // The step counter; nullptr before the first ApplyGradients.
   Variable* iterations() const { return iterations_; }
   // The slot `slot` ("Momentum", "m", "v") of `var`, or nullptr.
@@ -125,6 +129,7 @@ class Optimizer {
   const LearningRateSchedule learning_rate_;
   double clip_global_norm_ = 0;
   Variable* iterations_ = nullptr;
+  Output applied_learning_rate_;
   std::map<std::pair<const Variable*, std::string>, Variable*> slots_;
   absl::flat_hash_set<const Variable*> slotted_;  // CreateSlots has run for these
 };
