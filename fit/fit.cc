@@ -1,9 +1,7 @@
 #include "fit/fit.h"
 
-#include <signal.h>
 
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -13,7 +11,7 @@
 #include "base/status.h"
 #include "fit/checkpoint.h"
 #include "fit/progress.h"
-#include "fit/tensorboard.h"
+#include "fit/loop.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/inline_pool.h"
@@ -148,11 +146,7 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
     STRATA_RETURN_IF_ERROR(ctx.scope().status());
     STRATA_RETURN_IF_ERROR(CheckScalar(*l, "the loss"));
     STRATA_ASSIGN_OR_RETURN(Node* train_op, train::Minimize(ctx.scope(), *l, optimizer));
-    const DataType dt = l->node()->output_type(l->index());
-    Output flag = ops::Placeholder(ctx.scope().WithOpName("preempted"), dt, PartialTensorShape({}));
-    g->preempt_feeds.push_back(flag.name());
-    return distribute::ReplicaResult{{ops::Stack(ctx.scope().WithOpName("loss_and_flag"), {*l, flag})},
-                                     {train_op}};
+    return distribute::ReplicaResult{{StackPreemptionFlag(ctx.scope(), *l, &g->preempt_feeds)}, {train_op}};
   };
   STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, strategy->Run(g->root, step_fn, inputs));
   STRATA_ASSIGN_OR_RETURN(g->loss_and_flag, strategy->Reduce(g->root.NewSubScope("loss"),
@@ -194,12 +188,6 @@ absl::StatusOr<Logs> Evaluate(Session* session, const FitGraph& g, const data::D
   Logs logs;
   for (size_t i = 0; i < sums.size(); ++i) logs[g.eval_values[i].first] = rows > 0 ? sums[i] / rows : 0;
   return logs;
-}
-
-std::string LogsJson(const Logs& logs) {
-  std::string out;
-  for (const auto& [name, value] : logs) absl::StrAppend(&out, ",\"", name, "\":", JsonNumber(value));
-  return out;
 }
 
 absl::Status ValidateOptions(const FitOptions& o, const distribute::Strategy& s) {
@@ -254,245 +242,6 @@ absl::Status TrackState(FitGraph* g, const FitOptions& o) {
   return absl::OkStatus();
 }
 
-// SIGTERM (a scheduler's preemption notice) while a Fit runs: the handler
-// only sets a flag, which the loop sends to every worker with the next step.
-std::atomic<bool> g_sigterm{false};
-extern "C" void OnSigterm(int) { g_sigterm.store(true); }
-
-class PreemptionWatcher {
- public:
-  PreemptionWatcher() {
-    g_sigterm.store(false);
-    struct sigaction sa = {};
-    sa.sa_handler = OnSigterm;
-    sigemptyset(&sa.sa_mask);
-    installed_ = sigaction(SIGTERM, &sa, &previous_) == 0;
-  }
-  ~PreemptionWatcher() {
-    if (installed_) sigaction(SIGTERM, &previous_, nullptr);
-  }
-  PreemptionWatcher(const PreemptionWatcher&) = delete;
-  PreemptionWatcher& operator=(const PreemptionWatcher&) = delete;
-  bool requested() const { return g_sigterm.load(); }
-
- private:
-  struct sigaction previous_ = {};
-  bool installed_ = false;
-};
-
-// One run of the loop once the graph exists: the session, the restore, the
-// steps, the evaluations, the saves and the reports.
-class Loop {
- public:
-  // The trained session and the pool it may use, for FitResult::predictor.
-  std::pair<std::unique_ptr<InlinePool>, std::unique_ptr<Session>> ReleaseSession() {
-    return {std::move(inline_pool_), std::move(session_)};
-  }
-
-  Loop(distribute::Strategy* strategy, FitGraph* g, data::DatasetPtr validation, const FitOptions& o,
-       int64_t steps_per_epoch, FitResult* result)
-      : strategy_(strategy),
-        g_(g),
-        validation_(std::move(validation)),
-        o_(o),
-        steps_per_epoch_(steps_per_epoch),
-        r_(result),
-        chief_(strategy->worker_index() == 0),
-        log_(chief_ && !o.quiet ? o.log : nullptr) {}
-
-  absl::Status Start() {
-    SessionOptions options = strategy_->session_options();
-    if (o_.inter_op_threads > 0) {
-      options.inter_op_threads = o_.inter_op_threads;
-    } else if (strategy_->num_local_replicas() == 1) {
-      options.inter_op_pool = inline_pool_.get();
-    } else {
-      options.inter_op_threads = strategy_->num_local_replicas();
-    }
-    STRATA_ASSIGN_OR_RETURN(session_, Session::Create(g_->root, options));
-    if (o_.checkpoint_dir.empty()) return session_->Run({}, {}, {g_->init->name()}, nullptr);
-    STRATA_ASSIGN_OR_RETURN(manager_, CheckpointManager::Create(g_->checkpoint.get(), o_.checkpoint_dir, o_.max_to_keep));
-    STRATA_ASSIGN_OR_RETURN(Restored restored, manager_->RestoreOrInitialize(session_.get(), g_->init));
-    for (const absl::Status& s : restored.skipped) Log(absl::StrCat("skipping checkpoint: ", s.ToString()));
-    r_->start_step = restored.step;
-    r_->resumed_from = restored.prefix;
-    if (!restored.prefix.empty()) Log(absl::StrCat("resumed from ", restored.prefix, " at step ", restored.step));
-    return absl::OkStatus();
-  }
-
-  absl::Status Run() {
-    STRATA_ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(chief_ ? o_.metrics_out : ""));
-    if (chief_ && !o_.tensorboard_dir.empty()) {
-      STRATA_ASSIGN_OR_RETURN(tensorboard_, TensorBoardWriter::Create(o_.tensorboard_dir));
-    }
-    ProgressLine progress(log_, log_ == nullptr, r_->start_step, r_->total_steps, o_.log_every_steps,
-                          o_.global_batch_size);
-    for (Callback* cb : o_.callbacks) cb->OnTrainBegin(r_->start_step, r_->total_steps);
-    const Clock::time_point t0 = Clock::now();
-    Clock::time_point prev = t0;
-    epoch_start_ = t0;
-    int64_t step = r_->start_step;
-    while (step < r_->total_steps && !StopRequested() && !preempted_) {
-      STRATA_RETURN_IF_ERROR(Step());
-      ++step;
-      const Clock::time_point now = Clock::now();
-      const double dt = Seconds(now - prev);
-      prev = now;
-      const double rate = dt > 0 ? o_.global_batch_size / dt : 0;
-      metrics_->Step(step, r_->final_loss, rate, Seconds(now - t0));
-      if (tensorboard_ != nullptr && o_.tensorboard_update_steps > 0 && step % o_.tensorboard_update_steps == 0) {
-        STRATA_RETURN_IF_ERROR(tensorboard_->Step(
-            step, {{"loss", r_->final_loss}, {"learning_rate", learning_rate_}, {"examples_per_sec", rate}}));
-      }
-      progress.Update(step, r_->final_loss);
-      for (Callback* cb : o_.callbacks) cb->OnStepEnd(step, {{"loss", r_->final_loss}});
-      epoch_loss_ += r_->final_loss;
-      ++epoch_steps_;
-      if (steps_per_epoch_ > 0 && step % steps_per_epoch_ == 0) STRATA_RETURN_IF_ERROR(EndEpoch(step));
-      if (o_.save_every_steps > 0 && step % o_.save_every_steps == 0) STRATA_RETURN_IF_ERROR(Save(step));
-    }
-    r_->final_step = step;
-    r_->preempted = preempted_;
-    r_->stopped_early = step < r_->total_steps && !preempted_;
-    if (preempted_) Log(absl::StrCat("preempted: saving at step ", step, " and stopping"));
-    r_->train_seconds = Seconds(Clock::now() - t0);
-    r_->examples_per_sec =
-        r_->train_seconds > 0
-            ? static_cast<double>(step - r_->start_step) * o_.global_batch_size / r_->train_seconds
-            : 0;
-    return Finish(step);
-  }
-
- private:
-  void Log(const std::string& line) {
-    if (log_ == nullptr) return;
-    std::fprintf(log_, "fit: %s\n", line.c_str());
-    std::fflush(log_);
-  }
-
-  bool StopRequested() const {
-    return std::any_of(o_.callbacks.begin(), o_.callbacks.end(), [](const Callback* c) { return c->stop_requested(); });
-  }
-
-  // One step: the next global batch and this worker's preemption flag in,
-  // the step's loss and whether any worker is being preempted out.
-  absl::Status Step() {
-    std::vector<std::pair<std::string, Tensor>> feeds;
-    bool end = false;
-    STRATA_RETURN_IF_ERROR(g_->input->GetNext(&feeds, &end));
-    if (end) return absl::InternalError("Fit: the repeated input ended");
-    const double mine = preemption_.requested() ? 1 : 0;
-    const DataType dt = g_->loss_and_flag.node()->output_type(g_->loss_and_flag.index());
-    for (const std::string& name : g_->preempt_feeds) {
-      feeds.emplace_back(name, dt == DT_DOUBLE ? Tensor::Scalar<double>(mine)
-                                               : Tensor::Scalar<float>(static_cast<float>(mine)));
-    }
-    // Steps [start + warm-up, + trace_steps) of this run are traced.
-    const int64_t done = steps_run_++;
-    const bool traced = !o_.trace_out.empty() && done >= o_.trace_warmup_steps &&
-                        done < o_.trace_warmup_steps + o_.trace_steps;
-    RunOptions ro;
-    ro.tracer = traced ? &tracer_ : nullptr;
-    const int64_t t0 = traced ? StepTracer::NowNanos() : 0;
-    std::vector<Tensor> out;
-    std::vector<std::string> fetches = {g_->loss_and_flag.name()};
-    const bool fetch_rate = tensorboard_ != nullptr && g_->learning_rate.ok();
-    if (fetch_rate) fetches.push_back(g_->learning_rate.name());
-    STRATA_RETURN_IF_ERROR(session_->Run(ro, feeds, fetches, {g_->train_op->name()}, &out, nullptr));
-    if (fetch_rate) learning_rate_ = *out[1].data<double>();
-    if (traced) {
-      tracer_.RecordSpan(absl::StrCat("step ", r_->start_step + done + 1), t0, StepTracer::NowNanos());
-      ++traced_steps_;
-    }
-    const Tensor& v = out[0];
-    r_->final_loss = dt == DT_DOUBLE ? v.data<double>()[0] : v.data<float>()[0];
-    const double flag = dt == DT_DOUBLE ? v.data<double>()[1] : v.data<float>()[1];
-    preempted_ = flag > 0;
-    return absl::OkStatus();
-  }
-
-  absl::Status EndEpoch(int64_t step) {
-    Logs logs = {{"loss", epoch_loss_ / static_cast<double>(epoch_steps_)}};
-    const Clock::time_point now = Clock::now();
-    const double epoch_seconds = Seconds(now - epoch_start_);
-    epoch_start_ = now;
-    if (validation_ != nullptr) {
-      STRATA_ASSIGN_OR_RETURN(r_->validation, Evaluate(session_.get(), *g_, validation_));
-      logs.insert(r_->validation.begin(), r_->validation.end());
-      evaluated_at_ = step;
-    }
-    const int64_t epoch = step / steps_per_epoch_;
-    metrics_->Line(absl::StrCat("{\"epoch\":", epoch, ",\"step\":", step, LogsJson(logs), "}"));
-    if (tensorboard_ != nullptr) {
-      const double rate = epoch_seconds > 0 ? epoch_steps_ * o_.global_batch_size / epoch_seconds : 0;
-      STRATA_RETURN_IF_ERROR(tensorboard_->Epoch(
-          epoch, {{"loss", logs["loss"]}, {"learning_rate", learning_rate_}, {"examples_per_sec", rate}},
-          validation_ != nullptr ? r_->validation : Logs()));
-    }
-    for (Callback* cb : o_.callbacks) cb->OnEpochEnd(epoch, logs);
-    epoch_loss_ = 0;
-    epoch_steps_ = 0;
-    return absl::OkStatus();
-  }
-
-  // The chief writes the checkpoints.
-  absl::Status Save(int64_t step) {
-    if (!chief_ || manager_ == nullptr || saved_step_ == step) return absl::OkStatus();
-    STRATA_ASSIGN_OR_RETURN(r_->final_checkpoint, manager_->Save(session_.get(), step));
-    saved_step_ = step;
-    metrics_->Flush();
-    return absl::OkStatus();
-  }
-
-  absl::Status Finish(int64_t step) {
-    if (validation_ != nullptr && evaluated_at_ != step && !preempted_) {
-      STRATA_ASSIGN_OR_RETURN(r_->validation, Evaluate(session_.get(), *g_, validation_));
-    }
-    STRATA_RETURN_IF_ERROR(Save(step));
-    if (traced_steps_ > 0) STRATA_RETURN_IF_ERROR(tracer_.WriteChromeTrace(TracePath()));
-    Logs logs = r_->validation;
-    logs["loss"] = r_->final_loss;
-    for (Callback* cb : o_.callbacks) cb->OnTrainEnd(logs);
-    metrics_->Line(absl::StrCat("{\"final\":true,\"step\":", step, ",\"start_step\":", r_->start_step,
-                                LogsJson(logs), ",\"train_seconds\":", JsonNumber(r_->train_seconds),
-                                ",\"examples_per_sec\":", JsonNumber(r_->examples_per_sec), "}"));
-    metrics_->Flush();
-    if (tensorboard_ != nullptr) STRATA_RETURN_IF_ERROR(tensorboard_->Close());
-    return absl::OkStatus();
-  }
-
-  // Where this worker's trace goes: trace_out on the chief, with
-  // ".worker<i>" before the extension on worker i.
-  std::string TracePath() const {
-    return chief_ ? o_.trace_out : WorkerPath(o_.trace_out, strategy_->worker_index());
-  }
-
-  distribute::Strategy* const strategy_;
-  FitGraph* const g_;
-  const data::DatasetPtr validation_;
-  const FitOptions& o_;
-  const int64_t steps_per_epoch_;
-  FitResult* const r_;
-  const bool chief_;
-  FILE* const log_;
-  std::unique_ptr<InlinePool> inline_pool_ = std::make_unique<InlinePool>();  // outlives the session
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<CheckpointManager> manager_;
-  std::unique_ptr<MetricsWriter> metrics_;
-  std::unique_ptr<TensorBoardWriter> tensorboard_;  // the chief's, with tensorboard_dir
-  double learning_rate_ = 0;                        // the last step's, fetched for TensorBoard
-  Clock::time_point epoch_start_ = Clock::now();
-  StepTracer tracer_;
-  int64_t steps_run_ = 0;      // by this run
-  int64_t traced_steps_ = 0;
-  PreemptionWatcher preemption_;  // SIGTERM, for the run's length
-  bool preempted_ = false;
-  int64_t saved_step_ = -1;
-  int64_t evaluated_at_ = -1;
-  double epoch_loss_ = 0;
-  int64_t epoch_steps_ = 0;
-};
-
 class FitPredictor : public Predictor {
  public:
   FitPredictor(std::unique_ptr<FitGraph> g, std::pair<std::unique_ptr<InlinePool>, std::unique_ptr<Session>> s)
@@ -542,7 +291,21 @@ absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FitGraph> g,
                           BuildGraph(strategy, model, optimizer, std::move(batches), specs));
   STRATA_RETURN_IF_ERROR(TrackState(g.get(), o));
-  Loop loop(strategy, g.get(), validation, o, steps_per_epoch, &result);
+  StepGraph step;
+  step.root = &g->root;
+  step.input = g->input.get();
+  step.loss_and_flag = g->loss_and_flag;
+  step.preempt_feeds = g->preempt_feeds;
+  step.train_op = g->train_op;
+  step.learning_rate = g->learning_rate;
+  step.init = g->init;
+  step.checkpoint = g->checkpoint.get();
+  LoopHooks hooks;
+  hooks.steps_per_epoch = steps_per_epoch;
+  if (validation != nullptr) {
+    hooks.evaluate = [&g, &validation](Session* s) { return Evaluate(s, *g, validation); };
+  }
+  TrainLoop loop(strategy, step, o, std::move(hooks), &result);
   STRATA_RETURN_IF_ERROR(loop.Start());
   STRATA_RETURN_IF_ERROR(loop.Run());
   if (!result.preempted) result.predictor = std::make_shared<FitPredictor>(std::move(g), loop.ReleaseSession());

@@ -193,6 +193,7 @@ struct FitResult {
   double examples_per_sec = 0;
   bool stopped_early = false;   // a callback asked
   bool preempted = false;       // a worker got SIGTERM; saved at final_step
+  int64_t traced_steps = 0;     // steps written to trace_out
   std::shared_ptr<Predictor> predictor;  // the trained model; null when preempted
 };
 

@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
   c.input_sharding = absl::GetFlag(FLAGS_input_sharding);
   c.trace_out = absl::GetFlag(FLAGS_trace_out);
   c.trace_steps = absl::GetFlag(FLAGS_trace_steps);
+  c.tensorboard_dir = absl::GetFlag(FLAGS_tensorboard_dir);
+  c.tensorboard_update_steps = absl::GetFlag(FLAGS_tensorboard_update_steps);
   c.prefetch = absl::GetFlag(FLAGS_prefetch);
   c.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   c.quiet = absl::GetFlag(FLAGS_quiet);

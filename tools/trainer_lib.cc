@@ -23,14 +23,13 @@
 #include "base/status.h"
 #include "data/digits/find_digits.h"
 #include "fit/checkpoint.h"
+#include "fit/loop.h"
 #include "fit/optimizers.h"
 #include "fit/progress.h"
 #include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
-#include "runtime/inline_pool.h"
 #include "runtime/session.h"
-#include "runtime/trace.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
@@ -87,7 +86,9 @@ struct TrainGraph {
   distribute::Strategy* strategy = nullptr;  // not owned; outlives the graph
   Scope root = Scope::NewRootScope();
   std::unique_ptr<distribute::DistributedDataset> input;
-  Output loss;                    // the step's loss, mean over the replicas
+  // The step's [loss, preempted], means over the replicas (fit/loop.h).
+  Output loss_and_flag;
+  std::vector<std::string> preempt_feeds;
   Node* train_op = nullptr;
   Output eval_x, eval_y, eval_loss, eval_accuracy;
   Node* init = nullptr;
@@ -165,7 +166,7 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
     Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
     STRATA_ASSIGN_OR_RETURN(Node* train_op,
                             train::Minimize(ctx.scope(), loss, g->model->reads(), g->optimizer.get()));
-    return distribute::ReplicaResult{{loss}, {train_op}};
+    return distribute::ReplicaResult{{fit::StackPreemptionFlag(ctx.scope(), loss, &g->preempt_feeds)}, {train_op}};
   };
   STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, s.Run(root, step_fn, inputs));
   // Weights, and up to two optimizer slots each, must fit in memory; refuse
@@ -175,8 +176,8 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
         "--hidden / --model: the model has ", g->model->num_parameters(),
         " parameters, more than the ", kMaxParameters, " this trainer holds"));
   }
-  STRATA_ASSIGN_OR_RETURN(g->loss, s.Reduce(root.NewSubScope("loss"), distribute::ReduceOp::kMean,
-                                            step.values[0]));
+  STRATA_ASSIGN_OR_RETURN(g->loss_and_flag, s.Reduce(root.NewSubScope("loss"), distribute::ReduceOp::kMean,
+                                                     step.values[0]));
   g->train_op = step.op;
 
   // Evaluation outside the step: reads the primary copies, on the first
@@ -287,6 +288,7 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   }
   STRATA_RETURN_IF_ERROR(fit::ValidateStrategyConfig(c));
   if (c.trace_steps < 1) return bad("trace_steps", "must be >= 1");
+  if (c.tensorboard_update_steps < 0) return bad("tensorboard_update_steps", "must be >= 0");
   absl::StatusOr<data::AutoShardPolicy> sharding = data::ParseAutoShardPolicy(c.input_sharding);
   if (!sharding.ok() || *sharding == data::AutoShardPolicy::kOff) {
     return bad("input_sharding", absl::StrCat("unknown policy '", c.input_sharding,
@@ -301,8 +303,6 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
                                     FILE* log) {
   TrainerResult result;
   auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy);
-  // Only the chief writes checkpoints (every worker reads them).
-  const bool writes_checkpoints = multi_worker == nullptr || multi_worker->is_chief();
   const int replicas = strategy->num_replicas_in_sync();
   if (c.global_batch_size % replicas != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -311,10 +311,13 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
         " (each replica takes an equal share of every global batch); use a multiple of ", replicas));
   }
   if (!c.trace_out.empty()) {
-    // Found unwritable now rather than after the run.
-    FILE* f = std::fopen(c.trace_out.c_str(), "w");
+    // Found unwritable now rather than after the run (each worker writes
+    // its own, fit/loop.h).
+    const std::string mine = strategy->worker_index() == 0 ? c.trace_out
+                                                            : fit::WorkerPath(c.trace_out, strategy->worker_index());
+    FILE* f = std::fopen(mine.c_str(), "w");
     if (f == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--trace_out=", c.trace_out,
+      return absl::InvalidArgumentError(absl::StrCat("--trace_out=", mine,
                                                      ": cannot open for writing: ", std::strerror(errno)));
     }
     std::fclose(f);
@@ -475,152 +478,80 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
         kStatsStddev, DT_FLOAT, f, [&stddev]() -> absl::StatusOr<Tensor> { return stddev; },
         already_restored_tensor));
   }
-  std::unique_ptr<fit::CheckpointManager> saver;
-  if (manager != nullptr) {
-    manager.reset();  // it found the checkpoint to resume from; `saver` writes
-    STRATA_ASSIGN_OR_RETURN(saver, fit::CheckpointManager::Create(g->checkpoint.get(), c.checkpoint_dir,
-                                                                  c.max_to_keep));
+  manager.reset();  // it found the checkpoint to resume from; the loop's writes
+  // 4. The library's loop (fit/loop.h): the session, the restore, the
+  // steps, the saves on the chief, the reports; then the test set.
+  fit::FitOptions o;
+  o.global_batch_size = c.global_batch_size;
+  o.steps = result.total_steps;
+  o.checkpoint_dir = c.checkpoint_dir;
+  o.save_every_steps = c.save_every_steps;
+  o.max_to_keep = c.max_to_keep;
+  o.metrics_out = c.metrics_out;
+  o.log_every_steps = c.log_every_steps;
+  o.quiet = c.quiet;
+  o.log = log;
+  o.trace_out = c.trace_out;
+  o.trace_steps = c.trace_steps;
+  o.trace_warmup_steps = kTraceWarmupSteps;
+  o.inter_op_threads = c.inter_op_threads;
+  o.tensorboard_dir = c.tensorboard_dir;
+  o.tensorboard_update_steps = c.tensorboard_update_steps;
+  fit::StepGraph step;
+  step.root = &g->root;
+  step.input = g->input.get();
+  step.loss_and_flag = g->loss_and_flag;
+  step.preempt_feeds = g->preempt_feeds;
+  step.train_op = g->train_op;
+  step.learning_rate = g->optimizer->applied_learning_rate();
+  step.init = g->init;
+  step.checkpoint = g->checkpoint.get();
+  fit::LoopHooks hooks;
+  hooks.steps_per_epoch = steps_per_epoch;
+  hooks.log_prefix = "trainer";
+  hooks.nonfinite_hint = "try a smaller --learning_rate";
+  hooks.final_logs = [&](Session* session) -> absl::StatusOr<fit::Logs> {
+    STRATA_ASSIGN_OR_RETURN(std::vector<double> eval, EvaluateSums(session, *g, data));
+    if (plan.by_file()) {
+      // Every worker's test examples: the same figures on every worker.
+      STRATA_ASSIGN_OR_RETURN(eval, SumAcrossWorkers(strategy, eval));
+    }
+    if (eval[2] > 0) {
+      result.test_loss = eval[0] / eval[2];
+      result.test_accuracy = eval[1] / eval[2];
+    }
+    const double none = std::numeric_limits<double>::quiet_NaN();  // written as null
+    return fit::Logs{{"test_accuracy", result.test_examples > 0 ? result.test_accuracy : none},
+                     {"test_loss", result.test_examples > 0 ? result.test_loss : none},
+                     {"test_examples", static_cast<double>(result.test_examples)}};
+  };
+  if (c.crash_at_step > 0) {
+    hooks.after_step = [crash = c.crash_at_step](int64_t step) {
+      if (step == crash) std::raise(SIGKILL);
+    };
   }
-  InlinePool inline_pool;  // outlives the session
-  SessionOptions options = g->strategy->session_options();
-  // This process's replicas: a multi-worker task runs only its own.
-  const int local_replicas = g->strategy->num_local_replicas();
-  if (c.inter_op_threads > 0) {
-    options.inter_op_threads = c.inter_op_threads;
-  } else if (local_replicas == 1) {
-    options.inter_op_pool = &inline_pool;
-  } else {
-    // A thread per replica, so that the replicas' partitions run side by
-    // side (each one op at a time, as on one device).
-    options.inter_op_threads = local_replicas;
-  }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(g->root, options));
-  if (reader == nullptr) {
-    STRATA_RETURN_IF_ERROR(session->Run({}, {}, {g->init->name()}, nullptr));
-  } else {
-    STRATA_RETURN_IF_ERROR(g->checkpoint->Restore(session.get(), *reader));
-    Log(log, c.quiet, absl::StrCat("resumed from ", reader->prefix(), " at step ", result.start_step));
-    reader.reset();
-  }
+  fit::FitResult fr;
+  fr.total_steps = result.total_steps;
+  fit::TrainLoop loop(strategy, step, o, std::move(hooks), &fr);
+  STRATA_RETURN_IF_ERROR(loop.StartFrom(std::move(reader)));
   Log(log, c.quiet, absl::StrCat(
                         c.strategy, " on ", absl::StrJoin(result.devices, ", "), " (",
                         fit::NumCpuDevices(c), " CPU device", fit::NumCpuDevices(c) > 1 ? "s" : "", ", ",
-                        IntraOpThreads(session->device_mgr()),
+                        IntraOpThreads(loop.session()->device_mgr()),
                         " intra-op thread(s) each)"));
   Log(log, c.quiet, absl::StrCat(c.model, " with ", g->model->num_parameters(), " parameters; ",
                                  result.train_examples, " training and ", result.test_examples,
                                  " test examples, ", data.num_features, " features, ",
                                  data.num_classes, " classes; ", result.total_steps, " steps of ",
                                  c.global_batch_size));
-
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<fit::MetricsWriter> metrics, fit::MetricsWriter::Open(c.metrics_out));
-  int64_t saved_step = -1;
-  auto save = [&](int64_t step) -> absl::Status {
-    STRATA_ASSIGN_OR_RETURN(result.final_checkpoint, saver->Save(session.get(), step));
-    saved_step = step;
-    metrics->Flush();
-    return absl::OkStatus();
-  };
-
-  // 5. The loop: one Session::Run per step (feed the batch, fetch the loss,
-  // run the train op); the plan is built on the first step and cached.
-  if (result.start_step >= result.total_steps) {
-    Log(log, c.quiet, absl::StrCat("the checkpoint's step ", result.start_step,
-                                   " is not before the last step ", result.total_steps, "; nothing to train"));
-  }
-  fit::ProgressLine progress(log, c.quiet, result.start_step, result.total_steps, c.log_every_steps,
-                    c.global_batch_size);
-  const std::vector<std::string> fetches = {g->loss.name()};
-  const std::vector<std::string> targets = {g->train_op->name()};
-  std::vector<std::pair<std::string, Tensor>> feeds;
-  std::vector<Tensor> out;
-  // Traced steps: [trace_begin, trace_end) (0-based step indices), after
-  // the warm-up, or the run's last steps if it is shorter.
-  std::unique_ptr<StepTracer> tracer;
-  int64_t trace_begin = 0, trace_end = 0;
-  bool trace_written = false;
-  if (!c.trace_out.empty()) {
-    tracer = std::make_unique<StepTracer>();
-    trace_begin = std::max(result.start_step,
-                           std::min(result.start_step + kTraceWarmupSteps, result.total_steps - c.trace_steps));
-    trace_end = std::min(result.total_steps, trace_begin + c.trace_steps);
-  }
-  const Clock::time_point t0 = Clock::now();
-  Clock::time_point prev = t0;
-  int64_t step = result.start_step;
-  auto write_trace = [&]() -> absl::Status {
-    trace_written = true;
-    result.traced_steps = std::max<int64_t>(0, std::min(step, trace_end) - trace_begin);
-    return AnnotateStatus(tracer->WriteChromeTrace(c.trace_out), "--trace_out: ");
-  };
-  while (step < result.total_steps) {
-    bool end = false;
-    STRATA_RETURN_IF_ERROR(g->input->GetNext(&feeds, &end));
-    if (end) return absl::InternalError("the repeated input pipeline ended");
-    if (tracer != nullptr && step >= trace_begin && step < trace_end) {
-      RunOptions traced;
-      traced.tracer = tracer.get();
-      const int64_t start_ns = StepTracer::NowNanos();
-      STRATA_RETURN_IF_ERROR(session->Run(traced, feeds, fetches, targets, &out, nullptr));
-      tracer->RecordSpan(absl::StrCat("step ", step + 1), start_ns, StepTracer::NowNanos());
-    } else {
-      STRATA_RETURN_IF_ERROR(session->Run(feeds, fetches, targets, &out));
-    }
-    ++step;
-    if (tracer != nullptr && step == trace_end) {
-      STRATA_RETURN_IF_ERROR(write_trace());
-      Log(log, c.quiet, absl::StrCat("wrote the trace of steps ", trace_begin + 1, "-", trace_end,
-                                     " to ", c.trace_out));
-    }
-    const double loss = *out[0].data<float>();
-    const Clock::time_point now = Clock::now();
-    const double dt = fit::Seconds(now - prev);
-    prev = now;
-    metrics->Step(step, loss, dt > 0 ? c.global_batch_size / dt : 0, fit::Seconds(now - t0));
-    progress.Update(step, loss);
-    if (!std::isfinite(loss)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the loss became ", loss, " at step ", step, "; try a smaller --learning_rate"));
-    }
-    if (saver != nullptr && writes_checkpoints && c.save_every_steps > 0 &&
-        step % c.save_every_steps == 0) {
-      STRATA_RETURN_IF_ERROR(save(step));
-    }
-    if (c.crash_at_step > 0 && step == c.crash_at_step) {
-      metrics->Flush();
-      std::raise(SIGKILL);
-    }
-  }
-  result.final_step = step;
-  result.train_seconds = fit::Seconds(Clock::now() - t0);
-  if (step > result.start_step && result.train_seconds > 0) {
-    result.examples_per_sec = static_cast<double>(step - result.start_step) * c.global_batch_size /
-                              result.train_seconds;
-  }
-  if (saver != nullptr && writes_checkpoints && saved_step != step) {
-    STRATA_RETURN_IF_ERROR(save(step));
-  }
-  if (tracer != nullptr && !trace_written) STRATA_RETURN_IF_ERROR(write_trace());
-
-  // 6. Test-set evaluation and the final metrics line.
-  STRATA_ASSIGN_OR_RETURN(std::vector<double> eval, EvaluateSums(session.get(), *g, data));
-  if (plan.by_file()) {
-    // Every worker's test examples: the same figures on every worker.
-    STRATA_ASSIGN_OR_RETURN(eval, SumAcrossWorkers(strategy, eval));
-  }
-  if (eval[2] > 0) {
-    result.test_loss = eval[0] / eval[2];
-    result.test_accuracy = eval[1] / eval[2];
-  }
-  metrics->Line(absl::StrCat("{\"final\":true,\"step\":", step, ",\"start_step\":", result.start_step,
-                             ",\"test_accuracy\":", result.test_examples > 0 ? fit::JsonNumber(result.test_accuracy) : "null",
-                             ",\"test_loss\":", result.test_examples > 0 ? fit::JsonNumber(result.test_loss) : "null",
-                             ",\"test_examples\":", result.test_examples,
-                             ",\"train_seconds\":", fit::JsonNumber(result.train_seconds),
-                             ",\"examples_per_sec\":", fit::JsonNumber(result.examples_per_sec), "}"));
-  metrics->Flush();
+  STRATA_RETURN_IF_ERROR(loop.Run());
+  result.final_step = fr.final_step;
+  result.train_seconds = fr.train_seconds;
+  result.examples_per_sec = fr.examples_per_sec;
+  result.final_checkpoint = fr.final_checkpoint;
+  result.traced_steps = fr.traced_steps;
   if (result.test_examples > 0) {
-    Log(log, c.quiet, absl::StrCat("step ", step, ": test accuracy ", fit::JsonNumber(result.test_accuracy),
+    Log(log, c.quiet, absl::StrCat("step ", result.final_step, ": test accuracy ", fit::JsonNumber(result.test_accuracy),
                                    ", test loss ", fit::JsonNumber(result.test_loss), " (", result.test_examples,
                                    " examples); ", fit::JsonNumber(result.examples_per_sec), " examples/s"));
   }
@@ -654,7 +585,6 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
     // but every worker's trace (a straggler shows only in its own), as
     // trace.worker1.json beside the chief's trace.json.
     c.metrics_out.clear();
-    if (!c.trace_out.empty()) c.trace_out = fit::WorkerPath(c.trace_out, multi_worker->worker_index());
     c.quiet = true;  // the chief reports progress; errors still reach stderr
   }
   // The cluster's error fails this worker's collectives, so the step in

@@ -135,6 +135,9 @@ struct TrainerConfig : fit::StrategyConfig {
   // A Chrome trace of trace_steps steps after warm-up is written here.
   std::string trace_out;
   int64_t trace_steps = 3;
+  // TensorBoard event files (fit/tensorboard.h) here, by the chief.
+  std::string tensorboard_dir;
+  int64_t tensorboard_update_steps = 1;
   // Testing: right after this step (and its checkpoint, if any), the
   // process kills itself with SIGKILL, as a crash would.
   int64_t crash_at_step = 0;

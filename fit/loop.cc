@@ -1,0 +1,287 @@
+#include "fit/loop.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
+
+namespace strata {
+namespace fit {
+namespace {
+
+// SIGTERM (a scheduler's preemption notice) while a loop runs: the handler
+// only sets a flag, which the loop sends to every worker with the next step.
+std::atomic<bool> g_sigterm{false};
+extern "C" void OnSigterm(int) { g_sigterm.store(true); }
+
+std::string LogsJson(const Logs& logs) {
+  std::string out;
+  for (const auto& [name, value] : logs) absl::StrAppend(&out, ",\"", name, "\":", JsonNumber(value));
+  return out;
+}
+
+}  // namespace
+
+class PreemptionWatcher {
+ public:
+  PreemptionWatcher() {
+    g_sigterm.store(false);
+    struct sigaction sa = {};
+    sa.sa_handler = OnSigterm;
+    sigemptyset(&sa.sa_mask);
+    installed_ = sigaction(SIGTERM, &sa, &previous_) == 0;
+  }
+  ~PreemptionWatcher() {
+    if (installed_) sigaction(SIGTERM, &previous_, nullptr);
+  }
+  PreemptionWatcher(const PreemptionWatcher&) = delete;
+  PreemptionWatcher& operator=(const PreemptionWatcher&) = delete;
+  bool requested() const { return g_sigterm.load(); }
+
+ private:
+  struct sigaction previous_ = {};
+  bool installed_ = false;
+};
+
+Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds) {
+  if (!scope.ok() || !loss.ok()) return Output();
+  const DataType dt = loss.node()->output_type(loss.index());
+  Output flag = ops::Placeholder(scope.WithOpName("preempted"), dt, PartialTensorShape({}));
+  preempt_feeds->push_back(flag.name());
+  return ops::Stack(scope.WithOpName("loss_and_flag"), {loss, flag});
+}
+
+TrainLoop::TrainLoop(distribute::Strategy* strategy, const StepGraph& graph, const FitOptions& options,
+                     LoopHooks hooks, FitResult* result)
+    : strategy_(strategy),
+      g_(graph),
+      o_(options),
+      hooks_(std::move(hooks)),
+      r_(result),
+      chief_(strategy->worker_index() == 0),
+      log_(chief_ && !options.quiet ? options.log : nullptr) {}
+
+TrainLoop::~TrainLoop() = default;
+
+absl::Status TrainLoop::MakeSession() {
+  SessionOptions options = strategy_->session_options();
+  if (o_.inter_op_threads > 0) {
+    options.inter_op_threads = o_.inter_op_threads;
+  } else if (strategy_->num_local_replicas() == 1) {
+    options.inter_op_pool = inline_pool_.get();
+  } else {
+    // A thread per local replica, so that the replicas' partitions run
+    // side by side.
+    options.inter_op_threads = strategy_->num_local_replicas();
+  }
+  STRATA_ASSIGN_OR_RETURN(session_, Session::Create(*g_.root, options));
+  if (!o_.checkpoint_dir.empty()) {
+    STRATA_ASSIGN_OR_RETURN(manager_, CheckpointManager::Create(g_.checkpoint, o_.checkpoint_dir, o_.max_to_keep));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainLoop::Start() {
+  STRATA_RETURN_IF_ERROR(MakeSession());
+  if (manager_ == nullptr) return session_->Run({}, {}, {g_.init->name()}, nullptr);
+  STRATA_ASSIGN_OR_RETURN(Restored restored, manager_->RestoreOrInitialize(session_.get(), g_.init));
+  for (const absl::Status& s : restored.skipped) Log(absl::StrCat("skipping checkpoint: ", s.ToString()));
+  r_->start_step = restored.step;
+  r_->resumed_from = restored.prefix;
+  if (!restored.prefix.empty()) Log(absl::StrCat("resumed from ", restored.prefix, " at step ", restored.step));
+  return absl::OkStatus();
+}
+
+absl::Status TrainLoop::StartFrom(std::unique_ptr<CheckpointReader> reader) {
+  STRATA_RETURN_IF_ERROR(MakeSession());
+  if (reader == nullptr) return session_->Run({}, {}, {g_.init->name()}, nullptr);
+  STRATA_ASSIGN_OR_RETURN(r_->start_step, CheckpointStep(*reader));
+  STRATA_RETURN_IF_ERROR(g_.checkpoint->Restore(session_.get(), *reader));
+  r_->resumed_from = reader->prefix();
+  Log(absl::StrCat("resumed from ", r_->resumed_from, " at step ", r_->start_step));
+  return absl::OkStatus();
+}
+
+void TrainLoop::Log(const std::string& line) {
+  if (log_ == nullptr) return;
+  std::fprintf(log_, "%s: %s\n", hooks_.log_prefix.c_str(), line.c_str());
+  std::fflush(log_);
+}
+
+bool TrainLoop::StopRequested() const {
+  return std::any_of(o_.callbacks.begin(), o_.callbacks.end(), [](const Callback* c) { return c->stop_requested(); });
+}
+
+absl::Status TrainLoop::Run() {
+  preemption_ = std::make_unique<PreemptionWatcher>();
+  STRATA_ASSIGN_OR_RETURN(metrics_, MetricsWriter::Open(chief_ ? o_.metrics_out : ""));
+  if (chief_ && !o_.tensorboard_dir.empty()) {
+    STRATA_ASSIGN_OR_RETURN(tensorboard_, TensorBoardWriter::Create(o_.tensorboard_dir));
+  }
+  if (r_->start_step >= r_->total_steps) {
+    Log(absl::StrCat("the checkpoint's step ", r_->start_step, " is not before the last step ", r_->total_steps,
+                     "; nothing to train"));
+  }
+  if (!o_.trace_out.empty()) {
+    // After the warm-up, or the run's last steps if it is shorter.
+    trace_begin_ = std::max(r_->start_step, std::min(r_->start_step + o_.trace_warmup_steps,
+                                                     r_->total_steps - o_.trace_steps));
+    trace_end_ = std::min(r_->total_steps, trace_begin_ + o_.trace_steps);
+  }
+  ProgressLine progress(log_, log_ == nullptr, r_->start_step, r_->total_steps, o_.log_every_steps,
+                        o_.global_batch_size);
+  for (Callback* cb : o_.callbacks) cb->OnTrainBegin(r_->start_step, r_->total_steps);
+  const Clock::time_point t0 = Clock::now();
+  Clock::time_point prev = t0;
+  epoch_start_ = t0;
+  int64_t step = r_->start_step;
+  while (step < r_->total_steps && !StopRequested() && !preempted_) {
+    STRATA_RETURN_IF_ERROR(Step(step));
+    ++step;
+    if (!o_.trace_out.empty() && step == trace_end_) STRATA_RETURN_IF_ERROR(WriteTrace(step));
+    const Clock::time_point now = Clock::now();
+    const double dt = Seconds(now - prev);
+    prev = now;
+    const double rate = dt > 0 ? o_.global_batch_size / dt : 0;
+    metrics_->Step(step, r_->final_loss, rate, Seconds(now - t0));
+    progress.Update(step, r_->final_loss);
+    if (!std::isfinite(r_->final_loss)) {
+      return absl::FailedPreconditionError(absl::StrCat("the loss became ", r_->final_loss, " at step ", step,
+                                                        hooks_.nonfinite_hint.empty() ? "" : "; ",
+                                                        hooks_.nonfinite_hint));
+    }
+    if (tensorboard_ != nullptr && o_.tensorboard_update_steps > 0 && step % o_.tensorboard_update_steps == 0) {
+      Logs logs = {{"loss", r_->final_loss}, {"examples_per_sec", rate}};
+      if (g_.learning_rate.ok()) logs["learning_rate"] = learning_rate_;
+      STRATA_RETURN_IF_ERROR(tensorboard_->Step(step, logs));
+    }
+    for (Callback* cb : o_.callbacks) cb->OnStepEnd(step, {{"loss", r_->final_loss}});
+    epoch_loss_ += r_->final_loss;
+    ++epoch_steps_;
+    if (hooks_.steps_per_epoch > 0 && step % hooks_.steps_per_epoch == 0) STRATA_RETURN_IF_ERROR(EndEpoch(step));
+    if (o_.save_every_steps > 0 && step % o_.save_every_steps == 0) STRATA_RETURN_IF_ERROR(Save(step));
+    if (hooks_.after_step) {
+      metrics_->Flush();
+      hooks_.after_step(step);
+    }
+  }
+  r_->final_step = step;
+  r_->preempted = preempted_;
+  r_->stopped_early = step < r_->total_steps && !preempted_;
+  if (preempted_) Log(absl::StrCat("preempted: saving at step ", step, " and stopping"));
+  r_->train_seconds = Seconds(Clock::now() - t0);
+  r_->examples_per_sec =
+      r_->train_seconds > 0 && step > r_->start_step
+          ? static_cast<double>(step - r_->start_step) * o_.global_batch_size / r_->train_seconds
+          : 0;
+  return Finish(step);
+}
+
+// One step (0-based `step`): the next global batch and this worker's
+// preemption flag in, the step's loss and whether any worker is being
+// preempted out.
+absl::Status TrainLoop::Step(int64_t step) {
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  bool end = false;
+  STRATA_RETURN_IF_ERROR(g_.input->GetNext(&feeds, &end));
+  if (end) return absl::InternalError("the repeated input pipeline ended");
+  const double mine = preemption_->requested() ? 1 : 0;
+  const DataType dt = g_.loss_and_flag.node()->output_type(g_.loss_and_flag.index());
+  for (const std::string& name : g_.preempt_feeds) {
+    feeds.emplace_back(name, dt == DT_DOUBLE ? Tensor::Scalar<double>(mine)
+                                             : Tensor::Scalar<float>(static_cast<float>(mine)));
+  }
+  const bool traced = !o_.trace_out.empty() && step >= trace_begin_ && step < trace_end_;
+  RunOptions ro;
+  ro.tracer = traced ? &tracer_ : nullptr;
+  const int64_t t0 = traced ? StepTracer::NowNanos() : 0;
+  std::vector<Tensor> out;
+  std::vector<std::string> fetches = {g_.loss_and_flag.name()};
+  const bool fetch_rate = tensorboard_ != nullptr && g_.learning_rate.ok();
+  if (fetch_rate) fetches.push_back(g_.learning_rate.name());
+  STRATA_RETURN_IF_ERROR(session_->Run(ro, feeds, fetches, {g_.train_op->name()}, &out, nullptr));
+  if (traced) tracer_.RecordSpan(absl::StrCat("step ", step + 1), t0, StepTracer::NowNanos());
+  if (fetch_rate) learning_rate_ = *out[1].data<double>();
+  const Tensor& v = out[0];
+  r_->final_loss = dt == DT_DOUBLE ? v.data<double>()[0] : v.data<float>()[0];
+  const double flag = dt == DT_DOUBLE ? v.data<double>()[1] : v.data<float>()[1];
+  preempted_ = flag > 0;
+  return absl::OkStatus();
+}
+
+absl::Status TrainLoop::EndEpoch(int64_t step) {
+  Logs logs = {{"loss", epoch_loss_ / static_cast<double>(epoch_steps_)}};
+  const Clock::time_point now = Clock::now();
+  const double epoch_seconds = Seconds(now - epoch_start_);
+  epoch_start_ = now;
+  if (hooks_.evaluate) {
+    STRATA_ASSIGN_OR_RETURN(r_->validation, hooks_.evaluate(session_.get()));
+    logs.insert(r_->validation.begin(), r_->validation.end());
+    evaluated_at_ = step;
+  }
+  const int64_t epoch = step / hooks_.steps_per_epoch;
+  metrics_->Line(absl::StrCat("{\"epoch\":", epoch, ",\"step\":", step, LogsJson(logs), "}"));
+  if (tensorboard_ != nullptr) {
+    Logs train = {{"loss", logs["loss"]},
+                  {"examples_per_sec", epoch_seconds > 0 ? epoch_steps_ * o_.global_batch_size / epoch_seconds : 0}};
+    if (g_.learning_rate.ok()) train["learning_rate"] = learning_rate_;
+    STRATA_RETURN_IF_ERROR(tensorboard_->Epoch(epoch, train, hooks_.evaluate ? r_->validation : Logs()));
+  }
+  for (Callback* cb : o_.callbacks) cb->OnEpochEnd(epoch, logs);
+  epoch_loss_ = 0;
+  epoch_steps_ = 0;
+  return absl::OkStatus();
+}
+
+// The chief writes the checkpoints.
+absl::Status TrainLoop::Save(int64_t step) {
+  if (!chief_ || manager_ == nullptr || saved_step_ == step) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(r_->final_checkpoint, manager_->Save(session_.get(), step));
+  saved_step_ = step;
+  metrics_->Flush();
+  return absl::OkStatus();
+}
+
+// This worker's trace: trace_out on the chief, with ".worker<i>" before the
+// extension on worker i.
+absl::Status TrainLoop::WriteTrace(int64_t step) {
+  trace_written_ = true;
+  r_->traced_steps = std::max<int64_t>(0, std::min(step, trace_end_) - trace_begin_);
+  if (r_->traced_steps == 0) return absl::OkStatus();
+  const std::string path = chief_ ? o_.trace_out : WorkerPath(o_.trace_out, strategy_->worker_index());
+  STRATA_RETURN_IF_ERROR(AnnotateStatus(tracer_.WriteChromeTrace(path), "trace_out: "));
+  Log(absl::StrCat("wrote the trace of steps ", trace_begin_ + 1, "-", trace_begin_ + r_->traced_steps, " to ", path));
+  return absl::OkStatus();
+}
+
+absl::Status TrainLoop::Finish(int64_t step) {
+  if (hooks_.evaluate && evaluated_at_ != step && !preempted_) {
+    STRATA_ASSIGN_OR_RETURN(r_->validation, hooks_.evaluate(session_.get()));
+  }
+  STRATA_RETURN_IF_ERROR(Save(step));
+  if (!o_.trace_out.empty() && !trace_written_) STRATA_RETURN_IF_ERROR(WriteTrace(step));
+  Logs logs = r_->validation;
+  logs["loss"] = r_->final_loss;
+  if (hooks_.final_logs) {
+    STRATA_ASSIGN_OR_RETURN(Logs extra, hooks_.final_logs(session_.get()));
+    logs.insert(extra.begin(), extra.end());
+  }
+  for (Callback* cb : o_.callbacks) cb->OnTrainEnd(logs);
+  metrics_->Line(absl::StrCat("{\"final\":true,\"step\":", step, ",\"start_step\":", r_->start_step, LogsJson(logs),
+                              ",\"train_seconds\":", JsonNumber(r_->train_seconds),
+                              ",\"examples_per_sec\":", JsonNumber(r_->examples_per_sec), "}"));
+  metrics_->Flush();
+  if (tensorboard_ != nullptr) STRATA_RETURN_IF_ERROR(tensorboard_->Close());
+  preemption_.reset();
+  return absl::OkStatus();
+}
+
+}  // namespace fit
+}  // namespace strata
