@@ -269,7 +269,7 @@ absl::Status TrainLoop::Finish(int64_t step) {
   if (!o_.trace_out.empty() && !trace_written_) STRATA_RETURN_IF_ERROR(WriteTrace(step));
   Logs logs = r_->validation;
   logs["loss"] = r_->final_loss;
-  if (hooks_.final_logs) {
+  if (hooks_.final_logs && !preempted_) {
     STRATA_ASSIGN_OR_RETURN(Logs extra, hooks_.final_logs(session_.get()));
     logs.insert(extra.begin(), extra.end());
   }

@@ -87,7 +87,8 @@ struct LoopHooks {
   int64_t steps_per_epoch = 0;  // epoch ends every this many steps; 0: no epochs
   // Validation ("val_*" logs) at each epoch's end and at the end; null: none.
   std::function<absl::StatusOr<Logs>(Session*)> evaluate;
-  // Added to the final metrics line and OnTrainEnd's logs, after training.
+  // Added to the final metrics line and OnTrainEnd's logs, after training
+  // (not after a preemption: the notice leaves little time).
   std::function<absl::StatusOr<Logs>(Session*)> final_logs;
   // After each step and its checkpoint, if any (the metrics flushed first).
   std::function<void(int64_t step)> after_step;

@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <random>
+#include <thread>
+#include <chrono>
 #include <utility>
 #include <cmath>
 #include <string>
@@ -207,6 +210,44 @@ TEST(ExamplesTest, RegressionResumesExactlyAfterACrash) {
   int compared = 0;
   ExpectSameTensors(whole + "/ckpt-96", cut + "/ckpt-96", &compared);
   EXPECT_GT(compared, 0);
+}
+
+// Ten Fit runs killed with SIGKILL at random moments (so at random steps,
+// between or during checkpoints) and restarted end exactly on the
+// uninterrupted run's weights and final loss.
+TEST(ExamplesTest, RegressionKilledAtRandomStepsEndsExactlyWhereAnUninterruptedRunDoes) {
+  // 300 epochs of 32 steps: about 2 s a run, so every kill lands mid-run.
+  const std::vector<std::string> args = {"--epochs=300", "--save_every_steps=7"};
+  const std::string last = "/ckpt-9600";
+  auto with_metrics = [&](const std::string& dir) {
+    std::vector<std::string> a = args;
+    a.push_back("--metrics_out=" + dir + "/metrics.jsonl");
+    return a;
+  };
+  const std::string whole = TempDir("killed_whole");
+  RunToCompletion("examples/regression", with_metrics(whole), whole);
+  const double final_loss = FinalMetric(whole + "/metrics.jsonl", "loss");
+  std::mt19937 gen(20261128);
+  std::uniform_int_distribution<int> delay_ms(50, 1200);
+  for (int run = 0; run < 10; ++run) {
+    const std::string cut = TempDir(absl::StrCat("killed_", run));
+    std::vector<std::string> a = with_metrics(cut);
+    a.push_back("--checkpoint_dir=" + cut);
+    a.push_back("--quiet");
+    Process p = SpawnProgram(Runfile("examples/regression"), a, cut + "/killed_stderr.txt");
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(gen)));
+    ASSERT_EQ(kill(p.pid, SIGKILL), 0);
+    const Exit killed = Wait(p);
+    ASSERT_EQ(killed.signal, SIGKILL) << "run " << run << " ended before the kill: " << Describe(killed);
+    const int64_t reached = LastStep(cut + "/metrics.jsonl");
+    std::printf("run %d: killed at step >= %lld\n", run, static_cast<long long>(reached));
+    RunToCompletion("examples/regression", with_metrics(cut), cut);
+    SCOPED_TRACE(absl::StrCat("run ", run, " killed at step >= ", reached));
+    int compared = 0;
+    ExpectSameTensors(whole + last, cut + last, &compared);
+    EXPECT_GT(compared, 0);
+    EXPECT_EQ(FinalMetric(cut + "/metrics.jsonl", "loss"), final_loss);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 //   - a run killed with SIGKILL (by itself right after a step, or from
 //     outside while it trains) and restarted with the same flags ends with
 //     weights bitwise identical to an uninterrupted run's;
+//   - SIGTERM mid-run saves at the step the run stops after and exits 0;
+//     the relaunch ends bitwise where an uninterrupted run does;
 //   - a checkpoint with one flipped byte (index or data) is refused with
 //     DataLoss and the run resumes from the previous one, again ending
 //     bitwise identical to an uninterrupted run;
@@ -13,6 +15,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,6 +145,42 @@ TEST(TrainerTest, ExternalSigkillWhileTrainingThenResumeIsBitwiseIdentical) {
   Exit resumed = RunTrainer(flags(run), "ext_resumed");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_TRUE(absl::StrContains(resumed.err, "resumed from")) << resumed.err;
+  ExpectSameTensors(ref + "/ckpt-1200", run + "/ckpt-1200");
+}
+
+// SIGTERM (a scheduler's preemption notice) mid-run: the trainer saves a
+// checkpoint at the step it stops after and exits 0; the relaunch ends
+// bitwise where an uninterrupted run does.
+TEST(TrainerTest, SigtermSavesExitsZeroAndTheRelaunchEndsExactly) {
+  auto flags = [](const std::string& dir) {
+    return std::vector<std::string>{
+        "--model=mlp", "--hidden=512,512", "--global_batch_size=64", "--steps=1200",
+        "--save_every_steps=500", "--intra_op_threads=1", absl::StrCat("--checkpoint_dir=", dir),
+        absl::StrCat("--metrics_out=", dir, "/metrics.jsonl")};
+  };
+  const std::string ref = TempDir("term_ref"), run = TempDir("term_run");
+  ASSERT_EQ(RunTrainer(flags(ref), "term_ref").code, 0);
+
+  Process p = Spawn(flags(run), TempDir("stderr") + "/term_stopped.txt");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (LastStep(run + "/metrics.jsonl") < 200 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(kill(p.pid, SIGTERM), 0);
+  Exit stopped = Wait(p);
+  ASSERT_EQ(stopped.code, 0) << testing::Describe(stopped);
+  EXPECT_TRUE(absl::StrContains(stopped.err, "preempted: saving at step")) << stopped.err;
+  const int64_t step = static_cast<int64_t>(FinalMetric(run + "/metrics.jsonl", "step"));
+  ASSERT_GE(step, 200);
+  ASSERT_LT(step, 1200) << "the run ended before the SIGTERM";
+  // The checkpoint of the step it stopped after (not one of the periodic ones).
+  struct stat st;
+  EXPECT_EQ(stat(absl::StrCat(run, "/ckpt-", step, ".index").c_str(), &st), 0) << step;
+
+  Exit resumed = RunTrainer(flags(run), "term_resumed");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_TRUE(absl::StrContains(resumed.err, absl::StrCat("resumed from ", run, "/ckpt-", step, " at step ", step)))
+      << resumed.err;
   ExpectSameTensors(ref + "/ckpt-1200", run + "/ckpt-1200");
 }
 

@@ -550,7 +550,8 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   result.examples_per_sec = fr.examples_per_sec;
   result.final_checkpoint = fr.final_checkpoint;
   result.traced_steps = fr.traced_steps;
-  if (result.test_examples > 0) {
+  result.preempted = fr.preempted;
+  if (result.test_examples > 0 && !result.preempted) {
     Log(log, c.quiet, absl::StrCat("step ", result.final_step, ": test accuracy ", fit::JsonNumber(result.test_accuracy),
                                    ", test loss ", fit::JsonNumber(result.test_loss), " (", result.test_examples,
                                    " examples); ", fit::JsonNumber(result.examples_per_sec), " examples/s"));

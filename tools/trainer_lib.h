@@ -48,9 +48,12 @@
 // devices), and builds the model, the loss and the optimizer's update as one
 // graph with the same model code whatever the strategy: the step function
 // traced by Strategy::Run, a DistributedOptimizer, a DistributedDataset
-// splitting each global batch over the replicas. Then one Session::Run per
+// splitting each global batch over the replicas. The training library's
+// loop (fit/loop.h, the one under fit::Fit) runs it: one Session::Run per
 // step feeds the batch, fetches the loss (mean over replicas) and runs the
-// train op (the plan is built once). Checkpoints (fit/checkpoint.h) hold every variable
+// train op (the plan is built once); it saves on the chief, handles
+// SIGTERM as Fit does (every worker stops after the same step, the chief
+// saves, the run returns OK), and writes the reports. Checkpoints (fit/checkpoint.h) hold every variable
 // (weights, optimizer slots and the step counter) under the names it has on
 // one device (a mirrored variable is saved once, from its primary copy, and
 // restored into every copy), the feature statistics and, in the metadata,
@@ -62,13 +65,16 @@
 //
 // Metrics (JSON lines, appended): one per step
 //   {"step":12,"loss":0.4321,"examples_per_sec":51234.5,"elapsed_sec":0.0123}
+// one per epoch
+//   {"epoch":1,"step":44,"loss":0.8123}
 // and a final one
 //   {"final":true,"step":660,"test_accuracy":0.9722,"test_loss":0.0912,...}
 // The file is flushed at most every 100 ms, at each checkpoint and at the
-// end. Steps redone after a crash appear again.
+// end. Steps redone after a crash appear again. TensorBoard event files
+// (tensorboard_dir) carry the same figures (fit/tensorboard.h).
 //
 // Trace (trace_out): the trace_steps steps after the first
-// kTraceWarmupSteps of the run (fewer if the run is shorter), as a Chrome
+// kTraceWarmupSteps of the run (its last ones if it is shorter), as a Chrome
 // trace (runtime/trace.h): a track per device with its kernels, one with the
 // collectives, one with the steps.
 //
@@ -164,6 +170,9 @@ struct TrainerResult {
   std::string final_checkpoint;  // prefix written at the end, if any
   std::vector<std::string> devices;  // the replicas' devices (full names)
   int64_t traced_steps = 0;      // steps written to trace_out
+  // SIGTERM reached a worker: every worker stopped after final_step, the
+  // chief saved there; no test evaluation.
+  bool preempted = false;
 };
 
 // InvalidArgument naming the flag (as --name) for a setting out of range.
