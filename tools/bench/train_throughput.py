@@ -58,7 +58,7 @@ def run_strata(trainer, w, optimizer, lr):
             cmd.append(f"--learning_rate={lr}")
         subprocess.run(cmd, check=True)
         lines = [json.loads(l) for l in open(metrics)]
-    per_step = [l for l in lines if "final" not in l]
+    per_step = [l for l in lines if "elapsed_sec" in l]  # step lines (not epoch or final ones)
     a, b = per_step[warmup - 1], per_step[-1]
     return (b["step"] - a["step"]) * batch / (b["elapsed_sec"] - a["elapsed_sec"])
 
