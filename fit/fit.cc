@@ -259,10 +259,8 @@ class FitPredictor : public Predictor {
   const std::unique_ptr<Session> s_;
 };
 
-}  // namespace
-
-absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model, train::Optimizer* optimizer,
-                              data::DatasetPtr train, data::DatasetPtr validation, const FitOptions& o) {
+absl::StatusOr<FitResult> FitOnce(distribute::Strategy* strategy, const Model& model, train::Optimizer* optimizer,
+                                  data::DatasetPtr train, data::DatasetPtr validation, const FitOptions& o) {
   if (strategy == nullptr || optimizer == nullptr) return absl::InvalidArgumentError("Fit: no strategy or optimizer");
   if (!model.predict || !model.loss) return absl::InvalidArgumentError("Fit: the model needs predict and loss");
   STRATA_RETURN_IF_ERROR(ValidateOptions(o, *strategy));
@@ -310,6 +308,15 @@ absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model
   STRATA_RETURN_IF_ERROR(loop.Run());
   if (!result.preempted) result.predictor = std::make_shared<FitPredictor>(std::move(g), loop.ReleaseSession());
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<FitResult> Fit(distribute::Strategy* strategy, const Model& model, train::Optimizer* optimizer,
+                              data::DatasetPtr train, data::DatasetPtr validation, const FitOptions& o) {
+  absl::StatusOr<FitResult> r = FitOnce(strategy, model, optimizer, std::move(train), std::move(validation), o);
+  if (!r.ok()) return ReportWorkerError(strategy, r.status());
+  return r;
 }
 
 Metric MeanSquaredErrorMetric(std::string name) {

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "strategy/multi_worker_mirrored_strategy.h"
 
 namespace strata {
 namespace fit {
@@ -49,6 +50,17 @@ class PreemptionWatcher {
   struct sigaction previous_ = {};
   bool installed_ = false;
 };
+
+absl::Status ReportWorkerError(distribute::Strategy* strategy, const absl::Status& error) {
+  auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy);
+  if (error.ok() || multi_worker == nullptr) return error;
+  const absl::Status cluster = multi_worker->cluster_error();
+  if (!cluster.ok()) return absl::Status(cluster.code(), absl::StrCat("cluster error: ", cluster.message()));
+  const absl::Status mine =
+      multi_worker->NameTasks(AnnotateStatus(error, absl::StrCat(multi_worker->task_name(), ": ")));
+  multi_worker->ReportError(mine);
+  return mine;
+}
 
 Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds) {
   if (!scope.ok() || !loss.ok()) return Output();

@@ -82,6 +82,14 @@ struct StepGraph {
 // StepGraph::loss_and_flag.
 Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds);
 
+// What a worker returns for `error`, an error of its own run: under a
+// MultiWorkerMirroredStrategy, the cluster's error when it has one (this
+// worker only stopped because of it), else `error` with its ranks named as
+// tasks (NameTasks), told to every other task (ReportError) so that their
+// steps fail with it at once rather than after a heartbeat timeout. Other
+// strategies: `error` as it is. Fit does this itself.
+absl::Status ReportWorkerError(distribute::Strategy* strategy, const absl::Status& error);
+
 // What the program adds to the loop.
 struct LoopHooks {
   int64_t steps_per_epoch = 0;  // epoch ends every this many steps; 0: no epochs

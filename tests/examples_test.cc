@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "graph/tensor.h"
@@ -210,6 +211,26 @@ TEST(ExamplesTest, RegressionResumesExactlyAfterACrash) {
   int compared = 0;
   ExpectSameTensors(whole + "/ckpt-96", cut + "/ckpt-96", &compared);
   EXPECT_GT(compared, 0);
+}
+
+// A Fit worker that fails tells the others its error: the chief's run ends
+// with worker 1's own message (here: its trace file cannot be written),
+// named by task, not with a lost-peer error after a timeout.
+TEST(ExamplesTest, AFailingWorkersErrorReachesTheChief) {
+  ClusterOptions o;
+  o.program = Runfile("examples/regression");
+  o.num_workers = 2;
+  o.args = {"--epochs=200", "--quiet", "--strategy=multi_worker_mirrored"};
+  o.worker_args[1] = {"--trace_out=" + TempDir("failing_worker") + "/absent/trace.json"};
+  absl::StatusOr<std::unique_ptr<ClusterRunner>> c = ClusterRunner::Start(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<WorkerExit> ends = (*c)->Join(absl::Seconds(120));
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_NE(ends[1].code, 0) << Describe(ends[1]);
+  EXPECT_NE(ends[0].code, 0) << Describe(ends[0]);
+  for (const WorkerExit& e : ends) {
+    EXPECT_TRUE(absl::StrContains(e.err, "/job:worker/replica:0/task:1: trace_out:")) << Describe(e);
+  }
 }
 
 // Ten Fit runs killed with SIGKILL at random moments (so at random steps,

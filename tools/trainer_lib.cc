@@ -605,17 +605,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
   });
   absl::StatusOr<TrainerResult> r = Train(c, strategy.get(), log);
   if (!r.ok()) {
-    const absl::Status cluster = multi_worker->cluster_error();
-    if (!cluster.ok()) {
-      // The cause is elsewhere in the cluster; this worker's step only
-      // stopped because of it.
-      r = absl::Status(cluster.code(), absl::StrCat("cluster error: ", cluster.message()));
-    } else {
-      const absl::Status mine =
-          multi_worker->NameTasks(AnnotateStatus(r.status(), absl::StrCat(task, ": ")));
-      multi_worker->ReportError(mine);
-      r = mine;
-    }
+    r = fit::ReportWorkerError(strategy.get(), r.status());
   } else {
     const absl::Status shutdown = multi_worker->Shutdown();
     if (!shutdown.ok()) r = AnnotateStatus(shutdown, absl::StrCat(task, ": shutdown: "));
