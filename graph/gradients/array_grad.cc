@@ -42,6 +42,49 @@ absl::Status GatherV2Grad(const Scope& s, const Node& op, const OutputList& g, O
   return s.status();
 }
 
+// y = x repeated multiples[i] times along each dim i: dx is dy reshaped to
+// [m0, d0, m1, d1, ...] and summed over the m axes (0, 2, ...).
+absl::Status TileGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), multiples = OpInput(op, 1);
+  Output m = multiples.type() == DT_INT32 ? multiples : ops::Cast(s, multiples, DT_INT32);
+  Output split = ops::Reshape(s, ops::Stack(s, {m, grad::ShapeOf(s, x)}, /*axis=*/1), IntVector(s, {-1}));
+  const PartialTensorShape xs = x.shape();
+  Output axes;
+  if (!xs.unknown_rank()) {
+    std::vector<int64_t> even;
+    for (int i = 0; i < xs.dims(); ++i) even.push_back(2 * i);
+    axes = IntVector(s, even);
+  } else {
+    Output length = ops::Reshape(s, ops::Shape(s, split), IntVector(s, {}));
+    axes = ops::Range(s, ops::Const<int32_t>(s, 0), length, ops::Const<int32_t>(s, 2));
+  }
+  out->push_back(ops::Sum(s, ops::Reshape(s, g[0], split), axes));
+  out->push_back(Output());
+  return s.status();
+}
+
+// The outputs' gradients (zeros for an unused output) concatenated back
+// along the split axis.
+Output ConcatSplitGrads(const Scope& s, const Node& op, const OutputList& g, Output axis) {
+  OutputList parts;
+  for (int i = 0; i < op.num_outputs(); ++i) parts.push_back(g[i].ok() ? g[i] : ops::ZerosLike(s, OpOutput(op, i)));
+  if (parts.size() == 1) return ops::Identity(s, parts[0]);
+  return ops::Concat(s, parts, axis);
+}
+
+absl::Status SplitGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(Output());
+  out->push_back(ConcatSplitGrads(s, op, g, OpInput(op, 0)));
+  return s.status();
+}
+
+absl::Status SplitVGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(ConcatSplitGrads(s, op, g, OpInput(op, 2)));
+  out->push_back(Output());
+  out->push_back(Output());
+  return s.status();
+}
+
 // y[ids[i]] += data[i]: ddata[i] = dy[ids[i]].
 absl::Status UnsortedSegmentSumGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
   out->push_back(ops::GatherV2(s, g[0], OpInput(op, 1), grad::IntVector(s, {0})));
@@ -222,12 +265,16 @@ STRATA_REGISTER_GRADIENT("Unpack", UnpackGrad);
 STRATA_REGISTER_GRADIENT("Pad", PadGrad);
 STRATA_REGISTER_GRADIENT("BroadcastTo", BroadcastToGrad);
 STRATA_REGISTER_GRADIENT("Fill", FillGrad);
+STRATA_REGISTER_GRADIENT("Tile", TileGrad);
+STRATA_REGISTER_GRADIENT("Split", SplitGrad);
+STRATA_REGISTER_GRADIENT("SplitV", SplitVGrad);
 
 STRATA_NO_GRADIENT("Shape");
 STRATA_NO_GRADIENT("StopGradient");
 STRATA_NO_GRADIENT("ZerosLike");
 STRATA_NO_GRADIENT("OnesLike");
 STRATA_NO_GRADIENT("OneHot");
+STRATA_NO_GRADIENT("Range");
 STRATA_NO_GRADIENT("BroadcastGradientArgs");
 STRATA_NO_GRADIENT("ReducedShape");
 STRATA_NO_GRADIENT("Size");

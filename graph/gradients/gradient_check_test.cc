@@ -256,6 +256,23 @@ std::vector<GradCase> ArrayCases() {
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::Pad(s, x[0], ops::Const<int32_t>(s, {1, 0, 0, 2}, TensorShape{2, 2}))};
                }});
+  c.push_back({"Tile", "rank 2", {U({2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Tile(s, x[0], ops::Const<int32_t>(s, {2, 3}))};
+               }});
+  c.push_back({"Tile", "int64 multiples, rank 3, a 1", {U({2, 1, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Tile(s, x[0], ops::Const<int64_t>(s, {1, 3, 2}))};
+               }});
+  c.push_back({"Split", "axis 1, a part unused", {U({2, 6})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 OutputList parts = ops::Split(s, ops::Const(s, 1), x[0], 3);
+                 return {parts[0], parts[2]};
+               }});
+  c.push_back({"SplitV", "axis 0, sizes 1 and -1", {U({4, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return ops::SplitV(s, x[0], ops::Const<int64_t>(s, {1, -1}), ops::Const(s, 0), 2);
+               }});
   c.push_back({"Unpack", "axis 0", {U({3, 2})},
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return ops::Unstack(s, x[0], 3, 0);

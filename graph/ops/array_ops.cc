@@ -1,6 +1,7 @@
 #include "graph/ops/array_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
@@ -550,7 +551,196 @@ absl::Status OneHotShapeFn(InferenceContext& c) {
   return SetOrAnnotate(c, OneHotOutputShape(c.input(0), depth, axis));
 }
 
+// A scalar input's value as a double (Range's float types) or int64 when it
+// is a constant; nullopt when it is not.
+std::optional<double> ConstScalarAsDouble(InferenceContext& c, int i) {
+  const Tensor* t = c.input_tensor(i);
+  if (t == nullptr || t->NumElements() != 1) return std::nullopt;
+  switch (t->dtype()) {
+    case DT_FLOAT: return static_cast<double>(*t->data<float>());
+    case DT_DOUBLE: return *t->data<double>();
+    case DT_INT32: return static_cast<double>(*t->data<int32_t>());
+    case DT_INT64: return static_cast<double>(*t->data<int64_t>());
+    default: return std::nullopt;
+  }
+}
+
+absl::Status RangeShapeFn(InferenceContext& c) {
+  PartialTensorShape unused;
+  for (int i = 0; i < 3; ++i) STRATA_RETURN_IF_ERROR(c.WithRank(i, 0, &unused));
+  const std::optional<double> start = ConstScalarAsDouble(c, 0), limit = ConstScalarAsDouble(c, 1),
+                              delta = ConstScalarAsDouble(c, 2);
+  if (!start || !limit || !delta) {
+    c.set_output(0, PartialTensorShape({-1}));
+    return absl::OkStatus();
+  }
+  const bool integral = c.input_type(0) == DT_INT32 || c.input_type(0) == DT_INT64;
+  absl::StatusOr<int64_t> n =
+      integral ? RangeLength(static_cast<int64_t>(*start), static_cast<int64_t>(*limit), static_cast<int64_t>(*delta))
+               : RangeLength(*start, *limit, *delta);
+  if (!n.ok()) return c.Annotate(n.status());
+  c.set_output(0, PartialTensorShape({*n}));
+  return absl::OkStatus();
+}
+
+absl::Status TileShapeFn(InferenceContext& c) {
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
+  STRATA_ASSIGN_OR_RETURN(auto multiples, ConstIntInput(c, 1, "Tile multiples"));
+  if (multiples) return SetOrAnnotate(c, TileOutputShape(c.input(0), *multiples));
+  const int rank = c.input(0).dims();
+  c.set_output(0, UnknownDimsOfLength(rank >= 0 ? rank : VectorLength(c, 1)));
+  return absl::OkStatus();
+}
+
+// Split (split_dim first) and SplitV (value first).
+absl::Status SplitShapeFn(InferenceContext& c) {
+  const bool v = c.op_def().name == "SplitV";
+  const int value = v ? 0 : 1, axis_input = v ? 2 : 0;
+  int64_t num_split = 0;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("num_split", &num_split));
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(axis_input, 0, &unused));
+  STRATA_ASSIGN_OR_RETURN(auto axis, ConstIntInput(c, axis_input, "split_dim"));
+  std::optional<std::vector<int64_t>> sizes = std::vector<int64_t>();
+  if (v) {
+    STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &unused));
+    STRATA_ASSIGN_OR_RETURN(sizes, ConstIntInput(c, 1, "SplitV size_splits"));
+  }
+  const PartialTensorShape& in = c.input(value);
+  if (!axis || !sizes) {
+    // Each part keeps the rank; its size along the (unknown) axis is unknown.
+    for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, UnknownDimsOfLength(in.dims()));
+    if (axis && !in.unknown_rank()) {
+      STRATA_ASSIGN_OR_RETURN(int a, NormalizeAxis((*axis)[0], in.dims(), "split_dim"));
+      for (int i = 0; i < c.num_outputs(); ++i) {
+        DimVector dims(in.dim_sizes().begin(), in.dim_sizes().end());
+        dims[a] = -1;
+        c.set_output(i, PartialTensorShape(dims));
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<PartialTensorShape>> shapes = SplitOutputShapes(in, (*axis)[0], num_split, *sizes);
+  if (!shapes.ok()) return c.Annotate(shapes.status());
+  for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, (*shapes)[i]);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<int64_t> RangeLength(double start, double limit, double delta) {
+  if (!std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
+    return absl::InvalidArgumentError("Range: start, limit and delta must be finite");
+  }
+  if (delta == 0) return absl::InvalidArgumentError("Range: delta must not be 0");
+  if (delta > 0 && start > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("Range: start ", start, " > limit ", limit, " with delta > 0"));
+  }
+  if (delta < 0 && start < limit) {
+    return absl::InvalidArgumentError(absl::StrCat("Range: start ", start, " < limit ", limit, " with delta < 0"));
+  }
+  const double n = std::ceil(std::abs((limit - start) / delta));
+  if (n > static_cast<double>(int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("Range: ", n, " elements is too many"));
+  }
+  return static_cast<int64_t>(n);
+}
+
+absl::StatusOr<int64_t> RangeLength(int64_t start, int64_t limit, int64_t delta) {
+  if (delta == 0) return absl::InvalidArgumentError("Range: delta must not be 0");
+  if (delta > 0 && start > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("Range: start ", start, " > limit ", limit, " with delta > 0"));
+  }
+  if (delta < 0 && start < limit) {
+    return absl::InvalidArgumentError(absl::StrCat("Range: start ", start, " < limit ", limit, " with delta < 0"));
+  }
+  // In unsigned arithmetic: |limit - start| may not fit int64.
+  const uint64_t span = delta > 0 ? static_cast<uint64_t>(limit) - static_cast<uint64_t>(start)
+                                  : static_cast<uint64_t>(start) - static_cast<uint64_t>(limit);
+  const uint64_t step = delta > 0 ? static_cast<uint64_t>(delta) : 0 - static_cast<uint64_t>(delta);
+  const uint64_t n = span / step + (span % step != 0 ? 1 : 0);
+  if (n > (uint64_t{1} << 40)) return absl::InvalidArgumentError(absl::StrCat("Range: ", n, " elements is too many"));
+  return static_cast<int64_t>(n);
+}
+
+absl::StatusOr<PartialTensorShape> TileOutputShape(const PartialTensorShape& input,
+                                                   absl::Span<const int64_t> multiples) {
+  if (input.unknown_rank()) return UnknownDimsOfLength(static_cast<int64_t>(multiples.size()));
+  if (static_cast<int>(multiples.size()) != input.dims()) {
+    return absl::InvalidArgumentError(absl::StrCat("Tile multiples must have one entry per dim of the input (",
+                                                   input.dims(), "), got ", multiples.size()));
+  }
+  DimVector out;
+  for (int i = 0; i < input.dims(); ++i) {
+    const int64_t m = multiples[i], d = input.dim_size(i);
+    if (m < 0) return absl::InvalidArgumentError(absl::StrCat("Tile multiples[", i, "] is ", m, ", must be >= 0"));
+    if (d < 0) {
+      out.push_back(m == 0 ? 0 : -1);
+      continue;
+    }
+    if (m > 0 && d > std::numeric_limits<int64_t>::max() / m) {
+      return absl::InvalidArgumentError(absl::StrCat("Tile: dim ", i, " of size ", d, " times ", m, " overflows"));
+    }
+    out.push_back(d * m);
+  }
+  PartialTensorShape shape(out);
+  if (shape.IsFullyDefined() && !shape.AsTensorShape().ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Tile: the output ", shape.DebugString(), " has too many elements"));
+  }
+  return shape;
+}
+
+absl::StatusOr<std::vector<PartialTensorShape>> SplitOutputShapes(const PartialTensorShape& input, int64_t axis,
+                                                                  int64_t num_split,
+                                                                  absl::Span<const int64_t> sizes) {
+  const char* op = sizes.empty() ? "Split" : "SplitV";
+  if (num_split < 1) return absl::InvalidArgumentError(absl::StrCat(op, ": num_split must be >= 1"));
+  if (input.unknown_rank()) return std::vector<PartialTensorShape>(num_split, PartialTensorShape::UnknownRank());
+  if (input.dims() == 0) return absl::InvalidArgumentError(absl::StrCat(op, ": cannot split a scalar"));
+  STRATA_ASSIGN_OR_RETURN(int a, NormalizeAxis(axis, input.dims(), "split_dim"));
+  const int64_t d = input.dim_size(a);
+  std::vector<int64_t> parts;
+  if (sizes.empty()) {
+    if (d >= 0 && d % num_split != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Split: dim ", a, " of size ", d,
+                                                     " does not split into ", num_split, " equal parts"));
+    }
+    parts.assign(num_split, d >= 0 ? d / num_split : -1);
+  } else {
+    if (static_cast<int64_t>(sizes.size()) != num_split) {
+      return absl::InvalidArgumentError(absl::StrCat("SplitV: ", sizes.size(), " size_splits for num_split ", num_split));
+    }
+    int64_t known = 0, unknown_at = -1;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] == -1 && unknown_at < 0) {
+        unknown_at = static_cast<int64_t>(i);
+        continue;
+      }
+      if (sizes[i] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("SplitV: size_splits[", i, "] is ", sizes[i],
+                                                       " (one may be -1, the rest >= 0)"));
+      }
+      if (sizes[i] > std::numeric_limits<int64_t>::max() - known) {
+        return absl::InvalidArgumentError("SplitV: size_splits overflow");
+      }
+      known += sizes[i];
+    }
+    parts.assign(sizes.begin(), sizes.end());
+    if (d >= 0 && (unknown_at < 0 ? known != d : known > d)) {
+      return absl::InvalidArgumentError(absl::StrCat("SplitV: size_splits sum to ", known, unknown_at < 0 ? "" : " (and a -1)",
+                                                     ", dim ", a, " has size ", d));
+    }
+    if (unknown_at >= 0) parts[unknown_at] = d >= 0 ? d - known : -1;
+  }
+  std::vector<PartialTensorShape> out;
+  for (int64_t p : parts) {
+    DimVector dims(input.dim_sizes().begin(), input.dim_sizes().end());
+    dims[a] = p;
+    out.emplace_back(dims);
+  }
+  return out;
+}
 
 absl::Status SetOutputFromShapeInput(InferenceContext& c, int i, const char* what) {
   PartialTensorShape unused;
@@ -687,6 +877,40 @@ STRATA_REGISTER_OP("OneHot")
     .Attr("TI: {uint8, int8, int32, int64} = int64")
     .SetShapeFn(OneHotShapeFn);
 
+STRATA_REGISTER_OP("Range")
+    .Input("start: Tidx")
+    .Input("limit: Tidx")
+    .Input("delta: Tidx")
+    .Output("output: Tidx")
+    .Attr("Tidx: {float, double, int32, int64} = int32")
+    .SetShapeFn(RangeShapeFn);
+
+STRATA_REGISTER_OP("Tile")
+    .Input("input: T")
+    .Input("multiples: Tmultiples")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("Tmultiples: " STRATA_INDEX_TYPES " = int32")
+    .SetShapeFn(TileShapeFn);
+
+STRATA_REGISTER_OP("Split")
+    .Input("split_dim: int32")
+    .Input("value: T")
+    .Output("output: num_split * T")
+    .Attr("num_split: int >= 1")
+    .Attr("T: type")
+    .SetShapeFn(SplitShapeFn);
+
+STRATA_REGISTER_OP("SplitV")
+    .Input("value: T")
+    .Input("size_splits: Tlen")
+    .Input("split_dim: int32")
+    .Output("output: num_split * T")
+    .Attr("num_split: int >= 1")
+    .Attr("T: type")
+    .Attr("Tlen: {int8, int32, int64} = int64")
+    .SetShapeFn(SplitShapeFn);
+
 #undef STRATA_INDEX_TYPES
 
 namespace ops {
@@ -733,6 +957,36 @@ Output Stack(const Scope& scope, const OutputList& values, int64_t axis) {
 
 Output Fill(const Scope& scope, Output dims, Output value) {
   return Out0(NodeBuilder(scope, "Fill").Input(dims).Input(value).Finalize());
+}
+
+Output Range(const Scope& scope, Output start, Output limit, Output delta) {
+  return Out0(NodeBuilder(scope, "Range").Input(start).Input(limit).Input(delta).Finalize());
+}
+
+Output Tile(const Scope& scope, Output input, Output multiples) {
+  return Out0(NodeBuilder(scope, "Tile").Input(input).Input(multiples).Finalize());
+}
+
+namespace {
+OutputList AllOutputs(Node* n) {
+  OutputList out;
+  if (n == nullptr) return out;
+  for (int i = 0; i < n->num_outputs(); ++i) out.push_back(Output(n, i));
+  return out;
+}
+}  // namespace
+
+OutputList Split(const Scope& scope, Output axis, Output value, int64_t num_split) {
+  return AllOutputs(NodeBuilder(scope, "Split").Input(axis).Input(value).Attr("num_split", num_split).Finalize());
+}
+
+OutputList SplitV(const Scope& scope, Output value, Output size_splits, Output axis, int64_t num_split) {
+  return AllOutputs(NodeBuilder(scope, "SplitV")
+                        .Input(value)
+                        .Input(size_splits)
+                        .Input(axis)
+                        .Attr("num_split", num_split)
+                        .Finalize());
 }
 
 Output ZerosLike(const Scope& scope, Output x) {

@@ -7,6 +7,9 @@
 //   Pack(values: N * T; attr axis)               Fill(dims: index_type, value: T)
 //   ZerosLike(x: T)   OnesLike(x: T)             Shape(input: T; attr out_type = int32)
 //   OneHot(indices: TI, depth: int32, on_value: T, off_value: T; attr axis = -1)
+//   Range(start: Tidx, limit: Tidx, delta: Tidx)  Tile(input: T, multiples: Tmultiples)
+//   Split(split_dim: int32, value: T; attr num_split) -> num_split * T
+//   SplitV(value: T, size_splits: Tlen, split_dim: int32; attr num_split) -> num_split * T
 //
 // Each op has a shape function that uses the constant value of its shape,
 // perm, axis, begin/size or depth input when that input is a Const, and the
@@ -115,6 +118,25 @@ absl::StatusOr<PartialTensorShape> SliceOutputShape(const PartialTensorShape& in
 absl::StatusOr<PartialTensorShape> PackOutputShape(absl::Span<const PartialTensorShape> inputs,
                                                    int64_t axis);
 
+// Range's length: ceil((limit - start) / delta) for floating types,
+// (|limit - start| + |delta| - 1) / |delta| for integers (TensorFlow's);
+// InvalidArgument for a zero delta, a delta that moves away from limit, or
+// more than 2^40 elements.
+absl::StatusOr<int64_t> RangeLength(double start, double limit, double delta);
+absl::StatusOr<int64_t> RangeLength(int64_t start, int64_t limit, int64_t delta);
+
+// Tile: dim i times multiples[i] (>= 0), one multiple per dim.
+absl::StatusOr<PartialTensorShape> TileOutputShape(const PartialTensorShape& input,
+                                                   absl::Span<const int64_t> multiples);
+
+// Split and SplitV: each output's shape, the input cut along `axis` (in
+// [-rank, rank)) into `sizes` (SplitV: at most one -1, which takes the rest;
+// they sum to the dim) or, for Split (`sizes` empty), into `num_split` equal
+// parts (the dim a multiple of num_split).
+absl::StatusOr<std::vector<PartialTensorShape>> SplitOutputShapes(const PartialTensorShape& input, int64_t axis,
+                                                                  int64_t num_split,
+                                                                  absl::Span<const int64_t> sizes);
+
 // Indices' shape with `depth` (-1 unknown) inserted at `axis` (-1: last).
 absl::StatusOr<PartialTensorShape> OneHotOutputShape(const PartialTensorShape& indices,
                                                      int64_t depth, int64_t axis);
@@ -141,6 +163,13 @@ Output OnesLike(const Scope& scope, Output x);
 Output Shape(const Scope& scope, Output input, DataType out_type = DT_INT32);
 Output OneHot(const Scope& scope, Output indices, Output depth, Output on_value,
               Output off_value, int64_t axis = -1);
+// start, limit and delta: scalars of one type (int32, int64, float, double).
+Output Range(const Scope& scope, Output start, Output limit, Output delta);
+Output Tile(const Scope& scope, Output input, Output multiples);
+// num_split equal parts along `axis` (an int32 scalar).
+OutputList Split(const Scope& scope, Output axis, Output value, int64_t num_split);
+// Parts of the sizes `size_splits` holds (one may be -1) along `axis`.
+OutputList SplitV(const Scope& scope, Output value, Output size_splits, Output axis, int64_t num_split);
 
 }  // namespace ops
 }  // namespace strata

@@ -5,6 +5,7 @@
 // are the same functions the shape inference uses.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,14 @@ absl::Status RequireScalar(const Tensor& t, const char* what) {
   if (t.dims() != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " must be a scalar, got shape ", t.shape().DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireVector(const Tensor& t, const char* what) {
+  if (t.dims() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a vector, got shape ", t.shape().DebugString()));
   }
   return absl::OkStatus();
 }
@@ -321,6 +330,127 @@ class OneHotOp : public OpKernel {
   int64_t axis_ = -1;
 };
 
+// Range: start, start + delta, ... while before limit.
+class RangeOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext& ctx) override {
+    for (int i = 0; i < 3; ++i) STRATA_RETURN_IF_ERROR(RequireScalar(ctx.input(i), "Range start, limit and delta"));
+    switch (ctx.input(0).dtype()) {
+      case DT_FLOAT: return Fill<float>(ctx);
+      case DT_DOUBLE: return Fill<double>(ctx);
+      case DT_INT32: return Fill<int32_t>(ctx);
+      case DT_INT64: return Fill<int64_t>(ctx);
+      default:
+        return absl::InvalidArgumentError(absl::StrCat("Range: unsupported type ", DataTypeString(ctx.input(0).dtype())));
+    }
+  }
+
+ private:
+  template <typename T>
+  static absl::Status Fill(OpKernelContext& ctx) {
+    const T start = *ctx.input(0).data<T>(), limit = *ctx.input(1).data<T>(), delta = *ctx.input(2).data<T>();
+    absl::StatusOr<int64_t> n = std::is_integral<T>::value
+                                    ? RangeLength(static_cast<int64_t>(start), static_cast<int64_t>(limit),
+                                                  static_cast<int64_t>(delta))
+                                    : RangeLength(static_cast<double>(start), static_cast<double>(limit),
+                                                  static_cast<double>(delta));
+    if (!n.ok()) return n.status();
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{*n}, &out));
+    T* o = out->data<T>();
+    for (int64_t i = 0; i < *n; ++i) o[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    return absl::OkStatus();
+  }
+};
+
+// Tile: the input repeated multiples[i] times along each dim i. The
+// innermost dim is copied a row at a time; outer dims repeat whole blocks
+// of the output already written.
+class TileOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    STRATA_RETURN_IF_ERROR(RequireVector(ctx.input(1), "Tile multiples"));
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> multiples, IntTensorValues(ctx.input(1), "Tile multiples"));
+    STRATA_ASSIGN_OR_RETURN(PartialTensorShape out_p, TileOutputShape(in.shape(), multiples));
+    STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, out_p.AsTensorShape());
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, out_shape, &out));
+    if (out->NumElements() == 0) return absl::OkStatus();
+    if (in.dims() == 0) {
+      std::memcpy(Bytes(*out), Bytes(in), in.TotalBytes());
+      return absl::OkStatus();
+    }
+    elem_ = DataTypeSize(in.dtype());
+    Copy(in, multiples, 0, Bytes(in), Bytes(*out));
+    return absl::OkStatus();
+  }
+
+ private:
+  // Writes the tiling of the input's block at dim `d` (starting at `src`)
+  // to `dst`; returns the bytes written.
+  size_t Copy(const Tensor& in, const std::vector<int64_t>& m, int d, const char* src, char* dst) const {
+    const int last = in.dims() - 1;
+    size_t in_block = elem_;  // bytes of one index of dim d in the input
+    for (int i = d + 1; i < in.dims(); ++i) in_block *= static_cast<size_t>(in.dim_size(i));
+    char* start = dst;
+    if (d == last) {
+      const size_t row = in_block * static_cast<size_t>(in.dim_size(d));
+      for (int64_t r = 0; r < m[d]; ++r, dst += row) std::memcpy(dst, src, row);
+      return static_cast<size_t>(dst - start);
+    }
+    for (int64_t i = 0; i < in.dim_size(d); ++i) dst += Copy(in, m, d + 1, src + i * in_block, dst);
+    const size_t once = static_cast<size_t>(dst - start);
+    for (int64_t r = 1; r < m[d]; ++r, dst += once) std::memcpy(dst, start, once);
+    return static_cast<size_t>(dst - start);
+  }
+  size_t elem_ = 0;
+};
+
+// Split and SplitV: each output takes its run of the input along the axis
+// from every outer row.
+template <bool kSizes>
+class SplitOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(kSizes ? 0 : 1);
+    const Tensor& axis_t = ctx.input(kSizes ? 2 : 0);
+    STRATA_RETURN_IF_ERROR(RequireScalar(axis_t, "split_dim"));
+    const int64_t axis_v = *axis_t.data<int32_t>();
+    std::vector<int64_t> sizes;
+    if (kSizes) {
+      STRATA_RETURN_IF_ERROR(RequireVector(ctx.input(1), "SplitV size_splits"));
+      const Tensor& s = ctx.input(1);
+      if (s.dtype() == DT_INT8) {
+        for (int64_t i = 0; i < s.NumElements(); ++i) sizes.push_back(s.data<int8_t>()[i]);
+      } else {
+        STRATA_ASSIGN_OR_RETURN(sizes, IntTensorValues(s, "SplitV size_splits"));
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<PartialTensorShape> shapes,
+                            SplitOutputShapes(in.shape(), axis_v, num_outputs(), sizes));
+    STRATA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(axis_v, in.dims(), "split_dim"));
+    const int64_t outer = DimProduct(in.shape(), 0, axis);
+    const size_t inner = static_cast<size_t>(DimProduct(in.shape(), axis + 1, in.dims())) * DataTypeSize(in.dtype());
+    const size_t in_row = inner * static_cast<size_t>(in.dim_size(axis));
+    size_t offset = 0;
+    for (int k = 0; k < num_outputs(); ++k) {
+      STRATA_ASSIGN_OR_RETURN(TensorShape shape, shapes[k].AsTensorShape());
+      Tensor* out;
+      STRATA_RETURN_IF_ERROR(ctx.allocate_output(k, shape, &out));
+      const size_t row = inner * static_cast<size_t>(shape.dim_size(axis));
+      for (int64_t r = 0; r < outer && row > 0; ++r) {
+        std::memcpy(Bytes(*out) + r * row, Bytes(in) + r * in_row + offset, row);
+      }
+      offset += row;
+    }
+    return absl::OkStatus();
+  }
+};
+
 // No dtype constraints: each kernel serves every dtype the op allows.
 // ExpandDims and Squeeze: kernels/shape_change_kernels.h.
 class ExpandDimsOp : public OpKernel {
@@ -342,6 +472,10 @@ STRATA_REGISTER_KERNEL(KernelBuilder("ConcatV2").Device(kDeviceCpu), ConcatV2Op)
 STRATA_REGISTER_KERNEL(KernelBuilder("Pack").Device(kDeviceCpu), PackOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Slice").Device(kDeviceCpu), SliceOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("OneHot").Device(kDeviceCpu), OneHotOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("Range").Device(kDeviceCpu), RangeOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("Tile").Device(kDeviceCpu), TileOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("Split").Device(kDeviceCpu), SplitOp<false>);
+STRATA_REGISTER_KERNEL(KernelBuilder("SplitV").Device(kDeviceCpu), SplitOp<true>);
 
 }  // namespace
 }  // namespace strata

@@ -533,6 +533,123 @@ TEST(OneHotTest, IndexTypesAndErrors) {
   EXPECT_FALSE(RunStatus(&dev, "OneHot", {Ints({1}), Ints({2}), on, off}).ok());
 }
 
+// ---- Range, Tile, Split, SplitV ---------------------------------------------
+
+TEST(RangeTest, IntegerAndFloatingRangesAndErrors) {
+  StandaloneCpuDevice dev;
+  ExpectSameTensor(RunOne(&dev, "Range", {Tensor::Scalar<int32_t>(2), Tensor::Scalar<int32_t>(11),
+                                          Tensor::Scalar<int32_t>(3)}),
+                   Ints({2, 5, 8}));
+  ExpectSameTensor(RunOne(&dev, "Range", {Tensor::Scalar<int64_t>(5), Tensor::Scalar<int64_t>(-1),
+                                          Tensor::Scalar<int64_t>(-2)}),
+                   Int64s({5, 3, 1}));
+  ExpectSameTensor(RunOne(&dev, "Range", {Tensor::Scalar<float>(0.f), Tensor::Scalar<float>(1.f),
+                                          Tensor::Scalar<float>(0.25f)}),
+                   Tensor::FromVector<float>({0.f, 0.25f, 0.5f, 0.75f}));
+  EXPECT_EQ(RunOne(&dev, "Range", {Tensor::Scalar<double>(1.0), Tensor::Scalar<double>(1.0),
+                                   Tensor::Scalar<double>(0.5)})
+                .NumElements(),
+            0);
+  EXPECT_THAT(RunStatus(&dev, "Range", {Tensor::Scalar<int32_t>(0), Tensor::Scalar<int32_t>(4),
+                                        Tensor::Scalar<int32_t>(0)})
+                  .message(),
+              HasSubstr("delta must not be 0"));
+  EXPECT_THAT(RunStatus(&dev, "Range", {Tensor::Scalar<int32_t>(4), Tensor::Scalar<int32_t>(0),
+                                        Tensor::Scalar<int32_t>(1)})
+                  .message(),
+              HasSubstr("start 4 > limit 0"));
+  // Unbounded memory is refused, not attempted.
+  EXPECT_THAT(RunStatus(&dev, "Range", {Tensor::Scalar<int64_t>(0), Tensor::Scalar<int64_t>(int64_t{1} << 62),
+                                        Tensor::Scalar<int64_t>(1)})
+                  .message(),
+              HasSubstr("too many"));
+  EXPECT_THAT(RunStatus(&dev, "Range", {Tensor::Scalar<float>(0.f), Tensor::Scalar<float>(INFINITY),
+                                        Tensor::Scalar<float>(1.f)})
+                  .message(),
+              HasSubstr("finite"));
+  EXPECT_FALSE(RunStatus(&dev, "Range", {Ints({0}), Tensor::Scalar<int32_t>(4), Tensor::Scalar<int32_t>(1)}).ok());
+}
+
+template <typename T>
+Tensor RefTile(const Tensor& in, const std::vector<int64_t>& m) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < in.dims(); ++i) dims.push_back(in.dim_size(i) * m[i]);
+  Tensor out(in.dtype(), *TensorShape::FromDims(dims));
+  for (int64_t o = 0; o < out.NumElements(); ++o) {
+    std::vector<int64_t> idx = Unflatten(o, dims);
+    for (int i = 0; i < in.dims(); ++i) idx[i] %= in.dim_size(i);
+    out.data<T>()[o] = in.data<T>()[Flatten(idx, in.shape().dim_sizes())];
+  }
+  return out;
+}
+
+TEST(TileTest, MatchesReferenceAndRefusesBadMultiples) {
+  StandaloneCpuDevice dev;
+  std::mt19937 rng(21);
+  for (int t = 0; t < 60; ++t) {
+    const int rank = 1 + static_cast<int>(rng() % 4);
+    TensorShape shape = RandomShape(rank, 4, &rng);
+    std::vector<int64_t> m;
+    for (int i = 0; i < rank; ++i) m.push_back(static_cast<int64_t>(rng() % 4));
+    Tensor in = RandomTensor<float>(shape, &rng);
+    SCOPED_TRACE(absl::StrCat(shape.DebugString(), " x ", absl::StrJoin(m, ",")));
+    ExpectSameTensor(RunOne(&dev, "Tile", {in, Int64s(m)}), RefTile<float>(in, m));
+    Tensor ints = RandomTensor<int32_t>(shape, &rng);
+    ExpectSameTensor(RunOne(&dev, "Tile", {ints, Int64s(m)}), RefTile<int32_t>(ints, m));
+  }
+  ExpectSameTensor(RunOne(&dev, "Tile", {Tensor::Scalar<float>(2.f), Ints({})}), Tensor::Scalar<float>(2.f));
+  Tensor x = RandomTensor<float>(TensorShape{2, 3}, &rng);
+  EXPECT_THAT(RunStatus(&dev, "Tile", {x, Ints({2})}).message(), HasSubstr("one entry per dim"));
+  EXPECT_THAT(RunStatus(&dev, "Tile", {x, Ints({1, -1})}).message(), HasSubstr("must be >= 0"));
+  EXPECT_FALSE(RunStatus(&dev, "Tile", {x, Int64s({int64_t{1} << 62, int64_t{1} << 62})}).ok());
+}
+
+TEST(SplitTest, SplitAndSplitVCutAlongEveryAxis) {
+  StandaloneCpuDevice dev;
+  std::mt19937 rng(22);
+  Tensor x = RandomTensor<float>(TensorShape{4, 6, 2}, &rng);
+  for (int axis = -3; axis < 3; ++axis) {
+    const int a = axis < 0 ? axis + 3 : axis;
+    const int64_t d = x.dim_size(a);
+    auto out = RunKernel(&dev, "Split", {Tensor::Scalar<int32_t>(axis), x}, {{"num_split", MakeAttr(2)}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 2u);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<int64_t> begin(3, 0), size(3, -1);
+      begin[a] = k * d / 2;
+      size[a] = d / 2;
+      ExpectSameTensor((*out)[k], RefSlice<float>(x, begin, size));
+    }
+    // SplitV with a -1 part: sizes {1, rest}.
+    auto v = RunKernel(&dev, "SplitV", {x, Int64s({1, -1}), Tensor::Scalar<int32_t>(axis)},
+                       {{"num_split", MakeAttr(2)}});
+    ASSERT_TRUE(v.ok()) << v.status();
+    std::vector<int64_t> begin(3, 0), size(3, -1);
+    size[a] = 1;
+    ExpectSameTensor((*v)[0], RefSlice<float>(x, begin, size));
+    begin[a] = 1;
+    size[a] = -1;
+    ExpectSameTensor((*v)[1], RefSlice<float>(x, begin, size));
+  }
+  // Zero-sized parts and int32 sizes.
+  auto z = RunKernel(&dev, "SplitV", {x, Ints({0, 6, 0}), Tensor::Scalar<int32_t>(1)}, {{"num_split", MakeAttr(3)}});
+  ASSERT_TRUE(z.ok()) << z.status();
+  EXPECT_EQ((*z)[0].shape(), (TensorShape{4, 0, 2}));
+  ExpectSameTensor((*z)[1], x);
+  EXPECT_THAT(RunKernel(&dev, "Split", {Tensor::Scalar<int32_t>(1), x}, {{"num_split", MakeAttr(4)}}).status().message(),
+              HasSubstr("does not split into 4 equal parts"));
+  EXPECT_THAT(RunKernel(&dev, "SplitV", {x, Ints({2, 3}), Tensor::Scalar<int32_t>(1)}, {{"num_split", MakeAttr(2)}})
+                  .status()
+                  .message(),
+              HasSubstr("sum to 5"));
+  EXPECT_FALSE(RunKernel(&dev, "SplitV", {x, Ints({-1, -1}), Tensor::Scalar<int32_t>(1)}, {{"num_split", MakeAttr(2)}}).ok());
+  EXPECT_FALSE(RunKernel(&dev, "SplitV", {x, Ints({6}), Tensor::Scalar<int32_t>(1)}, {{"num_split", MakeAttr(2)}}).ok());
+  EXPECT_FALSE(RunKernel(&dev, "Split", {Tensor::Scalar<int32_t>(3), x}, {{"num_split", MakeAttr(2)}}).ok());
+  EXPECT_FALSE(RunKernel(&dev, "Split", {Tensor::Scalar<int32_t>(0), Tensor::Scalar<float>(1.f)},
+                         {{"num_split", MakeAttr(1)}})
+                   .ok());
+}
+
 // ---- Shape functions through the builder -----------------------------------
 
 TEST(ArrayShapeFnTest, ConstantInputsGiveFullShapes) {
@@ -551,6 +668,16 @@ TEST(ArrayShapeFnTest, ConstantInputsGiveFullShapes) {
             PartialTensorShape({2, 5}));
   EXPECT_EQ(ops::Shape(s, x).shape(), PartialTensorShape({2}));
   EXPECT_EQ(ops::ZerosLike(s, x).shape(), PartialTensorShape({6, 4}));
+  EXPECT_EQ(ops::Range(s, ops::Const(s, 1), ops::Const(s, 10), ops::Const(s, 4)).shape(), PartialTensorShape({3}));
+  EXPECT_EQ(ops::Range(s, ops::Const(s, 0.f), ops::Const(s, 1.f), ops::Const(s, 0.3f)).shape(),
+            PartialTensorShape({4}));
+  EXPECT_EQ(ops::Tile(s, x, ops::Const<int32_t>(s, {2, 0})).shape(), PartialTensorShape({12, 0}));
+  OutputList parts = ops::Split(s, ops::Const(s, 0), x, 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].shape(), PartialTensorShape({2, 4}));
+  OutputList v = ops::SplitV(s, x, ops::Const<int64_t>(s, {1, -1}), ops::Const(s, -1), 2);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[1].shape(), PartialTensorShape({6, 3}));
   Output idx = ops::Placeholder(s, DT_INT32, PartialTensorShape({-1}));
   EXPECT_EQ(ops::OneHot(s, idx, ops::Const(s, 10), ops::Const(s, 1.f), ops::Const(s, 0.f), 0)
                 .shape(),
@@ -578,10 +705,37 @@ TEST(ArrayShapeFnTest, UnknownInputsGivePartialShapes) {
   Output unknown = ops::Placeholder(s, DT_FLOAT);
   EXPECT_TRUE(ops::Shape(s, unknown).shape() == PartialTensorShape({-1}));
   EXPECT_TRUE(ops::Stack(s, {unknown, x}).shape() == PartialTensorShape({2, -1, 4}));
+  Output n = ops::Placeholder(s, DT_INT32, PartialTensorShape(DimVector{}));
+  EXPECT_EQ(ops::Range(s, ops::Const(s, 0), n, ops::Const(s, 1)).shape(), PartialTensorShape({-1}));
+  EXPECT_EQ(ops::Tile(s, x, ops::Const<int32_t>(s, {3, 2})).shape(), PartialTensorShape({-1, 8}));
+  EXPECT_EQ(ops::Tile(s, x, ops::Placeholder(s, DT_INT32, PartialTensorShape({2}))).shape(),
+            PartialTensorShape({-1, -1}));
+  OutputList parts = ops::Split(s, axis, x, 2);
+  EXPECT_EQ(parts[0].shape(), PartialTensorShape({-1, -1}));
+  parts = ops::Split(s, ops::Const(s, 1), x, 2);
+  EXPECT_EQ(parts[1].shape(), PartialTensorShape({-1, 2}));
   EXPECT_TRUE(s.ok()) << s.status();
 }
 
 TEST(ArrayShapeFnTest, ErrorsNameTheNode) {
+  {
+    Scope s = Scope::NewRootScope();
+    Output x = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({6, 4}));
+    ops::Split(s.WithOpName("bad_split"), ops::Const(s, 1), x, 3);
+    EXPECT_THAT(s.status().message(), HasSubstr("bad_split"));
+    EXPECT_THAT(s.status().message(), HasSubstr("3 equal parts"));
+  }
+  {
+    Scope s = Scope::NewRootScope();
+    ops::Range(s.WithOpName("bad_range"), ops::Const(s, 0), ops::Const(s, 5), ops::Const(s, -1));
+    EXPECT_THAT(s.status().message(), HasSubstr("bad_range"));
+  }
+  {
+    Scope s = Scope::NewRootScope();
+    Output x = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({6, 4}));
+    ops::Tile(s.WithOpName("bad_tile"), x, ops::Const<int32_t>(s, {2}));
+    EXPECT_THAT(s.status().message(), HasSubstr("bad_tile"));
+  }
   {
     Scope s = Scope::NewRootScope();
     Output x = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({2, 3}));
