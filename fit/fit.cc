@@ -1,6 +1,5 @@
 #include "fit/fit.h"
 
-
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -10,13 +9,11 @@
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "fit/checkpoint.h"
-#include "fit/progress.h"
 #include "fit/loop.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/inline_pool.h"
 #include "runtime/session.h"
-#include "runtime/trace.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/replica_context.h"
 #include "train/data/transforms.h"

@@ -64,6 +64,10 @@
 // fit/tensorboard.h) by the chief only; a Chrome trace of a few steps
 // (trace_out) by every worker.
 //
+// A worker's own error is told to every worker of a multi-worker cluster
+// (fit/loop.h ReportWorkerError), so theirs end with it; a worker whose
+// run stopped because of another's error returns the cluster's error.
+//
 // Errors: InvalidArgument for bad options, a model that returns a null or
 // non-floating prediction, a loss that is not a scalar, data whose examples
 // are not (features, label) or a global batch that does not split over the
@@ -149,7 +153,8 @@ struct FitOptions {
   FILE* log = stderr;
   int64_t prefetch = 2;          // global batches prepared ahead; 0: none
   // A Chrome trace (runtime/trace.h) of trace_steps steps after the first
-  // trace_warmup_steps of this run: every kernel on every device, the
+  // trace_warmup_steps of this run (its last ones when it is shorter),
+  // written when the last of them ends: every kernel on every device, the
   // collectives, the steps. A worker other than the chief writes its own
   // beside it (trace.json -> trace.worker1.json).
   std::string trace_out;

@@ -1,6 +1,8 @@
 #include "graph/graph_def_import.h"
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "base/status.h"
 #include "graph/tensor_shape.h"
@@ -237,7 +240,30 @@ std::string DescribeCycle(const Graph& g) {
   return out;
 }
 
+// Every op of the graph that Strata does not register, named at once with
+// the nodes that use it (a user porting a model sees the whole list, not
+// one op per attempt). NotFound.
+absl::Status CheckOpsRegistered(const ::tensorflow::GraphDef& def, const OpRegistry& ops) {
+  std::map<std::string, std::vector<std::string>> missing;  // op -> its nodes
+  for (const ::tensorflow::NodeDef& n : def.node()) {
+    if (!ops.LookUp(n.op()).ok()) missing[n.op()].push_back(n.name());
+  }
+  if (missing.empty()) return absl::OkStatus();
+  constexpr size_t kNamed = 3;
+  std::vector<std::string> parts;
+  for (const auto& [op, nodes] : missing) {
+    std::vector<std::string> quoted;
+    for (size_t i = 0; i < nodes.size() && i < kNamed; ++i) quoted.push_back(absl::StrCat("'", nodes[i], "'"));
+    if (nodes.size() > kNamed) quoted.push_back("...");
+    parts.push_back(absl::StrCat("op '", op, "' (", nodes.size() == 1 ? "node " : absl::StrCat(nodes.size(), " nodes: "),
+                                 absl::StrJoin(quoted, ", "), ")"));
+  }
+  return absl::NotFoundError(absl::StrCat(missing.size(), missing.size() == 1 ? " op of the graph is" : " ops of the graph are",
+                                          " not registered in Strata: ", absl::StrJoin(parts, "; ")));
+}
+
 absl::Status ImportInto(const ::tensorflow::GraphDef& def, Graph* g) {
+  STRATA_RETURN_IF_ERROR(CheckOpsRegistered(def, *g->op_registry()));
   // Pass 1: validate each NodeDef alone and add it (attrs checked and
   // completed by AddNode); nodes keep the GraphDef's order, which export uses.
   std::vector<std::vector<InputName>> inputs(def.node_size());

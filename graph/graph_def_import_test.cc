@@ -221,6 +221,25 @@ TEST(ImportGraphDefTest, ErrorsNameTheNode) {
   }
 }
 
+// Every unknown op at once, with the nodes using it, before anything else
+// is checked: a model being ported shows its whole gap in one try.
+TEST(ImportGraphDefTest, EveryUnknownOpIsNamedAtOnce) {
+  auto g = ImportGraphDef(Parse(R"pb(
+    node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+    node { name: "e1" op: "Einsum" input: "x" }
+    node { name: "s" op: "StridedSlice" input: "x" }
+    node { name: "e2" op: "Einsum" input: "s" }
+    node { name: "e3" op: "Einsum" input: "x" }
+    node { name: "e4" op: "Einsum" input: "x" }
+    node { name: "bad" op: "Neg" input: "x:7" })pb"));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
+  const std::string msg(g.status().message());
+  EXPECT_THAT(msg, HasSubstr("2 ops of the graph are not registered in Strata"));
+  EXPECT_THAT(msg, HasSubstr("op 'Einsum' (4 nodes: 'e1', 'e2', 'e3', ...)"));
+  EXPECT_THAT(msg, HasSubstr("op 'StridedSlice' (node 's')"));
+}
+
 TEST(ImportGraphDefTest, CycleErrorSpellsOutTheCycle) {
   // a -> b -> c -> a, with d hanging off the cycle (not part of it).
   auto g = ImportGraphDef(Parse(R"pb(

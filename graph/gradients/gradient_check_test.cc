@@ -256,6 +256,29 @@ std::vector<GradCase> ArrayCases() {
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::Pad(s, x[0], ops::Const<int32_t>(s, {1, 0, 0, 2}, TensorShape{2, 2}))};
                }});
+  // t away from the bounds +-0.7 (no kink within the finite differences).
+  auto clip_t = [] {
+    Tensor t(DT_DOUBLE, TensorShape{2, 3});
+    const double v[] = {-1.2, -0.3, 0.1, 0.5, 0.9, 1.4};
+    for (int i = 0; i < 6; ++i) t.data<double>()[i] = v[i];
+    return t;
+  };
+  c.push_back({"ClipByValue", "scalar bounds", {clip_t(), Tensor::Scalar<double>(-0.7), Tensor::Scalar<double>(0.7)},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::ClipByValue(s, x[0], x[1], x[2])};
+               }});
+  c.push_back({"ClipByValue", "bounds of t's shape", {clip_t(), Uniform({2, 3}, -1.0, -0.8), Uniform({2, 3}, 0.6, 0.8)},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::ClipByValue(s, x[0], x[1], x[2])};
+               }});
+  c.push_back({"Cumsum", "axis 1", {U({2, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Cumsum(s, x[0], ops::Const(s, 1))};
+               }});
+  c.push_back({"Cumsum", "axis 0, exclusive, reverse", {U({3, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Cumsum(s, x[0], ops::Const(s, 0), /*exclusive=*/true, /*reverse=*/true)};
+               }});
   c.push_back({"Tile", "rank 2", {U({2, 3})},
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::Tile(s, x[0], ops::Const<int32_t>(s, {2, 3}))};
@@ -310,6 +333,27 @@ std::vector<GradCase> NnCases() {
                  auto r = ops::SparseSoftmaxCrossEntropyWithLogits(
                      s, x[0], ops::Const<int64_t>(s, {2, 0}));
                  return {r.loss};
+               }});
+  // Labels as an input too: their gradient is -log_softmax (and -dbackprop).
+  // Each row a distribution, as the op requires (TensorFlow's backprop,
+  // softmax - labels, is dloss/dx only then).
+  auto distributions = [](int64_t rows, int64_t classes) {
+    Tensor t = Uniform({rows, classes}, 0.1, 1.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c) sum += t.data<double>()[r * classes + c];
+      for (int64_t c = 0; c < classes; ++c) t.data<double>()[r * classes + c] /= sum;
+    }
+    return t;
+  };
+  c.push_back({"SoftmaxCrossEntropyWithLogits", "loss and backprop", {U({3, 4}), distributions(3, 4)},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 auto r = ops::SoftmaxCrossEntropyWithLogits(s, x[0], x[1]);
+                 return {r.loss, r.backprop};
+               }});
+  c.push_back({"SoftmaxCrossEntropyWithLogits", "loss only", {U({2, 5}), distributions(2, 5)},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::SoftmaxCrossEntropyWithLogits(s, x[0], x[1]).loss};
                }});
   c.push_back({"Conv2D", "SAME, stride 1", {U({1, 4, 4, 2}), U({2, 2, 2, 3})},
                [](const Scope& s, const OutputList& x) -> OutputList {

@@ -6,6 +6,7 @@
 // Minimum: x == max(x, y) is x >= y.
 #include <cmath>
 
+#include "base/status.h"
 #include "graph/gradients/grad_ops.h"
 #include "graph/gradients/grad_registry.h"
 #include "graph/gradients/grad_util.h"
@@ -121,6 +122,29 @@ absl::Status ErfGrad(const Scope& s, const Node& op, const OutputList& g, Output
   const double scale = (kComplement ? -2.0 : 2.0) / std::sqrt(3.14159265358979323846);
   Output d = ops::Mul(s, ScalarConst(s, x.type(), scale), ops::Exp(s, ops::Neg(s, ops::Square(s, x))));
   out->push_back(ops::Mul(s, g[0], d));
+  return s.status();
+}
+
+// ClipByValue: dt where lo <= t <= hi, zero elsewhere; each bound gets dy
+// where t is beyond it (summed when the bound is a scalar), as TensorFlow.
+absl::Status ClipByValueGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output t = OpInput(op, 0), lo = OpInput(op, 1), hi = OpInput(op, 2);
+  Output zeros = ops::ZerosLike(s, g[0]);
+  Output below = ops::Less(s, t, lo), above = ops::Greater(s, t, hi);
+  out->push_back(ops::SelectV2(s, ops::LogicalOr(s, below, above), zeros, g[0]));
+  out->push_back(grad::SumToShapeOf(s, ops::SelectV2(s, below, g[0], zeros), lo, {t.shape()}));
+  out->push_back(grad::SumToShapeOf(s, ops::SelectV2(s, above, g[0], zeros), hi, {t.shape()}));
+  return s.status();
+}
+
+// out[i] = sum of x[j] for j <= i: dx[j] = sum of dy[i] for i >= j, the
+// cumulative sum of dy the other way (exclusive stays exclusive).
+absl::Status CumsumGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  bool exclusive = false, reverse = false;
+  STRATA_RETURN_IF_ERROR(GetAttr(op.attrs(), "exclusive", &exclusive));
+  STRATA_RETURN_IF_ERROR(GetAttr(op.attrs(), "reverse", &reverse));
+  out->push_back(ops::Cumsum(s, g[0], OpInput(op, 1), exclusive, !reverse));
+  out->push_back(Output());
   return s.status();
 }
 
@@ -319,6 +343,8 @@ STRATA_REGISTER_GRADIENT("Exp", ExpGrad);
 STRATA_REGISTER_GRADIENT("Erf", ErfGrad<false>);
 STRATA_REGISTER_GRADIENT("Erfc", ErfGrad<true>);
 STRATA_REGISTER_GRADIENT("Log", LogGrad);
+STRATA_REGISTER_GRADIENT("ClipByValue", ClipByValueGrad);
+STRATA_REGISTER_GRADIENT("Cumsum", CumsumGrad);
 STRATA_REGISTER_GRADIENT("AddN", AddNGrad);
 STRATA_REGISTER_GRADIENT("MatMul", MatMulGrad);
 STRATA_REGISTER_GRADIENT("BatchMatMulV2", BatchMatMulGrad);
@@ -331,6 +357,7 @@ STRATA_REGISTER_GRADIENT("Max", MaxMinReductionGrad);
 STRATA_REGISTER_GRADIENT("Min", MaxMinReductionGrad);
 
 STRATA_NO_GRADIENT("ArgMax");
+STRATA_NO_GRADIENT("Floor");
 STRATA_NO_GRADIENT("Equal");
 STRATA_NO_GRADIENT("NotEqual");
 STRATA_NO_GRADIENT("Less");

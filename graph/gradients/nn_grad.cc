@@ -80,6 +80,28 @@ absl::Status SparseXentGrad(const Scope& s, const Node& op, const OutputList& g,
   return s.status();
 }
 
+// Dense labels: dx = dL/dloss (per row) * backprop, plus softmax's Jacobian
+// applied to a gradient of backprop; dlabels = dL/dloss * -log_softmax(x)
+// (TensorFlow's).
+absl::Status DenseXentGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output features = OpInput(op, 0);
+  Output dx, dlabels;
+  if (g[0].ok()) {
+    Output column = ops::Reshape(s, g[0], ops::Const<int32_t>(s, {-1, 1}));
+    dx = ops::Mul(s, OpOutput(op, 1), column);
+    dlabels = ops::Mul(s, ops::Neg(s, ops::LogSoftmax(s, features)), column);
+  }
+  if (g[1].ok()) {
+    Output extra = SoftmaxBackward(s, ops::Softmax(s, features), g[1]);
+    dx = dx.ok() ? ops::AddV2(s, dx, extra) : extra;
+    // backprop = softmax - labels: -g[1] reaches the labels.
+    dlabels = dlabels.ok() ? ops::Sub(s, dlabels, g[1]) : ops::Neg(s, g[1]);
+  }
+  out->push_back(dx);
+  out->push_back(dlabels);
+  return s.status();
+}
+
 // Copies the forward node's attrs (strides, padding, formats, ...) onto a
 // gradient op that declares the same ones; T follows from the inputs.
 void CopyAttrs(const Node& from, NodeBuilder& to, std::initializer_list<const char*> names) {
@@ -121,6 +143,7 @@ STRATA_REGISTER_GRADIENT("BiasAdd", BiasAddGrad);
 STRATA_REGISTER_GRADIENT("Softmax", SoftmaxGrad);
 STRATA_REGISTER_GRADIENT("LogSoftmax", LogSoftmaxGrad);
 STRATA_REGISTER_GRADIENT("SparseSoftmaxCrossEntropyWithLogits", SparseXentGrad);
+STRATA_REGISTER_GRADIENT("SoftmaxCrossEntropyWithLogits", DenseXentGrad);
 STRATA_REGISTER_GRADIENT("Conv2D", Conv2DGrad);
 STRATA_REGISTER_GRADIENT("MaxPool", MaxPoolGrad);
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/op_registry.h"
+#include "graph/ops/array_ops.h"
 #include "graph/shape_inference.h"
 
 namespace strata {
@@ -97,6 +98,36 @@ std::vector<int64_t> IndexValues(const Tensor& t) {
     }
   }
   return v;
+}
+
+// ClipByValue: each bound is a scalar or of t's shape.
+absl::Status ClipByValueShape(InferenceContext& c) {
+  const PartialTensorShape& t = c.input(0);
+  for (int i = 1; i <= 2; ++i) {
+    const PartialTensorShape& b = c.input(i);
+    if (b.unknown_rank() || b.dims() == 0) continue;
+    if (!b.IsCompatibleWith(t)) {
+      return c.Error(absl::StrCat("ClipByValue ", i == 1 ? "clip_value_min" : "clip_value_max", " ",
+                                  b.DebugString(), " is neither a scalar nor of t's shape ", t.DebugString()));
+    }
+  }
+  c.set_output(0, t);
+  return absl::OkStatus();
+}
+
+// Cumsum: x's shape; a scalar axis in [-rank, rank).
+absl::Status CumsumShape(InferenceContext& c) {
+  PartialTensorShape unused;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 0, &unused));
+  STRATA_ASSIGN_OR_RETURN(auto axis, ConstIntInput(c, 1, "Cumsum axis"));
+  const PartialTensorShape& x = c.input(0);
+  if (axis && !x.unknown_rank()) {
+    if (x.dims() == 0) return c.Error("Cumsum of a scalar (x needs rank >= 1)");
+    absl::StatusOr<int> a = NormalizeAxis((*axis)[0], x.dims(), "Cumsum axis");
+    if (!a.ok()) return c.Annotate(a.status());
+  }
+  c.set_output(0, x);
+  return absl::OkStatus();
 }
 
 absl::Status ReductionShape(InferenceContext& c) {
@@ -380,6 +411,28 @@ STRATA_REGISTER_OP("SelectV2")
     .Attr("T: type")
     .SetShapeFn(SelectV2Shape);
 
+STRATA_REGISTER_UNARY("Floor", STRATA_FLOATS);
+
+// t clipped to [clip_value_min, clip_value_max], each bound a scalar or of
+// t's shape.
+STRATA_REGISTER_OP("ClipByValue")
+    .Input("t: T")
+    .Input("clip_value_min: T")
+    .Input("clip_value_max: T")
+    .Output("output: T")
+    .Attr("T: {" STRATA_FLOATS ", " STRATA_SIGNED_INTS "}")
+    .SetShapeFn(ClipByValueShape);
+
+STRATA_REGISTER_OP("Cumsum")
+    .Input("x: T")
+    .Input("axis: Tidx")
+    .Output("out: T")
+    .Attr("exclusive: bool = false")
+    .Attr("reverse: bool = false")
+    .Attr("T: {" STRATA_NUMBER_TYPES "}")
+    .Attr("Tidx: {int32, int64} = int32")
+    .SetShapeFn(CumsumShape);
+
 STRATA_REGISTER_OP("Cast")
     .Input("x: SrcT")
     .Output("y: DstT")
@@ -447,6 +500,20 @@ Output Exp(const Scope& s, Output x) { return Unary(s, "Exp", x); }
 Output Erf(const Scope& s, Output x) { return Unary(s, "Erf", x); }
 Output Erfc(const Scope& s, Output x) { return Unary(s, "Erfc", x); }
 Output Log(const Scope& s, Output x) { return Unary(s, "Log", x); }
+Output Floor(const Scope& s, Output x) { return Unary(s, "Floor", x); }
+
+Output ClipByValue(const Scope& s, Output t, Output clip_value_min, Output clip_value_max) {
+  return Result(NodeBuilder(s, "ClipByValue").Input(t).Input(clip_value_min).Input(clip_value_max).Finalize());
+}
+
+Output Cumsum(const Scope& s, Output x, Output axis, bool exclusive, bool reverse) {
+  return Result(NodeBuilder(s, "Cumsum")
+                    .Input(x)
+                    .Input(axis)
+                    .Attr("exclusive", exclusive)
+                    .Attr("reverse", reverse)
+                    .Finalize());
+}
 
 Output AddN(const Scope& s, const OutputList& inputs) {
   return Result(NodeBuilder(s, "AddN").Input(inputs).Finalize());

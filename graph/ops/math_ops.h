@@ -71,6 +71,16 @@ Output Exp(const Scope& s, Output x);
 Output Erf(const Scope& s, Output x);   // the error function (GELU)
 Output Erfc(const Scope& s, Output x);  // 1 - erf(x)
 Output Log(const Scope& s, Output x);
+Output Floor(const Scope& s, Output x);  // largest integer <= x (no gradient)
+
+// t clipped to [clip_value_min, clip_value_max]; each bound is a scalar or
+// of t's shape (tf.clip_by_value). The gradient flows to t where it is
+// inside the bounds, to a bound where t is beyond it.
+Output ClipByValue(const Scope& s, Output t, Output clip_value_min, Output clip_value_max);
+
+// Running sums of x along `axis` (a scalar): out[i] = x[0] + ... + x[i];
+// `exclusive` leaves x[i] out, `reverse` sums from the end (tf.cumsum).
+Output Cumsum(const Scope& s, Output x, Output axis, bool exclusive = false, bool reverse = false);
 
 // The sum of N >= 1 tensors of one dtype and shape.
 Output AddN(const Scope& s, const OutputList& inputs);

@@ -121,6 +121,23 @@ TEST(MathShapeTest, ReductionAxisOutOfRangeIsAnError) {
   EXPECT_FALSE(s2.ok());
 }
 
+TEST(MathShapeTest, ClipByValueAndCumsum) {
+  Scope s = Scope::NewRootScope();
+  Output t = In(s, P({2, 3}));
+  EXPECT_EQ(ops::ClipByValue(s, t, ops::Const(s, 0.f), ops::Const(s, 1.f)).shape(), P({2, 3}));
+  EXPECT_EQ(ops::Cumsum(s, t, ops::Const(s, -1)).shape(), P({2, 3}));
+  EXPECT_TRUE(s.ok()) << s.status();
+  Scope bad = Scope::NewRootScope();
+  ops::ClipByValue(bad.WithOpName("clip"), In(bad, P({2, 3})), In(bad, P({3})), ops::Const(bad, 1.f));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("clip"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("clip_value_min"), std::string::npos) << bad.status();
+  Scope bad2 = Scope::NewRootScope();
+  ops::Cumsum(bad2.WithOpName("running"), In(bad2, P({2, 3})), ops::Const(bad2, 2));
+  ASSERT_FALSE(bad2.ok());
+  EXPECT_NE(bad2.status().message().find("running"), std::string::npos) << bad2.status();
+}
+
 TEST(MathShapeTest, ArgMax) {
   Scope s = Scope::NewRootScope();
   Output x = In(s, P({2, 3, 4}));

@@ -241,6 +241,19 @@ absl::Status SparseXentShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+absl::Status DenseXentShape(InferenceContext& c) {
+  PartialTensorShape features, labels;
+  STRATA_RETURN_IF_ERROR(c.WithRank(0, 2, &features));
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 2, &labels));
+  const std::string what = absl::StrCat("features ", features.DebugString(), " vs labels ", labels.DebugString());
+  int64_t batch, classes;
+  STRATA_RETURN_IF_ERROR(c.MergeDim(features.dim_size(0), labels.dim_size(0), &batch, what));
+  STRATA_RETURN_IF_ERROR(c.MergeDim(features.dim_size(1), labels.dim_size(1), &classes, what));
+  c.set_output(0, PartialTensorShape(DimVector{batch}));
+  c.set_output(1, PartialTensorShape(DimVector{batch, classes}));
+  return absl::OkStatus();
+}
+
 // Index permutations between the op's layout and NHWC.
 DimVector ToNhwc(const PartialTensorShape& s, bool nchw) {
   if (!nchw) return DimVector(s.dim_sizes().begin(), s.dim_sizes().end());
@@ -515,6 +528,14 @@ STRATA_REGISTER_OP("SparseSoftmaxCrossEntropyWithLogits")
     .Attr("Tlabels: {int32, int64} = int64")
     .SetShapeFn(SparseXentShape);
 
+STRATA_REGISTER_OP("SoftmaxCrossEntropyWithLogits")
+    .Input("features: T")
+    .Input("labels: T")
+    .Output("loss: T")
+    .Output("backprop: T")
+    .Attr("T: " STRATA_NN_FLOAT_TYPES)
+    .SetShapeFn(DenseXentShape);
+
 STRATA_REGISTER_OP("Conv2D")
     .Input("input: T")
     .Input("filter: T")
@@ -637,6 +658,13 @@ Output Softmax(const Scope& scope, Output logits) {
 }
 Output LogSoftmax(const Scope& scope, Output logits) {
   return FirstOutput(NodeBuilder(scope, "LogSoftmax").Input(logits).Finalize());
+}
+
+SparseSoftmaxCrossEntropyWithLogitsOutputs SoftmaxCrossEntropyWithLogits(const Scope& scope, Output features,
+                                                                         Output labels) {
+  Node* n = NodeBuilder(scope, "SoftmaxCrossEntropyWithLogits").Input(features).Input(labels).Finalize();
+  if (n == nullptr) return {};
+  return {Output(n, 0), Output(n, 1)};
 }
 
 SparseSoftmaxCrossEntropyWithLogitsOutputs SparseSoftmaxCrossEntropyWithLogits(

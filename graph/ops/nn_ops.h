@@ -122,6 +122,15 @@ struct SparseSoftmaxCrossEntropyWithLogitsOutputs {
 SparseSoftmaxCrossEntropyWithLogitsOutputs SparseSoftmaxCrossEntropyWithLogits(
     const Scope& scope, Output features, Output labels);
 
+// Dense labels (a distribution per row, Keras's categorical crossentropy
+// from logits): loss[b] = sum_c labels[b, c] * (logsumexp(features[b]) -
+// features[b, c]); backprop = softmax(features) - labels, which is
+// dloss/dfeatures when each row of labels sums to 1 (a distribution, as
+// TensorFlow requires). `features` and `labels`: [batch, classes] of one
+// float type.
+SparseSoftmaxCrossEntropyWithLogitsOutputs SoftmaxCrossEntropyWithLogits(const Scope& scope, Output features,
+                                                                         Output labels);
+
 // TensorFlow's optional Conv2D attrs with TensorFlow's defaults.
 struct Conv2DOptions {
   std::string data_format = "NHWC";

@@ -7,11 +7,14 @@
 // cwise helpers keep that to an allocation (often avoided by forwarding an
 // input buffer) and a short loop.
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "graph/ops/array_ops.h"
 #include "graph/ops/math_ops.h"
 #include "kernels/cpu/cwise.h"
 #include "kernels/eigen_views.h"
@@ -288,6 +291,90 @@ class CastKernel : public OpKernel {
 #define REGISTER_BINARY(op, T, F) REGISTER_CPU(op, T, BinaryKernel<T, F>)
 #define REGISTER_UNARY(op, T, F) REGISTER_CPU(op, T, UnaryKernel<T, F>)
 
+// ClipByValue: min(max(t, lo), hi), each bound a scalar or of t's shape.
+template <typename T>
+class ClipByValueKernel : public OpKernel {
+ public:
+  explicit ClipByValueKernel(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& t = ctx.input(0);
+    const Tensor& lo = ctx.input(1);
+    const Tensor& hi = ctx.input(2);
+    for (const Tensor* b : {&lo, &hi}) {
+      if (b->dims() != 0 && b->shape() != t.shape()) {
+        return absl::InvalidArgumentError(absl::StrCat("ClipByValue ", b == &lo ? "clip_value_min" : "clip_value_max",
+                                                       " ", b->shape().DebugString(),
+                                                       " is neither a scalar nor of t's shape ",
+                                                       t.shape().DebugString()));
+      }
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, t.shape(), &out));
+    const int64_t n = t.NumElements();
+    const T* x = t.data<T>();
+    const T* l = lo.data<T>();
+    const T* h = hi.data<T>();
+    const bool ls = lo.dims() == 0, hs = hi.dims() == 0;
+    T* o = out->data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      const T a = l[ls ? 0 : i], b = h[hs ? 0 : i];
+      const T v = x[i] < a ? a : x[i];
+      o[i] = v > b ? b : v;
+    }
+    return absl::OkStatus();
+  }
+};
+
+// Cumsum: running sums along an axis, each run (outer index, inner index)
+// summed in order (or from the end), optionally leaving the element itself
+// out.
+template <typename T>
+class CumsumKernel : public OpKernel {
+ public:
+  explicit CumsumKernel(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("exclusive", &exclusive_));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("reverse", &reverse_));
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (ctx.input(1).dims() != 0) return absl::InvalidArgumentError("Cumsum axis must be a scalar");
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> axis_v, IntTensorValues(ctx.input(1), "Cumsum axis"));
+    if (x.dims() == 0) return absl::InvalidArgumentError("Cumsum of a scalar (x needs rank >= 1)");
+    STRATA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(axis_v[0], x.dims(), "Cumsum axis"));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, x.shape(), &out));
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; ++i) outer *= x.dim_size(i);
+    for (int i = axis + 1; i < x.dims(); ++i) inner *= x.dim_size(i);
+    const int64_t n = x.dim_size(axis);
+    const T* in = x.data<T>();
+    T* o = out->data<T>();
+    std::vector<T> acc(static_cast<size_t>(inner));
+    for (int64_t p = 0; p < outer; ++p) {
+      std::fill(acc.begin(), acc.end(), T(0));
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t j = reverse_ ? n - 1 - k : k;
+        const T* src = in + (p * n + j) * inner;
+        T* dst = o + (p * n + j) * inner;
+        for (int64_t q = 0; q < inner; ++q) {
+          if (exclusive_) {
+            dst[q] = acc[q];
+            acc[q] += src[q];
+          } else {
+            acc[q] += src[q];
+            dst[q] = acc[q];
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  bool exclusive_ = false;
+  bool reverse_ = false;
+};
+
 #define REGISTER_ARITHMETIC(T)                                      \
   REGISTER_BINARY("Add", T, ei::scalar_sum_op<T>);                   \
   REGISTER_BINARY("AddV2", T, ei::scalar_sum_op<T>);                 \
@@ -307,7 +394,9 @@ class CastKernel : public OpKernel {
   REGISTER_CPU("GreaterEqual", T, CompareKernel<T, std::greater_equal<T>>); \
   REGISTER_CPU("AddN", T, AddNKernel<T>);                            \
   REGISTER_CPU("Select", T, SelectKernel<T>);                        \
-  REGISTER_CPU("SelectV2", T, SelectV2Kernel<T>)
+  REGISTER_CPU("SelectV2", T, SelectV2Kernel<T>);                    \
+  REGISTER_CPU("ClipByValue", T, ClipByValueKernel<T>);              \
+  REGISTER_CPU("Cumsum", T, CumsumKernel<T>)
 
 REGISTER_ARITHMETIC(float);
 REGISTER_ARITHMETIC(double);
@@ -332,7 +421,8 @@ REGISTER_CPU("SelectV2", bool, SelectV2Kernel<bool>);
   REGISTER_UNARY("Exp", T, ei::scalar_exp_op<T>);            \
   REGISTER_UNARY("Erf", T, ei::scalar_erf_op<T>);            \
   REGISTER_UNARY("Erfc", T, ei::scalar_erfc_op<T>);          \
-  REGISTER_UNARY("Log", T, ei::scalar_log_op<T>)
+  REGISTER_UNARY("Log", T, ei::scalar_log_op<T>);            \
+  REGISTER_UNARY("Floor", T, ei::scalar_floor_op<T>)
 
 REGISTER_FLOATING(float);
 REGISTER_FLOATING(double);

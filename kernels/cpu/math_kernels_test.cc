@@ -170,6 +170,58 @@ TEST(UnaryKernelTest, MatchesReference) {
   CheckUnary<double>("Exp", [](double a) { return std::exp(a); }, -5, 5);
   CheckUnary<int32_t>("Neg", [](double a) { return -a; }, -50, 50);
   CheckUnary<int64_t>("Square", [](double a) { return a * a; }, -50, 50);
+  CheckUnary<float>("Floor", [](double a) { return std::floor(a); }, -5, 5);
+  CheckUnary<double>("Floor", [](double a) { return std::floor(a); }, -5, 5);
+}
+
+TEST(ClipByValueKernelTest, ScalarAndElementwiseBoundsAndErrors) {
+  StandaloneCpuDevice dev;
+  Tensor t = Tensor::FromVector<float>({-3, -1, 0, 2, 5});
+  auto out = RunKernel(&dev, "ClipByValue", {t, Tensor::Scalar<float>(-1.5f), Tensor::Scalar<float>(2.5f)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectTensorNear<float>((*out)[0], Tensor::FromVector<float>({-1.5f, -1, 0, 2, 2.5f}), 0);
+  out = RunKernel(&dev, "ClipByValue", {Tensor::FromVector<int32_t>({-3, 4, 9}), Tensor::FromVector<int32_t>({0, 5, 0}),
+                                        Tensor::FromVector<int32_t>({1, 6, 8})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectTensorNear<int32_t>((*out)[0], Tensor::FromVector<int32_t>({0, 5, 8}), 0);
+  auto bad = RunKernel(&dev, "ClipByValue", {t, Tensor::FromVector<float>({0, 1}), Tensor::Scalar<float>(1.f)});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("clip_value_min"), std::string::npos) << bad.status();
+}
+
+TEST(CumsumKernelTest, EveryAxisExclusiveAndReverse) {
+  StandaloneCpuDevice dev;
+  std::mt19937 rng(5);
+  Tensor x = RandomTensor<double>(TensorShape{3, 4, 2}, rng, -2, 2);
+  for (int axis = -3; axis < 3; ++axis) {
+    const int a = axis < 0 ? axis + 3 : axis;
+    for (bool exclusive : {false, true}) {
+      for (bool reverse : {false, true}) {
+        SCOPED_TRACE(absl::StrCat("axis ", axis, exclusive ? " exclusive" : "", reverse ? " reverse" : ""));
+        auto out = RunKernel(&dev, "Cumsum", {x, Tensor::Scalar<int32_t>(axis)},
+                             {{"exclusive", MakeAttr(exclusive)}, {"reverse", MakeAttr(reverse)}});
+        ASSERT_TRUE(out.ok()) << out.status();
+        Tensor want(DT_DOUBLE, x.shape());
+        const int64_t dims[3] = {3, 4, 2};
+        for (int64_t i = 0; i < x.NumElements(); ++i) {
+          int64_t idx[3] = {i / 8, (i / 2) % 4, i % 2};
+          double sum = 0;
+          for (int64_t j = 0; j < dims[a]; ++j) {
+            const bool in = reverse ? (exclusive ? j > idx[a] : j >= idx[a]) : (exclusive ? j < idx[a] : j <= idx[a]);
+            if (!in) continue;
+            int64_t k[3] = {idx[0], idx[1], idx[2]};
+            k[a] = j;
+            sum += x.data<double>()[k[0] * 8 + k[1] * 2 + k[2]];
+          }
+          want.data<double>()[i] = sum;
+        }
+        ExpectTensorNear<double>((*out)[0], want, 1e-12);
+      }
+    }
+  }
+  EXPECT_FALSE(RunKernel(&dev, "Cumsum", {x, Tensor::Scalar<int32_t>(3)}).ok());
+  EXPECT_FALSE(RunKernel(&dev, "Cumsum", {Tensor::Scalar<float>(1.f), Tensor::Scalar<int32_t>(0)}).ok());
+  EXPECT_FALSE(RunKernel(&dev, "Cumsum", {x, Tensor::FromVector<int32_t>({0})}).ok());
 }
 
 TEST(UnaryKernelTest, NoIntegerKernelForExp) {

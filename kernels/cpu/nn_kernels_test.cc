@@ -352,5 +352,44 @@ TEST(SparseXentTest, OutOfRangeLabelNamesTheLabelAndRow) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
+// ---- SoftmaxCrossEntropyWithLogits (dense labels) ----------------------------
+
+TEST(DenseXentTest, OneHotLabelsMatchTheSparseOpAndSoftLabelsTheFormula) {
+  std::mt19937 rng(23);
+  for (int64_t batch : {1, 7, 300}) {  // 300: the parallel path
+    Tensor x = RandomTensor<double>({batch, 9}, rng, -10, 10);
+    Tensor ids(DT_INT64, TensorShape{batch});
+    Tensor onehot(DT_DOUBLE, TensorShape{batch, 9});
+    for (double& v : onehot.span<double>()) v = 0;
+    for (int64_t r = 0; r < batch; ++r) {
+      ids.data<int64_t>()[r] = static_cast<int64_t>(rng() % 9);
+      onehot.data<double>()[r * 9 + ids.data<int64_t>()[r]] = 1;
+    }
+    auto dense = RunOp("SoftmaxCrossEntropyWithLogits", {x, onehot});
+    auto sparse = RunOp("SparseSoftmaxCrossEntropyWithLogits", {x, ids});
+    ExpectClose<double>(dense[0], sparse[0], 1e-12);
+    ExpectClose<double>(dense[1], sparse[1], 1e-12);
+  }
+  // Soft labels: loss = sum labels * -log_softmax, backprop = softmax - labels.
+  Tensor x = RandomTensor<float>({4, 5}, rng, -3, 3);
+  Tensor y = RandomTensor<float>({4, 5}, rng, 0, 1);
+  auto out = RunOp("SoftmaxCrossEntropyWithLogits", {x, y});
+  Tensor sm = SoftmaxRef<float>(x, false), lsm = SoftmaxRef<float>(x, true);
+  Tensor loss(DT_FLOAT, TensorShape{4}), backprop(DT_FLOAT, TensorShape{4, 5});
+  for (int64_t r = 0; r < 4; ++r) {
+    double l = 0;
+    for (int64_t c = 0; c < 5; ++c) {
+      l -= y.data<float>()[r * 5 + c] * lsm.data<float>()[r * 5 + c];
+      backprop.data<float>()[r * 5 + c] = sm.data<float>()[r * 5 + c] - y.data<float>()[r * 5 + c];
+    }
+    loss.data<float>()[r] = static_cast<float>(l);
+  }
+  ExpectClose<float>(out[0], loss, 2e-5);
+  ExpectClose<float>(out[1], backprop, 2e-5);
+  absl::Status s = RunStatus("SoftmaxCrossEntropyWithLogits", {x, RandomTensor<float>({4, 4}, rng, 0, 1)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "[4,4]")) << s;
+}
+
 }  // namespace
 }  // namespace strata

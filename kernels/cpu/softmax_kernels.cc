@@ -116,6 +116,48 @@ class SparseSoftmaxXentOp : public OpKernel {
   }
 };
 
+// Dense labels: loss = sum_c labels * (logsumexp(x) - x), backprop =
+// softmax(x) - labels, a row at a time (TensorFlow's definitions).
+template <typename T>
+class SoftmaxXentOp : public OpKernel {
+ public:
+  explicit SoftmaxXentOp(OpKernelConstruction& c) : OpKernel(c) {}
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& features = ctx.input(0);
+    const Tensor& labels = ctx.input(1);
+    if (features.dims() != 2 || labels.shape() != features.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SoftmaxCrossEntropyWithLogits: features and labels must both be [batch, classes], got features ",
+          features.shape().DebugString(), " and labels ", labels.shape().DebugString()));
+    }
+    const int64_t batch = features.dim_size(0);
+    const int64_t classes = features.dim_size(1);
+    Tensor *loss, *backprop;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{batch}, &loss));
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(1, features.shape(), &backprop));
+    if (batch == 0) return absl::OkStatus();
+    const T* x = features.data<T>();
+    const T* y = labels.data<T>();
+    T* l = loss->data<T>();
+    T* bp = backprop->data<T>();
+    ParallelForRows(ctx, batch, classes, [=](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        ConstRowArray<T> xr(x + r * classes, classes);
+        ConstRowArray<T> yr(y + r * classes, classes);
+        RowArray<T> br(bp + r * classes, classes);
+        const T max = classes > 0 ? xr.maxCoeff() : T(0);
+        br = (xr - max).exp();
+        const T log_sum = std::log(br.sum());
+        // -log softmax = log_sum - (x - max), weighted by the labels.
+        l[r] = (yr * (log_sum - (xr - max))).sum();
+        br = br * (T(1) / br.sum()) - yr;
+      }
+    });
+    return absl::OkStatus();
+  }
+};
+
 #define REGISTER_SOFTMAX(T)                                                                  \
   STRATA_REGISTER_KERNEL(KernelBuilder("Softmax").Device(kDeviceCpu).TypeConstraint<T>("T"), \
                          SoftmaxOp<T, false>);                                               \
@@ -137,6 +179,11 @@ REGISTER_XENT(float, int64_t);
 REGISTER_XENT(double, int32_t);
 REGISTER_XENT(double, int64_t);
 #undef REGISTER_XENT
+
+STRATA_REGISTER_KERNEL(KernelBuilder("SoftmaxCrossEntropyWithLogits").Device(kDeviceCpu).TypeConstraint<float>("T"),
+                       SoftmaxXentOp<float>);
+STRATA_REGISTER_KERNEL(KernelBuilder("SoftmaxCrossEntropyWithLogits").Device(kDeviceCpu).TypeConstraint<double>("T"),
+                       SoftmaxXentOp<double>);
 
 }  // namespace
 }  // namespace strata

@@ -480,7 +480,7 @@ TEST_F(GpuOracleTest, ArrayOps) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
-TEST_F(GpuOracleTest, TransposeSliceAndAddN) {
+TEST_F(GpuOracleTest, TransposeSliceTileSplitAndAddN) {
   for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64, DT_BOOL}) {
     const std::string what = DataTypeString(dt);
     const Tensor x = Random(dt, {2, 3, 4, 5}, rng_);
@@ -491,6 +491,19 @@ TEST_F(GpuOracleTest, TransposeSliceAndAddN) {
           what);
     Check("Slice", {x, Tensor::FromVector<int32_t>({0, 0, 0, 0}), Tensor::FromVector<int32_t>({-1, -1, -1, -1})}, {},
           {}, what);
+    Check("Tile", {x, Tensor::FromVector<int32_t>({2, 1, 3, 1})}, {}, {}, what);
+    Check("Tile", {Random(dt, {3, 1, 2}, rng_), Tensor::FromVector<int64_t>({2, 4, 0})}, {}, {}, what);
+    Check("Tile", {Random(dt, {}, rng_), Tensor::FromVector<int32_t>({})}, {}, {}, what);
+    for (int axis : {0, 2, -1}) {
+      Check("Split", {Tensor::Scalar<int32_t>(axis), Random(dt, {4, 6, 8}, rng_)}, {{"num_split", MakeAttr(2)}}, {},
+            what);
+      Check("SplitV", {Random(dt, {4, 6, 8}, rng_), Tensor::FromVector<int64_t>({1, -1, 0}), Tensor::Scalar<int32_t>(axis)},
+            {{"num_split", MakeAttr(3)}}, {}, what);
+    }
+    Check("SplitV", {x, Tensor::FromVector<int32_t>({2, 2}), Tensor::Scalar<int32_t>(2)}, {{"num_split", MakeAttr(2)}}, {},
+          what);
+    CheckSameError("Split", {Tensor::Scalar<int32_t>(1), x}, {{"num_split", MakeAttr(2)}}, what);
+    CheckSameError("Tile", {x, Tensor::FromVector<int32_t>({2, 1})}, {}, what);
   }
   for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
     Check("AddN", {Random(dt, {64, 33}, rng_), Random(dt, {64, 33}, rng_), Random(dt, {64, 33}, rng_)},

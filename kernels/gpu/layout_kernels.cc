@@ -1,7 +1,9 @@
-// Transpose, Slice and AddN on the GPU, on the elementwise launchers
-// (cwise_gpu.h): Transpose and Slice are strided copies (LaunchBroadcastCopy
-// with the input's strides permuted, or offset to the slice's start); AddN
-// adds its inputs pairwise into the output. int32 tensors live in host
+// Transpose, Slice, Tile, Split, SplitV and AddN on the GPU, on the
+// elementwise launchers (cwise_gpu.h): Transpose, Slice and Split are
+// strided copies (LaunchBroadcastCopy with the input's strides permuted, or
+// offset to the part's start); Tile is one too, over [m0, d0, m1, d1, ...]
+// with stride 0 on the repeat axes (that shape's row-major order is the
+// tiled output's); AddN adds its inputs pairwise into the output. int32 tensors live in host
 // memory, where the CPU kernels serve them (placement's host fallback).
 #include <cstdint>
 #include <vector>
@@ -48,6 +50,90 @@ absl::Status StridedCopy(OpKernelContext& ctx, const Tensor& in, int64_t base, a
   const char* src = static_cast<const char*>(in.raw_data()) + base * esize;
   return CudaStatus(LaunchBroadcastCopy(esize, src, out->raw_data(), s, out->NumElements(), stream), what);
 }
+
+// The values of int input `i` (int8, int32 or int64; read back from the
+// device when it lives there).
+absl::StatusOr<std::vector<int64_t>> HostIntValues(OpKernelContext& ctx, int i, const char* what) {
+  Tensor host = ctx.input(i);
+  if (!OnHost(ctx, host.dtype())) {
+    host = Tensor(ctx.input(i).dtype(), ctx.input(i).shape());
+    STRATA_RETURN_IF_ERROR(CopyDeviceToHostSync(ctx, ctx.input(i), &host));
+  }
+  if (host.dtype() == DT_INT8) {
+    std::vector<int64_t> v;
+    for (int64_t k = 0; k < host.NumElements(); ++k) v.push_back(host.data<int8_t>()[k]);
+    return v;
+  }
+  return IntTensorValues(host, what);
+}
+
+class TileOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    if (ctx.input(1).dims() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("Tile multiples must be a vector, got shape ",
+                                                     ctx.input(1).shape().DebugString()));
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> m, HostIntValues(ctx, 1, "Tile multiples"));
+    STRATA_ASSIGN_OR_RETURN(PartialTensorShape out_p, TileOutputShape(in.shape(), m));
+    STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, out_p.AsTensorShape());
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, out_shape, &out));
+    const std::vector<int64_t> in_strides = Strides(in.shape().dim_sizes());
+    std::vector<int64_t> dims, strides;
+    for (int i = 0; i < in.dims(); ++i) {
+      if (m[i] != 1) {
+        dims.push_back(m[i]);
+        strides.push_back(0);
+      }
+      dims.push_back(in.dim_size(i));
+      strides.push_back(in_strides[i]);
+    }
+    return StridedCopy(ctx, in, 0, dims, strides, out, "Tile");
+  }
+};
+
+// Split (split_dim, value) and SplitV (value, size_splits, split_dim).
+template <bool kSizes>
+class SplitOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return !kSizes || input_type(1) == DT_INT32; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(kSizes ? 0 : 1);
+    const Tensor& axis_t = ctx.input(kSizes ? 2 : 0);
+    if (axis_t.dims() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("split_dim must be a scalar, got shape ",
+                                                     axis_t.shape().DebugString()));
+    }
+    const int64_t axis_v = *axis_t.data<int32_t>();
+    std::vector<int64_t> sizes;
+    if (kSizes) {
+      if (ctx.input(1).dims() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("SplitV size_splits must be a vector, got shape ",
+                                                       ctx.input(1).shape().DebugString()));
+      }
+      STRATA_ASSIGN_OR_RETURN(sizes, HostIntValues(ctx, 1, "SplitV size_splits"));
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<PartialTensorShape> shapes,
+                            SplitOutputShapes(in.shape(), axis_v, num_outputs(), sizes));
+    STRATA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(axis_v, in.dims(), "split_dim"));
+    const std::vector<int64_t> strides = Strides(in.shape().dim_sizes());
+    int64_t offset = 0;
+    for (int k = 0; k < num_outputs(); ++k) {
+      STRATA_ASSIGN_OR_RETURN(TensorShape shape, shapes[k].AsTensorShape());
+      Tensor* out;
+      STRATA_RETURN_IF_ERROR(ctx.allocate_output(k, shape, &out));
+      STRATA_RETURN_IF_ERROR(
+          StridedCopy(ctx, in, offset * strides[axis], shape.dim_sizes(), strides, out, kSizes ? "SplitV" : "Split"));
+      offset += shape.dim_size(axis);
+    }
+    return absl::OkStatus();
+  }
+};
 
 class TransposeOp : public OpKernel {
  public:
@@ -150,7 +236,11 @@ class AddNOp : public OpKernel {
 #define REGISTER_LAYOUT(T)                                                                         \
   STRATA_REGISTER_KERNEL(KernelBuilder("Transpose").Device(kDeviceGpu).TypeConstraint("T", T), \
                          TransposeOp);                                                             \
-  STRATA_REGISTER_KERNEL(KernelBuilder("Slice").Device(kDeviceGpu).TypeConstraint("T", T), SliceOp)
+  STRATA_REGISTER_KERNEL(KernelBuilder("Slice").Device(kDeviceGpu).TypeConstraint("T", T), SliceOp); \
+  STRATA_REGISTER_KERNEL(KernelBuilder("Tile").Device(kDeviceGpu).TypeConstraint("T", T), TileOp);   \
+  STRATA_REGISTER_KERNEL(KernelBuilder("Split").Device(kDeviceGpu).TypeConstraint("T", T),          \
+                         SplitOp<false>);                                                            \
+  STRATA_REGISTER_KERNEL(KernelBuilder("SplitV").Device(kDeviceGpu).TypeConstraint("T", T), SplitOp<true>)
 REGISTER_LAYOUT(DT_FLOAT);
 REGISTER_LAYOUT(DT_DOUBLE);
 REGISTER_LAYOUT(DT_HALF);

@@ -193,7 +193,9 @@ TEST(BfcAllocatorTest, RegionsGrowAndLiveChunksNeverOverlap) {
       ASSERT_NE(p, nullptr);
       const size_t r = (n + 255) / 256 * 256;
       auto next = live.lower_bound(p);
-      if (next != live.end()) ASSERT_LE(p + r, next->first) << "overlaps the next chunk";
+      if (next != live.end()) {
+        ASSERT_LE(p + r, next->first) << "overlaps the next chunk";
+      }
       if (next != live.begin()) {
         auto prev = std::prev(next);
         ASSERT_LE(prev->first + prev->second, p) << "overlaps the previous chunk";
