@@ -167,16 +167,11 @@ class SliceOp : public OpKernel {
     const Tensor& in = ctx.input(0);
     std::vector<int64_t> begin, size;
     for (int i = 1; i <= 2; ++i) {
-      Tensor host = ctx.input(i);
-      if (host.dims() != 1) {
+      if (ctx.input(i).dims() != 1) {
         return absl::InvalidArgumentError(absl::StrCat("Slice ", i == 1 ? "begin" : "size", " must be 1-D, got shape ",
-                                                       host.shape().DebugString()));
+                                                       ctx.input(i).shape().DebugString()));
       }
-      if (!OnHost(ctx, host.dtype())) {
-        host = Tensor(ctx.input(i).dtype(), ctx.input(i).shape());
-        STRATA_RETURN_IF_ERROR(CopyDeviceToHostSync(ctx, ctx.input(i), &host));
-      }
-      STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> v, IntTensorValues(host, i == 1 ? "begin" : "size"));
+      STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> v, HostIntValues(ctx, i, i == 1 ? "begin" : "size"));
       (i == 1 ? begin : size) = std::move(v);
     }
     STRATA_ASSIGN_OR_RETURN(PartialTensorShape out_p, SliceOutputShape(in.shape(), begin, size));
