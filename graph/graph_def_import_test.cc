@@ -226,18 +226,18 @@ TEST(ImportGraphDefTest, ErrorsNameTheNode) {
 TEST(ImportGraphDefTest, EveryUnknownOpIsNamedAtOnce) {
   auto g = ImportGraphDef(Parse(R"pb(
     node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
-    node { name: "e1" op: "Einsum" input: "x" }
-    node { name: "s" op: "StridedSlice" input: "x" }
-    node { name: "e2" op: "Einsum" input: "s" }
-    node { name: "e3" op: "Einsum" input: "x" }
-    node { name: "e4" op: "Einsum" input: "x" }
+    node { name: "e1" op: "CudnnRNN" input: "x" }
+    node { name: "s" op: "StringSplit" input: "x" }
+    node { name: "e2" op: "CudnnRNN" input: "s" }
+    node { name: "e3" op: "CudnnRNN" input: "x" }
+    node { name: "e4" op: "CudnnRNN" input: "x" }
     node { name: "bad" op: "Neg" input: "x:7" })pb"));
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
   const std::string msg(g.status().message());
   EXPECT_THAT(msg, HasSubstr("2 ops of the graph are not registered in Strata"));
-  EXPECT_THAT(msg, HasSubstr("op 'Einsum' (4 nodes: 'e1', 'e2', 'e3', ...)"));
-  EXPECT_THAT(msg, HasSubstr("op 'StridedSlice' (node 's')"));
+  EXPECT_THAT(msg, HasSubstr("op 'CudnnRNN' (4 nodes: 'e1', 'e2', 'e3', ...)"));
+  EXPECT_THAT(msg, HasSubstr("op 'StringSplit' (node 's')"));
 }
 
 TEST(ImportGraphDefTest, CycleErrorSpellsOutTheCycle) {

@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/status.h"
+#include "graph/attr_value.h"
 #include "graph/gradients/grad_ops.h"
 #include "graph/gradients/grad_registry.h"
 #include "graph/gradients/grad_util.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
+#include "graph/ops/strided_slice.h"
 
 namespace strata {
 namespace {
@@ -194,6 +197,35 @@ absl::Status SliceGrad(const Scope& s, const Node& op, const OutputList& g, Outp
   return s.status();
 }
 
+// GetAttr over a node's attrs, for ReadStridedSliceMasks.
+struct NodeAttrs {
+  const Node& node;
+  template <typename T>
+  absl::Status GetAttr(const std::string& name, T* v) const {
+    return ::strata::GetAttr(node.attrs(), name, v);
+  }
+};
+
+// dx is dy scattered back into zeros of x's shape (StridedSliceGrad).
+absl::Status StridedSliceGradient(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  StridedSliceMasks m;
+  STRATA_RETURN_IF_ERROR(ReadStridedSliceMasks(NodeAttrs{op}, &m));
+  Output x = OpInput(op, 0), begin = OpInput(op, 1);
+  Output shape = begin.type() == DT_INT32 ? grad::ShapeOf(s, x) : ops::Shape(s, x, begin.type());
+  out->push_back(ops::StridedSliceGrad(s, shape, begin, OpInput(op, 2), OpInput(op, 3), g[0], m));
+  for (int i = 0; i < 3; ++i) out->push_back(Output());
+  return s.status();
+}
+
+// StridedSliceGrad is linear in dy: its gradient takes the same slice.
+absl::Status StridedSliceGradGradient(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  StridedSliceMasks m;
+  STRATA_RETURN_IF_ERROR(ReadStridedSliceMasks(NodeAttrs{op}, &m));
+  for (int i = 0; i < 4; ++i) out->push_back(Output());
+  out->push_back(ops::StridedSlice(s, g[0], OpInput(op, 1), OpInput(op, 2), OpInput(op, 3), m));
+  return s.status();
+}
+
 absl::Status PackGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
   int64_t axis = 0;
   auto st = GetAttr(op.attrs(), "axis", &axis);
@@ -260,6 +292,8 @@ STRATA_REGISTER_GRADIENT("UnsortedSegmentSum", UnsortedSegmentSumGrad);
 STRATA_REGISTER_GRADIENT("Transpose", TransposeGrad);
 STRATA_REGISTER_GRADIENT("ConcatV2", ConcatV2Grad);
 STRATA_REGISTER_GRADIENT("Slice", SliceGrad);
+STRATA_REGISTER_GRADIENT("StridedSlice", StridedSliceGradient);
+STRATA_REGISTER_GRADIENT("StridedSliceGrad", StridedSliceGradGradient);
 STRATA_REGISTER_GRADIENT("Pack", PackGrad);
 STRATA_REGISTER_GRADIENT("Unpack", UnpackGrad);
 STRATA_REGISTER_GRADIENT("Pad", PadGrad);

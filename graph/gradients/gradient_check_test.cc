@@ -27,6 +27,7 @@
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
+#include "graph/ops/strided_slice.h"
 #include "gtest/gtest.h"
 #include "runtime/session.h"
 
@@ -231,6 +232,22 @@ std::vector<GradCase> ArrayCases() {
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::Slice(s, x[0], ops::Const<int64_t>(s, {0, 1, 2}),
                                     ops::Const<int64_t>(s, {2, 1, 2}))};
+               }});
+  c.push_back({"StridedSlice", "x[1:, ::-2]", {U({3, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::StridedSlice(s, x[0], I32(s, {1, 0}), I32(s, {0, 0}), I32(s, {1, -2}),
+                                           {.begin_mask = 2, .end_mask = 3})};
+               }});
+  c.push_back({"StridedSlice", "x[tf.newaxis, ..., 1], int64 spec", {U({2, 3, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::StridedSlice(s, x[0], ops::Const<int64_t>(s, {0, 0, 1}), ops::Const<int64_t>(s, {0, 0, 2}),
+                                           ops::Const<int64_t>(s, {1, 1, 1}),
+                                           {.ellipsis_mask = 2, .new_axis_mask = 1, .shrink_axis_mask = 4})};
+               }});
+  c.push_back({"StridedSliceGrad", "dy of x[::2, 1:3]", {U({2, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::StridedSliceGrad(s, I32(s, {3, 4}), I32(s, {0, 1}), I32(s, {0, 3}), I32(s, {2, 1}), x[0],
+                                               {.begin_mask = 1, .end_mask = 1})};
                }});
   c.push_back({"Pack", "axis 0", {U({2, 3}), U({2, 3})},
                [](const Scope& s, const OutputList& x) -> OutputList {

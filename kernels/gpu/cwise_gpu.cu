@@ -141,6 +141,15 @@ __global__ void BroadcastCopyKernel(const T* x, T* out, StridedShape s, int64_t 
   }
 }
 
+template <typename T>
+__global__ void StridedScatterKernel(const T* x, T* out, StridedShape s, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
+    int64_t xo, yo;
+    Offsets(s, i, &xo, &yo);
+    out[yo] = x[xo];
+  }
+}
+
 bool Contiguous(const StridedShape& s) {
   int64_t stride = 1;
   for (int d = s.rank - 1; d >= 0; --d) {
@@ -251,6 +260,19 @@ cudaError_t LaunchBroadcastCopy(int elem_bytes, const void* x, void* out, const 
     case 2: BroadcastCopyKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), shape, n); break;
     case 4: BroadcastCopyKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(out), shape, n); break;
     case 8: BroadcastCopyKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(out), shape, n); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchStridedScatter(int elem_bytes, const void* x, void* out, const StridedShape& shape, int64_t n,
+                                 cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  switch (elem_bytes) {
+    case 1: StridedScatterKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(out), shape, n); break;
+    case 2: StridedScatterKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), shape, n); break;
+    case 4: StridedScatterKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(out), shape, n); break;
+    case 8: StridedScatterKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(out), shape, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

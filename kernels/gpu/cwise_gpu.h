@@ -53,6 +53,11 @@ cudaError_t LaunchFill(int elem_bytes, const void* value, void* out, int64_t n, 
 cudaError_t LaunchBroadcastCopy(int elem_bytes, const void* x, void* out, const StridedShape& shape,
                                 int64_t n, cudaStream_t s);
 
+// out[yo(i)] = x[xo(i)] (both strides): a strided scatter, e.g. a slice's
+// gradient into zeros. The yo(i) must be distinct. elem_bytes 1/2/4/8.
+cudaError_t LaunchStridedScatter(int elem_bytes, const void* x, void* out, const StridedShape& shape, int64_t n,
+                                 cudaStream_t s);
+
 }  // namespace gpu
 }  // namespace strata
 

@@ -512,6 +512,30 @@ TEST_F(GpuOracleTest, TransposeSliceTileSplitAndAddN) {
   }
 }
 
+TEST_F(GpuOracleTest, StridedSliceAndItsGradient) {
+  auto masks = [](int64_t b, int64_t e, int64_t ell, int64_t na, int64_t sh) {
+    return Attrs{{"begin_mask", MakeAttr(b)},     {"end_mask", MakeAttr(e)},
+                 {"ellipsis_mask", MakeAttr(ell)}, {"new_axis_mask", MakeAttr(na)},
+                 {"shrink_axis_mask", MakeAttr(sh)}};
+  };
+  auto v = [](std::vector<int32_t> x) { return Tensor::FromVector<int32_t>(x); };
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_HALF, DT_INT64, DT_BOOL}) {
+    const std::string what = DataTypeString(dt);
+    const Tensor x = Random(dt, {4, 5, 6}, rng_);
+    // x[1:, ::-2, 1:5:3], x[..., -1], x[tf.newaxis, 2, :, 1::2], x[:, :, :] (whole).
+    Check("StridedSlice", {x, v({1, 0, 1}), v({0, 0, 5}), v({1, -2, 3})}, masks(2, 3, 0, 0, 0), {}, what);
+    Check("StridedSlice", {x, v({0, -1}), v({0, 0}), v({1, 1})}, masks(0, 0, 1, 0, 2), {}, what);
+    Check("StridedSlice", {x, v({0, 2, 0, 1}), v({0, 3, 0, 0}), v({1, 1, 1, 2})}, masks(4, 12, 0, 1, 2), {}, what);
+    Check("StridedSlice", {x, v({0, 0, 0}), v({4, 5, 6}), v({1, 1, 1})}, masks(0, 0, 0, 0, 0), {}, what);
+    Check("StridedSliceGrad", {v({4, 5, 6}), v({1, 0, 1}), v({0, 0, 5}), v({1, -2, 3}), Random(dt, {3, 3, 2}, rng_)},
+          masks(2, 3, 0, 0, 0), {}, what);
+    Check("StridedSliceGrad", {v({4, 5, 6}), v({0, -1}), v({0, 0}), v({1, 1}), Random(dt, {4, 5}, rng_)},
+          masks(0, 0, 1, 0, 2), {}, what);
+    CheckSameError("StridedSlice", {x, v({0, 9}), v({0, 0}), v({1, 1})}, masks(0, 0, 0, 0, 2), what);
+    CheckSameError("StridedSlice", {x, v({0}), v({1}), v({0})}, masks(0, 0, 0, 0, 0), what);
+  }
+}
+
 TEST_F(GpuOracleTest, BatchMatMul) {
   const Attrs none;
   auto adj = [](bool x, bool y) { return Attrs{{"adj_x", MakeAttr(x)}, {"adj_y", MakeAttr(y)}}; };

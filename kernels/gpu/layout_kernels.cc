@@ -1,9 +1,11 @@
-// Transpose, Slice, Tile, Split, SplitV and AddN on the GPU, on the
-// elementwise launchers (cwise_gpu.h): Transpose, Slice and Split are
+// Transpose, Slice, StridedSlice(Grad), Tile, Split, SplitV and AddN on the
+// GPU, on the elementwise launchers (cwise_gpu.h): Transpose, Slice,
+// StridedSlice and Split are
 // strided copies (LaunchBroadcastCopy with the input's strides permuted, or
 // offset to the part's start); Tile is one too, over [m0, d0, m1, d1, ...]
 // with stride 0 on the repeat axes (that shape's row-major order is the
-// tiled output's); AddN adds its inputs pairwise into the output. int32 tensors live in host
+// tiled output's); StridedSliceGrad zeroes its output and scatters dy
+// (LaunchStridedScatter); AddN adds its inputs pairwise into the output. int32 tensors live in host
 // memory, where the CPU kernels serve them (placement's host fallback).
 #include <cstdint>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
+#include "graph/ops/strided_slice.h"
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/kernel_registry.h"
@@ -189,6 +192,127 @@ class SliceOp : public OpKernel {
   }
 };
 
+// The plan of StridedSlice(Grad)'s spec (inputs first..first+2) over `full`.
+absl::StatusOr<StridedSlicePlan> PlanOnDevice(OpKernelContext& ctx, int first, const TensorShape& full,
+                                              const StridedSliceMasks& masks) {
+  std::vector<int64_t> spec[3];
+  const char* what[3] = {"StridedSlice begin", "StridedSlice end", "StridedSlice strides"};
+  for (int k = 0; k < 3; ++k) {
+    if (ctx.input(first + k).dims() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what[k], " must be 1-D, got shape ", ctx.input(first + k).shape().DebugString()));
+    }
+    STRATA_ASSIGN_OR_RETURN(spec[k], HostIntValues(ctx, first + k, what[k]));
+  }
+  return PlanStridedSlice(PartialTensorShape(full.dim_sizes()), spec[0], spec[1], spec[2], masks);
+}
+
+// The plan as strides over the processing shape (one dim per input dim,
+// size-1 dims dropped): element offsets into the full tensor, and the base.
+void PlanStrides(const StridedSlicePlan& plan, const TensorShape& full, std::vector<int64_t>* dims,
+                 std::vector<int64_t>* strides, int64_t* base) {
+  const std::vector<int64_t> full_strides = Strides(full.dim_sizes());
+  *base = 0;
+  for (int d = 0; d < full.dims(); ++d) {
+    *base += plan.begin[d] * full_strides[d];
+    if (plan.size[d] == 1) continue;
+    dims->push_back(plan.size[d]);
+    strides->push_back(plan.stride[d] * full_strides[d]);
+  }
+}
+
+class StridedSliceOp : public OpKernel {
+ public:
+  explicit StridedSliceOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, ReadStridedSliceMasks(c, &masks_));
+  }
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    STRATA_ASSIGN_OR_RETURN(StridedSlicePlan plan, PlanOnDevice(ctx, 1, in.shape(), masks_));
+    STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, plan.output.AsTensorShape());
+    if (plan.whole) {
+      STRATA_ASSIGN_OR_RETURN(Tensor t, in.Reshaped(out_shape));
+      ctx.set_output(0, std::move(t));
+      return absl::OkStatus();
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, out_shape, &out));
+    std::vector<int64_t> dims, strides;
+    int64_t base = 0;
+    PlanStrides(plan, in.shape(), &dims, &strides, &base);
+    return StridedCopy(ctx, in, base, dims, strides, out, "StridedSlice");
+  }
+
+ private:
+  StridedSliceMasks masks_;
+};
+
+class StridedSliceGradOp : public OpKernel {
+ public:
+  explicit StridedSliceGradOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, ReadStridedSliceMasks(c, &masks_));
+  }
+  bool IsCaptureSafe() const override { return input_type(0) == DT_INT32; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    if (ctx.input(0).dims() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("StridedSliceGrad shape must be 1-D, got shape ",
+                                                     ctx.input(0).shape().DebugString()));
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> dims_v, HostIntValues(ctx, 0, "StridedSliceGrad shape"));
+    auto shape_or = TensorShape::FromDims(dims_v);
+    if (!shape_or.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("StridedSliceGrad shape is not a valid shape: ",
+                                                     shape_or.status().message()));
+    }
+    const TensorShape shape = *shape_or;
+    STRATA_ASSIGN_OR_RETURN(StridedSlicePlan plan, PlanOnDevice(ctx, 1, shape, masks_));
+    STRATA_ASSIGN_OR_RETURN(TensorShape slice_shape, plan.output.AsTensorShape());
+    const Tensor& dy = ctx.input(4);
+    if (dy.shape() != slice_shape) {
+      return absl::InvalidArgumentError(absl::StrCat("StridedSliceGrad dy has shape ", dy.shape().DebugString(),
+                                                     "; the slice of ", shape.DebugString(), " has shape ",
+                                                     slice_shape.DebugString()));
+    }
+    if (plan.whole) {
+      STRATA_ASSIGN_OR_RETURN(Tensor t, dy.Reshaped(shape));
+      ctx.set_output(0, std::move(t));
+      return absl::OkStatus();
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, shape, &out));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    STRATA_RETURN_IF_ERROR(
+        CudaStatus(cudaMemsetAsync(out->raw_data(), 0, out->TotalBytes(), stream), "StridedSliceGrad"));
+    if (dy.NumElements() == 0) return absl::OkStatus();
+    std::vector<int64_t> dims, strides;
+    int64_t base = 0;
+    PlanStrides(plan, shape, &dims, &strides, &base);
+    if (dims.empty()) {
+      dims.push_back(1);
+      strides.push_back(0);
+    }
+    if (dims.size() > static_cast<size_t>(kMaxDims)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("StridedSliceGrad: rank ", dims.size(), " exceeds the GPU limit ", kMaxDims));
+    }
+    StridedShape s;
+    s.rank = static_cast<int>(dims.size());
+    const std::vector<int64_t> dy_strides = Strides(dims);
+    for (int d = 0; d < s.rank; ++d) {
+      s.dims[d] = dims[d];
+      s.x_strides[d] = dy_strides[d];
+      s.y_strides[d] = strides[d];
+    }
+    const int esize = static_cast<int>(DataTypeSize(dy.dtype()));
+    char* dst = static_cast<char*>(out->raw_data()) + base * esize;
+    return CudaStatus(LaunchStridedScatter(esize, dy.raw_data(), dst, s, dy.NumElements(), stream), "StridedSliceGrad");
+  }
+
+ private:
+  StridedSliceMasks masks_;
+};
+
 class AddNOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -232,6 +356,10 @@ class AddNOp : public OpKernel {
   STRATA_REGISTER_KERNEL(KernelBuilder("Transpose").Device(kDeviceGpu).TypeConstraint("T", T), \
                          TransposeOp);                                                             \
   STRATA_REGISTER_KERNEL(KernelBuilder("Slice").Device(kDeviceGpu).TypeConstraint("T", T), SliceOp); \
+  STRATA_REGISTER_KERNEL(KernelBuilder("StridedSlice").Device(kDeviceGpu).TypeConstraint("T", T),   \
+                         StridedSliceOp);                                                            \
+  STRATA_REGISTER_KERNEL(KernelBuilder("StridedSliceGrad").Device(kDeviceGpu).TypeConstraint("T", T), \
+                         StridedSliceGradOp);                                                        \
   STRATA_REGISTER_KERNEL(KernelBuilder("Tile").Device(kDeviceGpu).TypeConstraint("T", T), TileOp);   \
   STRATA_REGISTER_KERNEL(KernelBuilder("Split").Device(kDeviceGpu).TypeConstraint("T", T),          \
                          SplitOp<false>);                                                            \
