@@ -226,6 +226,14 @@ absl::Status StridedSliceGradGradient(const Scope& s, const Node& op, const Outp
   return s.status();
 }
 
+// The band's gradient is dy's band (the mask is fixed).
+absl::Status MatrixBandPartGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  out->push_back(ops::MatrixBandPart(s, g[0], OpInput(op, 1), OpInput(op, 2)));
+  out->push_back(Output());
+  out->push_back(Output());
+  return s.status();
+}
+
 absl::Status PackGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
   int64_t axis = 0;
   auto st = GetAttr(op.attrs(), "axis", &axis);
@@ -300,6 +308,7 @@ STRATA_REGISTER_GRADIENT("Pad", PadGrad);
 STRATA_REGISTER_GRADIENT("BroadcastTo", BroadcastToGrad);
 STRATA_REGISTER_GRADIENT("Fill", FillGrad);
 STRATA_REGISTER_GRADIENT("Tile", TileGrad);
+STRATA_REGISTER_GRADIENT("MatrixBandPart", MatrixBandPartGrad);
 STRATA_REGISTER_GRADIENT("Split", SplitGrad);
 STRATA_REGISTER_GRADIENT("SplitV", SplitVGrad);
 

@@ -249,6 +249,30 @@ std::vector<GradCase> ArrayCases() {
                  return {ops::StridedSliceGrad(s, I32(s, {3, 4}), I32(s, {0, 1}), I32(s, {0, 3}), I32(s, {2, 1}), x[0],
                                                {.begin_mask = 1, .end_mask = 1})};
                }});
+  c.push_back({"MatrixBandPart", "causal (0, -1), batch of 2", {U({2, 3, 4})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, 0), ops::Const<int64_t>(s, -1))};
+               }});
+  c.push_back({"Prod", "axis 1 with a zero in a row", {[] {
+                 Tensor t = Uniform({2, 3, 2}, 0.5, 1.5);
+                 t.data<double>()[3] = 0;  // x[0, 1, 1]
+                 return t;
+               }()},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Prod(s, x[0], I32(s, {1}))};
+               }});
+  c.push_back({"Prod", "axes 0 and 2, keep_dims", {Uniform({2, 3, 2}, 0.5, 1.5)},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Prod(s, x[0], I32(s, {0, -1}), ops::ReductionAttrs().KeepDims(true))};
+               }});
+  c.push_back({"Cumprod", "axis 1, exclusive", {Uniform({2, 4}, 0.5, 1.5)},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Cumprod(s, x[0], ops::Const(s, 1), /*exclusive=*/true)};
+               }});
+  c.push_back({"Cumprod", "axis 0, reverse", {Uniform({3, 2}, 0.5, 1.5)},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::Cumprod(s, x[0], ops::Const(s, 0), /*exclusive=*/false, /*reverse=*/true)};
+               }});
   c.push_back({"Pack", "axis 0", {U({2, 3}), U({2, 3})},
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::Stack(s, x, 0)};
@@ -387,6 +411,18 @@ std::vector<GradCase> NnCases() {
   c.push_back({"MaxPool", "3x3 SAME stride 2", {U({1, 5, 5, 1})},
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::MaxPool(s, x[0], {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME")};
+               }});
+  c.push_back({"AvgPool", "2x2 VALID", {U({2, 4, 4, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::AvgPool(s, x[0], {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID")};
+               }});
+  c.push_back({"AvgPool", "3x3 SAME stride 2 (partial edge windows)", {U({1, 5, 6, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::AvgPool(s, x[0], {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME")};
+               }});
+  c.push_back({"AvgPoolGrad", "of a 3x3 SAME stride 2 pool", {U({1, 3, 3, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return {ops::AvgPoolGrad(s, I32(s, {1, 5, 6, 2}), x[0], {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME")};
                }});
   return c;
 }

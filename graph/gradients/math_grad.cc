@@ -326,6 +326,80 @@ absl::Status MaxMinReductionGrad(const Scope& s, const Node& op, const OutputLis
   return s.status();
 }
 
+// dx[i] = dy * the product of the other reduced elements, computed without
+// dividing by x (zeros are fine): the reduced dims are moved to the front
+// and flattened to [r, rest]; exclusive running products from both ends
+// multiply to each element's "all but me" product (TensorFlow's method).
+absl::Status ProdGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  Output x = OpInput(op, 0), axes = OpInput(op, 1);
+  const std::optional<std::vector<int64_t>> a = grad::ConstIntValues(axes);
+  const PartialTensorShape xs = x.shape();
+  Output perm, inverse, num_reduced;  // num_reduced: a [1] vector
+  if (a && !xs.unknown_rank()) {
+    const int rank = xs.dims();
+    std::vector<bool> reduced(static_cast<size_t>(rank), false);
+    for (int64_t v : *a) {
+      if (v < -rank || v >= rank) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Prod node '", op.name(), "' axis ", v, " is out of range for rank ", rank));
+      }
+      reduced[static_cast<size_t>(v < 0 ? v + rank : v)] = true;
+    }
+    std::vector<int64_t> p, inv(static_cast<size_t>(rank));
+    for (int d = 0; d < rank; ++d) {
+      if (reduced[d]) p.push_back(d);
+    }
+    const int64_t n = static_cast<int64_t>(p.size());
+    for (int d = 0; d < rank; ++d) {
+      if (!reduced[d]) p.push_back(d);
+    }
+    for (int i = 0; i < rank; ++i) inv[static_cast<size_t>(p[i])] = i;
+    perm = grad::IntVector(s, p);
+    inverse = grad::IntVector(s, inv);
+    num_reduced = grad::IntVector(s, {n});
+  } else {
+    // At run time: dim d goes to position (reduced dims before it) if
+    // reduced, else (all reduced) + (kept dims before it).
+    Output zero = ops::Const(s, 0);
+    Output rank = ops::Size(s, ops::Shape(s, x));
+    Output ax = ops::Reshape(s, axes.type() == DT_INT32 ? axes : ops::Cast(s, axes, DT_INT32), grad::IntVector(s, {1, -1}));
+    ax = ops::SelectV2(s, ops::Less(s, ax, zero), ops::Add(s, ax, rank), ax);
+    Output dims = ops::Reshape(s, ops::Range(s, zero, rank, ops::Const(s, 1)), grad::IntVector(s, {-1, 1}));
+    Output hits = ops::Sum(s, ops::Cast(s, ops::Equal(s, dims, ax), DT_INT32), ops::Const(s, 1));
+    Output reduced = ops::Minimum(s, hits, ops::Const(s, 1));
+    Output kept = ops::Sub(s, ops::Const(s, 1), reduced);
+    Output n = ops::Sum(s, reduced, zero);
+    inverse = ops::SelectV2(s, ops::Cast(s, reduced, DT_BOOL), ops::Cumsum(s, reduced, zero, /*exclusive=*/true),
+                            ops::Add(s, n, ops::Cumsum(s, kept, zero, /*exclusive=*/true)));
+    perm = ops::InvertPermutation(s, inverse);
+    num_reduced = ops::Reshape(s, n, grad::IntVector(s, {1}));
+  }
+  Output permuted = ops::Transpose(s, x, perm);
+  Output pshape = ops::Shape(s, permuted);
+  Output r = ops::Prod(s, ops::Slice(s, pshape, grad::IntVector(s, {0}), num_reduced), ops::Const(s, 0),
+                       ops::ReductionAttrs().KeepDims(true));
+  Output flat = ops::Reshape(s, permuted, ops::Concat(s, {r, grad::IntVector(s, {-1})}, ops::Const(s, 0)));
+  Output others = ops::Mul(s, ops::Cumprod(s, flat, ops::Const(s, 0), /*exclusive=*/true),
+                           ops::Cumprod(s, flat, ops::Const(s, 0), /*exclusive=*/true, /*reverse=*/true));
+  Output back = ops::Transpose(s, ops::Reshape(s, others, pshape), inverse);
+  out->push_back(ops::Mul(s, back, grad::ReshapeToKeepDims(s, g[0], x, axes)));
+  out->push_back(Output());
+  return s.status();
+}
+
+// out = cumprod(x): dx = cumsum(out * dy) the other way, divided by x
+// (TensorFlow's formula; like TensorFlow's, undefined where x is 0).
+absl::Status CumprodGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  bool exclusive = false, reverse = false;
+  STRATA_RETURN_IF_ERROR(GetAttr(op.attrs(), "exclusive", &exclusive));
+  STRATA_RETURN_IF_ERROR(GetAttr(op.attrs(), "reverse", &reverse));
+  Output y = OpOutput(op, 0);
+  Output summed = ops::Cumsum(s, ops::Mul(s, y, g[0]), OpInput(op, 1), exclusive, !reverse);
+  out->push_back(ops::RealDiv(s, summed, OpInput(op, 0)));
+  out->push_back(Output());
+  return s.status();
+}
+
 STRATA_REGISTER_GRADIENT("Add", AddGrad);
 STRATA_REGISTER_GRADIENT("AddV2", AddGrad);
 STRATA_REGISTER_GRADIENT("Sub", SubGrad);
@@ -355,6 +429,8 @@ STRATA_REGISTER_GRADIENT("Sum", SumGrad);
 STRATA_REGISTER_GRADIENT("Mean", MeanGrad);
 STRATA_REGISTER_GRADIENT("Max", MaxMinReductionGrad);
 STRATA_REGISTER_GRADIENT("Min", MaxMinReductionGrad);
+STRATA_REGISTER_GRADIENT("Prod", ProdGrad);
+STRATA_REGISTER_GRADIENT("Cumprod", CumprodGrad);
 
 STRATA_NO_GRADIENT("ArgMax");
 STRATA_NO_GRADIENT("Floor");

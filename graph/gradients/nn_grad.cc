@@ -136,6 +136,25 @@ absl::Status MaxPoolGrad(const Scope& s, const Node& op, const OutputList& g, Ou
   return s.status();
 }
 
+// The mean's gradient spreads dy evenly over each window (AvgPoolGrad).
+absl::Status AvgPoolGradient(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  NodeBuilder dx(s, "AvgPoolGrad");
+  dx.Input(grad::ShapeOf(s, OpInput(op, 0))).Input(g[0]);
+  CopyAttrs(op, dx, {"ksize", "strides", "padding", "data_format"});
+  out->push_back(First(dx.Finalize()));
+  return s.status();
+}
+
+// AvgPoolGrad is AvgPool's adjoint (linear in grad): its own gradient is AvgPool.
+absl::Status AvgPoolGradGradient(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  NodeBuilder y(s, "AvgPool");
+  y.Input(g[0]);
+  CopyAttrs(op, y, {"ksize", "strides", "padding", "data_format"});
+  out->push_back(Output());
+  out->push_back(First(y.Finalize()));
+  return s.status();
+}
+
 STRATA_REGISTER_GRADIENT("Relu", ReluGrad);
 STRATA_REGISTER_GRADIENT("Sigmoid", SigmoidGrad);
 STRATA_REGISTER_GRADIENT("Tanh", TanhGrad);
@@ -146,6 +165,8 @@ STRATA_REGISTER_GRADIENT("SparseSoftmaxCrossEntropyWithLogits", SparseXentGrad);
 STRATA_REGISTER_GRADIENT("SoftmaxCrossEntropyWithLogits", DenseXentGrad);
 STRATA_REGISTER_GRADIENT("Conv2D", Conv2DGrad);
 STRATA_REGISTER_GRADIENT("MaxPool", MaxPoolGrad);
+STRATA_REGISTER_GRADIENT("AvgPool", AvgPoolGradient);
+STRATA_REGISTER_GRADIENT("AvgPoolGrad", AvgPoolGradGradient);
 
 }  // namespace
 }  // namespace strata

@@ -829,6 +829,25 @@ STRATA_REGISTER_OP("Slice")
     .Attr("Index: " STRATA_INDEX_TYPES)
     .SetShapeFn(SliceShapeFn);
 
+// MatrixBandPart: the input's shape (rank >= 2); the band widths scalars.
+absl::Status MatrixBandPartShapeFn(InferenceContext& c) {
+  PartialTensorShape input, unused;
+  STRATA_RETURN_IF_ERROR(c.WithRankAtLeast(0, 2, &input));
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 0, &unused));
+  STRATA_RETURN_IF_ERROR(c.WithRank(2, 0, &unused));
+  c.set_output(0, input);
+  return absl::OkStatus();
+}
+
+STRATA_REGISTER_OP("MatrixBandPart")
+    .Input("input: T")
+    .Input("num_lower: Tindex")
+    .Input("num_upper: Tindex")
+    .Output("band: T")
+    .Attr("T: type")
+    .Attr("Tindex: {int32, int64} = int64")
+    .SetShapeFn(MatrixBandPartShapeFn);
+
 STRATA_REGISTER_OP("Pack")
     .Input("values: N * T")
     .Output("output: T")
@@ -961,6 +980,10 @@ Output Fill(const Scope& scope, Output dims, Output value) {
 
 Output Range(const Scope& scope, Output start, Output limit, Output delta) {
   return Out0(NodeBuilder(scope, "Range").Input(start).Input(limit).Input(delta).Finalize());
+}
+
+Output MatrixBandPart(const Scope& scope, Output input, Output num_lower, Output num_upper) {
+  return Out0(NodeBuilder(scope, "MatrixBandPart").Input(input).Input(num_lower).Input(num_upper).Finalize());
 }
 
 Output Tile(const Scope& scope, Output input, Output multiples) {

@@ -8,6 +8,7 @@
 //   ZerosLike(x: T)   OnesLike(x: T)             Shape(input: T; attr out_type = int32)
 //   OneHot(indices: TI, depth: int32, on_value: T, off_value: T; attr axis = -1)
 //   Range(start: Tidx, limit: Tidx, delta: Tidx)  Tile(input: T, multiples: Tmultiples)
+//   MatrixBandPart(input: T, num_lower: Tindex, num_upper: Tindex)
 //   Split(split_dim: int32, value: T; attr num_split) -> num_split * T
 //   SplitV(value: T, size_splits: Tlen, split_dim: int32; attr num_split) -> num_split * T
 //
@@ -166,6 +167,11 @@ Output OneHot(const Scope& scope, Output indices, Output depth, Output on_value,
 // start, limit and delta: scalars of one type (int32, int64, float, double).
 Output Range(const Scope& scope, Output start, Output limit, Output delta);
 Output Tile(const Scope& scope, Output input, Output multiples);
+// The band of each innermost matrix of `input` (rank >= 2): element (i, j)
+// is kept where i - j <= num_lower and j - i <= num_upper (a negative width
+// keeps that whole triangle), zero elsewhere. (0, -1) is a causal mask's
+// lower triangle.
+Output MatrixBandPart(const Scope& scope, Output input, Output num_lower, Output num_upper);
 // num_split equal parts along `axis` (an int32 scalar).
 OutputList Split(const Scope& scope, Output axis, Output value, int64_t num_split);
 // Parts of the sizes `size_splits` holds (one may be -1) along `axis`.

@@ -385,6 +385,7 @@ STRATA_REGISTER_REDUCTION("Sum");
 STRATA_REGISTER_REDUCTION("Mean");
 STRATA_REGISTER_REDUCTION("Max");
 STRATA_REGISTER_REDUCTION("Min");
+STRATA_REGISTER_REDUCTION("Prod");
 
 STRATA_REGISTER_OP("ArgMax")
     .Input("input: T")
@@ -424,6 +425,16 @@ STRATA_REGISTER_OP("ClipByValue")
     .SetShapeFn(ClipByValueShape);
 
 STRATA_REGISTER_OP("Cumsum")
+    .Input("x: T")
+    .Input("axis: Tidx")
+    .Output("out: T")
+    .Attr("exclusive: bool = false")
+    .Attr("reverse: bool = false")
+    .Attr("T: {" STRATA_NUMBER_TYPES "}")
+    .Attr("Tidx: {int32, int64} = int32")
+    .SetShapeFn(CumsumShape);
+
+STRATA_REGISTER_OP("Cumprod")
     .Input("x: T")
     .Input("axis: Tidx")
     .Output("out: T")
@@ -515,6 +526,15 @@ Output Cumsum(const Scope& s, Output x, Output axis, bool exclusive, bool revers
                     .Finalize());
 }
 
+Output Cumprod(const Scope& s, Output x, Output axis, bool exclusive, bool reverse) {
+  return Result(NodeBuilder(s, "Cumprod")
+                    .Input(x)
+                    .Input(axis)
+                    .Attr("exclusive", exclusive)
+                    .Attr("reverse", reverse)
+                    .Finalize());
+}
+
 Output AddN(const Scope& s, const OutputList& inputs) {
   return Result(NodeBuilder(s, "AddN").Input(inputs).Finalize());
 }
@@ -548,6 +568,9 @@ Output Max(const Scope& s, Output input, Output axis, const ReductionAttrs& attr
 }
 Output Min(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs) {
   return Reduction(s, "Min", input, axis, attrs);
+}
+Output Prod(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs) {
+  return Reduction(s, "Prod", input, axis, attrs);
 }
 
 Output ArgMax(const Scope& s, Output input, Output dimension, const ArgMax::Attrs& attrs) {

@@ -81,6 +81,8 @@ Output ClipByValue(const Scope& s, Output t, Output clip_value_min, Output clip_
 // Running sums of x along `axis` (a scalar): out[i] = x[0] + ... + x[i];
 // `exclusive` leaves x[i] out, `reverse` sums from the end (tf.cumsum).
 Output Cumsum(const Scope& s, Output x, Output axis, bool exclusive = false, bool reverse = false);
+// Running products, likewise (tf.math.cumprod; an exclusive one starts at 1).
+Output Cumprod(const Scope& s, Output x, Output axis, bool exclusive = false, bool reverse = false);
 
 // The sum of N >= 1 tensors of one dtype and shape.
 Output AddN(const Scope& s, const OutputList& inputs);
@@ -140,6 +142,9 @@ Output Sum(const Scope& s, Output input, Output axis, const ReductionAttrs& attr
 Output Mean(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
 Output Max(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
 Output Min(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
+// The product (1 over an empty set); its gradient is zero-safe (products of
+// the other elements, not y / x).
+Output Prod(const Scope& s, Output input, Output axis, const ReductionAttrs& attrs = {});
 
 // Index of the largest value along `dimension` (an int32/int64 scalar); ties
 // go to the smallest index.

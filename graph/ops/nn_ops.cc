@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "graph/op_registry.h"
+#include "graph/ops/array_ops.h"
 #include "graph/shape_inference.h"
 
 namespace strata {
@@ -167,7 +168,7 @@ absl::StatusOr<PoolAttrsParsed> ParsePoolAttrs(const AttrMap& attrs) {
   STRATA_RETURN_IF_ERROR(GetAttr(attrs, "padding", &padding));
   STRATA_ASSIGN_OR_RETURN(p.padding, ParsePadding(padding));
   if (p.padding == Padding::kExplicit) {
-    return absl::InvalidArgumentError("EXPLICIT padding is not supported by Strata's MaxPool");
+    return absl::InvalidArgumentError("EXPLICIT padding is not supported by Strata's pooling ops");
   }
   return p;
 }
@@ -430,6 +431,27 @@ absl::Status MaxPoolShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// AvgPoolGrad: the input's shape (orig_input_shape, when constant); grad
+// must have its pooled shape.
+absl::Status AvgPoolGradShape(InferenceContext& c) {
+  PartialTensorShape sizes, grad, expected;
+  STRATA_RETURN_IF_ERROR(c.WithRank(0, 1, &sizes));
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 4, &grad));
+  STRATA_RETURN_IF_ERROR(SetOutputFromShapeInput(c, 0, "AvgPoolGrad orig_input_shape"));
+  PartialTensorShape input = c.output(0);
+  if (input.unknown_rank()) input = PartialTensorShape({-1, -1, -1, -1});
+  if (input.dims() != 4) {
+    return c.Error(absl::StrCat("AvgPoolGrad orig_input_shape must hold 4 dims, got ", input.DebugString()));
+  }
+  STRATA_RETURN_IF_ERROR(PoolOutputShape(c, input, &expected));
+  if (!expected.IsCompatibleWith(grad)) {
+    return c.Error(absl::StrCat("grad ", grad.DebugString(), " must match the pooled shape ", expected.DebugString(),
+                                " of orig_input_shape ", input.DebugString()));
+  }
+  c.set_output(0, input);
+  return absl::OkStatus();
+}
+
 absl::Status MaxPoolGradShape(InferenceContext& c) {
   PartialTensorShape input, orig_out, grad, expected;
   STRATA_RETURN_IF_ERROR(c.WithRank(0, 4, &input));
@@ -588,6 +610,27 @@ STRATA_REGISTER_OP("MaxPool")
     .Attr("data_format: string = 'NHWC'")
     .SetShapeFn(MaxPoolShape);
 
+STRATA_REGISTER_OP("AvgPool")
+    .Input("value: T")
+    .Output("output: T")
+    .Attr("ksize: list(int) >= 4")
+    .Attr("strides: list(int) >= 4")
+    .Attr("padding: string")
+    .Attr("data_format: string = 'NHWC'")
+    .Attr("T: {half, bfloat16, float, double}")
+    .SetShapeFn(MaxPoolShape);
+
+STRATA_REGISTER_OP("AvgPoolGrad")
+    .Input("orig_input_shape: int32")
+    .Input("grad: T")
+    .Output("output: T")
+    .Attr("ksize: list(int) >= 4")
+    .Attr("strides: list(int) >= 4")
+    .Attr("padding: string")
+    .Attr("data_format: string = 'NHWC'")
+    .Attr("T: {half, bfloat16, float, double}")
+    .SetShapeFn(AvgPoolGradShape);
+
 STRATA_REGISTER_OP("MaxPoolGrad")
     .Input("orig_input: T")
     .Input("orig_output: T")
@@ -708,6 +751,29 @@ Output MaxPool(const Scope& scope, Output input, const std::vector<int>& ksize,
                const std::string& data_format) {
   return FirstOutput(NodeBuilder(scope, "MaxPool")
                          .Input(input)
+                         .Attr("ksize", ksize)
+                         .Attr("strides", strides)
+                         .Attr("padding", padding)
+                         .Attr("data_format", data_format)
+                         .Finalize());
+}
+
+Output AvgPool(const Scope& scope, Output value, const std::vector<int>& ksize, const std::vector<int>& strides,
+               const std::string& padding, const std::string& data_format) {
+  return FirstOutput(NodeBuilder(scope, "AvgPool")
+                         .Input(value)
+                         .Attr("ksize", ksize)
+                         .Attr("strides", strides)
+                         .Attr("padding", padding)
+                         .Attr("data_format", data_format)
+                         .Finalize());
+}
+
+Output AvgPoolGrad(const Scope& scope, Output orig_input_shape, Output grad, const std::vector<int>& ksize,
+                   const std::vector<int>& strides, const std::string& padding, const std::string& data_format) {
+  return FirstOutput(NodeBuilder(scope, "AvgPoolGrad")
+                         .Input(orig_input_shape)
+                         .Input(grad)
                          .Attr("ksize", ksize)
                          .Attr("strides", strides)
                          .Attr("padding", padding)

@@ -1,7 +1,7 @@
 // The neural-network op family: activations (Relu, Sigmoid, Tanh), BiasAdd,
-// Softmax / LogSoftmax, SparseSoftmaxCrossEntropyWithLogits, Conv2D, MaxPool,
+// Softmax / LogSoftmax, SparseSoftmaxCrossEntropyWithLogits, Conv2D, MaxPool, AvgPool,
 // and the gradient ops training needs (ReluGrad, SigmoidGrad, TanhGrad,
-// BiasAddGrad, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad).
+// BiasAddGrad, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad, AvgPoolGrad).
 // Names, inputs, outputs and attrs (with defaults) are TensorFlow's, so
 // GraphDefs written by TensorFlow import; shape functions name the node and
 // the shapes on error.
@@ -157,6 +157,15 @@ Output Conv2DBackpropFilter(const Scope& scope, Output input, Output filter_size
 Output MaxPool(const Scope& scope, Output input, const std::vector<int>& ksize,
                const std::vector<int>& strides, const std::string& padding,
                const std::string& data_format = "NHWC");
+// The mean of each window's in-range taps (SAME padding divides by the
+// taps inside the input, as TensorFlow does). half, bfloat16, float, double.
+Output AvgPool(const Scope& scope, Output value, const std::vector<int>& ksize, const std::vector<int>& strides,
+               const std::string& padding, const std::string& data_format = "NHWC");
+// Spreads each `grad` entry evenly over its window's in-range taps, into a
+// tensor of the int32 shape `orig_input_shape`.
+Output AvgPoolGrad(const Scope& scope, Output orig_input_shape, Output grad, const std::vector<int>& ksize,
+                   const std::vector<int>& strides, const std::string& padding,
+                   const std::string& data_format = "NHWC");
 // Routes each `grad` entry to the position of its window's maximum in
 // `orig_input` (the first one, in row-major window order, on ties).
 Output MaxPoolGrad(const Scope& scope, Output orig_input, Output orig_output, Output grad,

@@ -3,6 +3,7 @@
 // (OnesLike and OneHot aside, which only write given values), so each kernel
 // is registered once for every dtype and works on raw bytes; the shape rules
 // are the same functions the shape inference uses.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -451,6 +452,49 @@ class SplitOp : public OpKernel {
   }
 };
 
+// MatrixBandPart: each matrix row copied, its out-of-band ends zeroed.
+class MatrixBandPartOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    if (in.dims() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MatrixBandPart input must be at least 2-D, got shape ", in.shape().DebugString()));
+    }
+    STRATA_RETURN_IF_ERROR(RequireScalar(ctx.input(1), "MatrixBandPart num_lower"));
+    STRATA_RETURN_IF_ERROR(RequireScalar(ctx.input(2), "MatrixBandPart num_upper"));
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> lower, IntTensorValues(ctx.input(1), "MatrixBandPart num_lower"));
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> upper, IntTensorValues(ctx.input(2), "MatrixBandPart num_upper"));
+    const int64_t m = in.dim_size(in.dims() - 2), n = in.dim_size(in.dims() - 1);
+    if (lower[0] > m || upper[0] > n) {
+      return absl::InvalidArgumentError(absl::StrCat("MatrixBandPart num_lower ", lower[0], " must be at most ", m,
+                                                     " and num_upper ", upper[0], " at most ", n, " (the matrix is ",
+                                                     m, " x ", n, ")"));
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, in.shape(), &out));
+    if (out->NumElements() == 0) return absl::OkStatus();
+    const size_t elem = DataTypeSize(in.dtype());
+    const int64_t rows = in.NumElements() / n;
+    const char* src = Bytes(in);
+    char* dst = Bytes(*out);
+    ctx.eigen_cpu_device().parallelFor(
+        rows, array_copy::CopyCost(n * static_cast<int64_t>(elem)), [&](Eigen::Index first, Eigen::Index last) {
+          for (Eigen::Index r = first; r < last; ++r) {
+            const int64_t i = r % m;
+            const int64_t lo = lower[0] < 0 ? 0 : std::clamp<int64_t>(i - lower[0], 0, n);
+            const int64_t hi = upper[0] < 0 ? n : std::clamp<int64_t>(i + upper[0] + 1, 0, n);
+            char* row = dst + r * n * static_cast<int64_t>(elem);
+            const char* in_row = src + r * n * static_cast<int64_t>(elem);
+            std::memset(row, 0, n * elem);
+            if (hi > lo) std::memcpy(row + lo * elem, in_row + lo * elem, (hi - lo) * elem);
+          }
+        });
+    return absl::OkStatus();
+  }
+};
+
 // No dtype constraints: each kernel serves every dtype the op allows.
 // ExpandDims and Squeeze: kernels/shape_change_kernels.h.
 class ExpandDimsOp : public OpKernel {
@@ -474,6 +518,7 @@ STRATA_REGISTER_KERNEL(KernelBuilder("Slice").Device(kDeviceCpu), SliceOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("OneHot").Device(kDeviceCpu), OneHotOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Range").Device(kDeviceCpu), RangeOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Tile").Device(kDeviceCpu), TileOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("MatrixBandPart").Device(kDeviceCpu), MatrixBandPartOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Split").Device(kDeviceCpu), SplitOp<false>);
 STRATA_REGISTER_KERNEL(KernelBuilder("SplitV").Device(kDeviceCpu), SplitOp<true>);
 

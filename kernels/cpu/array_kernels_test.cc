@@ -652,6 +652,32 @@ TEST(SplitTest, SplitAndSplitVCutAlongEveryAxis) {
 
 // ---- Shape functions through the builder -----------------------------------
 
+TEST(MatrixBandPartTest, MatchesReferenceForEveryBand) {
+  StandaloneCpuDevice dev(2);
+  std::mt19937 rng(12);
+  const Tensor x = RandomTensor<float>(TensorShape{2, 4, 5}, &rng);
+  for (int64_t lower = -1; lower <= 4; ++lower) {
+    for (int64_t upper = -1; upper <= 5; ++upper) {
+      SCOPED_TRACE(absl::StrCat("lower ", lower, " upper ", upper));
+      Tensor want(DT_FLOAT, x.shape());
+      for (int64_t i = 0; i < x.NumElements(); ++i) {
+        const int64_t r = (i / 5) % 4, c = i % 5;
+        const bool in = (lower < 0 || r - c <= lower) && (upper < 0 || c - r <= upper);
+        want.data<float>()[i] = in ? x.data<float>()[i] : 0.f;
+      }
+      ExpectSameTensor(RunOne(&dev, "MatrixBandPart", {x, Int64s({lower}).Reshaped(TensorShape{}).value(),
+                                                       Int64s({upper}).Reshaped(TensorShape{}).value()}),
+                       want);
+    }
+  }
+  EXPECT_THAT(RunStatus(&dev, "MatrixBandPart", {x, Tensor::Scalar<int64_t>(5), Tensor::Scalar<int64_t>(0)}).message(),
+              HasSubstr("num_lower 5 must be at most 4"));
+  EXPECT_THAT(RunStatus(&dev, "MatrixBandPart",
+                        {Tensor::FromVector<float>({1.f}), Tensor::Scalar<int64_t>(0), Tensor::Scalar<int64_t>(0)})
+                  .message(),
+              HasSubstr("at least 2-D"));
+}
+
 TEST(ArrayShapeFnTest, ConstantInputsGiveFullShapes) {
   Scope s = Scope::NewRootScope();
   Output x = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({6, 4}));

@@ -382,6 +382,65 @@ TEST(MaxPoolTest, BadInputsAreInvalidArgument) {
                 "pooled shape");
 }
 
+// The mean over each window's in-range taps (a reference written from the
+// definition), and its gradient: dy / taps added to each tap.
+Tensor AvgPoolRef(const PoolCase& p, const Tensor& x, const Tensor* dy, Tensor* dx) {
+  int64_t oh, ow, pt, pl;
+  Window(p.h, p.kr, p.sr, 1, p.same, &oh, &pt);
+  Window(p.w, p.kc, p.sc, 1, p.same, &ow, &pl);
+  Tensor out(DT_DOUBLE, TensorShape{p.n, oh, ow, p.c});
+  if (dx != nullptr) {
+    *dx = Tensor(DT_DOUBLE, x.shape());
+    for (double& v : dx->span<double>()) v = 0;
+  }
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t ch = 0; ch < p.c; ++ch) {
+          double sum = 0;
+          std::vector<int64_t> taps;
+          for (int64_t a = 0; a < p.kr; ++a)
+            for (int64_t b = 0; b < p.kc; ++b) {
+              const int64_t r = i * p.sr - pt + a, s = j * p.sc - pl + b;
+              if (r < 0 || r >= p.h || s < 0 || s >= p.w) continue;
+              taps.push_back(((n * p.h + r) * p.w + s) * p.c + ch);
+              sum += x.data<double>()[taps.back()];
+            }
+          const int64_t o = ((n * oh + i) * ow + j) * p.c + ch;
+          out.data<double>()[o] = sum / static_cast<double>(taps.size());
+          if (dx != nullptr) {
+            for (int64_t t : taps) dx->data<double>()[t] += dy->data<double>()[o] / static_cast<double>(taps.size());
+          }
+        }
+  return out;
+}
+
+TEST(AvgPoolTest, ForwardAndGradientMatchReference) {
+  std::mt19937 rng(47);
+  for (const PoolCase& p : kPoolCases) {
+    SCOPED_TRACE(p.Name());
+    Tensor x = RandomTensor<double>({p.n, p.h, p.w, p.c}, rng);
+    Tensor y = RunOp("AvgPool", {x}, p.Attrs())[0];
+    Tensor dy = RandomTensor<double>(y.shape(), rng);
+    Tensor want_dx;
+    ExpectClose<double>(y, AvgPoolRef(p, x, &dy, &want_dx), 1e-12);
+    const Tensor sizes = Tensor::FromVector<int32_t>(
+        {static_cast<int32_t>(p.n), static_cast<int32_t>(p.h), static_cast<int32_t>(p.w), static_cast<int32_t>(p.c)});
+    ExpectClose<double>(RunOp("AvgPoolGrad", {sizes, dy}, p.Attrs())[0], want_dx, 1e-12);
+  }
+}
+
+TEST(AvgPoolTest, BadInputsAreInvalidArgument) {
+  const auto attrs = PoolCase{1, 4, 4, 1, 2, 2, 2, 2, false}.Attrs();
+  ExpectInvalid(RunStatus("AvgPoolGrad", {Tensor::FromVector<int32_t>({1, 4, 4, 1}), Tensor(DT_FLOAT, TensorShape{1, 3, 2, 1})},
+                          attrs),
+                "pooled shape");
+  ExpectInvalid(RunStatus("AvgPoolGrad", {Tensor::FromVector<int32_t>({1, 4, 4}), Tensor(DT_FLOAT, TensorShape{1, 2, 2, 1})},
+                          attrs),
+                "orig_input_shape");
+  ExpectInvalid(RunStatus("AvgPool", {Tensor(DT_FLOAT, TensorShape{1, 1, 4, 1})}, attrs), "larger than the input");
+}
+
 // Convolutions and pooling go to the inter-op pool; activations run inline.
 TEST(NnKernelsTest, ExpensiveKernelsSaySo) {
   auto make = [](const std::string& op, std::map<std::string, AttrValue> attrs) {
@@ -405,6 +464,7 @@ TEST(NnKernelsTest, ExpensiveKernelsSaySo) {
   const auto pool = PoolCase{1, 4, 4, 1, 2, 2, 2, 2, true}.Attrs();
   EXPECT_TRUE(make("MaxPool", pool));
   EXPECT_TRUE(make("MaxPoolGrad", pool));
+  EXPECT_TRUE(make("AvgPool", pool));
   EXPECT_FALSE(make("Relu", {}));
   EXPECT_FALSE(make("Softmax", {}));
 }

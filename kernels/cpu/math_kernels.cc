@@ -325,10 +325,10 @@ class ClipByValueKernel : public OpKernel {
   }
 };
 
-// Cumsum: running sums along an axis, each run (outer index, inner index)
-// summed in order (or from the end), optionally leaving the element itself
-// out.
-template <typename T>
+// Cumsum and Cumprod: running sums (products) along an axis, each run (outer
+// index, inner index) accumulated in order (or from the end), optionally
+// leaving the element itself out.
+template <typename T, bool kProd>
 class CumsumKernel : public OpKernel {
  public:
   explicit CumsumKernel(OpKernelConstruction& c) : OpKernel(c) {
@@ -351,19 +351,19 @@ class CumsumKernel : public OpKernel {
     T* o = out->data<T>();
     std::vector<T> acc(static_cast<size_t>(inner));
     for (int64_t p = 0; p < outer; ++p) {
-      std::fill(acc.begin(), acc.end(), T(0));
+      std::fill(acc.begin(), acc.end(), T(kProd ? 1 : 0));
       for (int64_t k = 0; k < n; ++k) {
         const int64_t j = reverse_ ? n - 1 - k : k;
         const T* src = in + (p * n + j) * inner;
         T* dst = o + (p * n + j) * inner;
         for (int64_t q = 0; q < inner; ++q) {
-          if (exclusive_) {
-            dst[q] = acc[q];
-            acc[q] += src[q];
+          if (exclusive_) dst[q] = acc[q];
+          if constexpr (kProd) {
+            acc[q] *= src[q];
           } else {
             acc[q] += src[q];
-            dst[q] = acc[q];
           }
+          if (!exclusive_) dst[q] = acc[q];
         }
       }
     }
@@ -396,7 +396,8 @@ class CumsumKernel : public OpKernel {
   REGISTER_CPU("Select", T, SelectKernel<T>);                        \
   REGISTER_CPU("SelectV2", T, SelectV2Kernel<T>);                    \
   REGISTER_CPU("ClipByValue", T, ClipByValueKernel<T>);              \
-  REGISTER_CPU("Cumsum", T, CumsumKernel<T>)
+  REGISTER_CPU("Cumsum", T, CumsumKernel<T, false>);             \
+  REGISTER_CPU("Cumprod", T, CumsumKernel<T, true>)
 
 REGISTER_ARITHMETIC(float);
 REGISTER_ARITHMETIC(double);

@@ -193,25 +193,28 @@ TEST(CumsumKernelTest, EveryAxisExclusiveAndReverse) {
   StandaloneCpuDevice dev;
   std::mt19937 rng(5);
   Tensor x = RandomTensor<double>(TensorShape{3, 4, 2}, rng, -2, 2);
+  for (const bool prod : {false, true})
   for (int axis = -3; axis < 3; ++axis) {
     const int a = axis < 0 ? axis + 3 : axis;
     for (bool exclusive : {false, true}) {
       for (bool reverse : {false, true}) {
-        SCOPED_TRACE(absl::StrCat("axis ", axis, exclusive ? " exclusive" : "", reverse ? " reverse" : ""));
-        auto out = RunKernel(&dev, "Cumsum", {x, Tensor::Scalar<int32_t>(axis)},
+        SCOPED_TRACE(absl::StrCat(prod ? "Cumprod" : "Cumsum", " axis ", axis, exclusive ? " exclusive" : "",
+                                  reverse ? " reverse" : ""));
+        auto out = RunKernel(&dev, prod ? "Cumprod" : "Cumsum", {x, Tensor::Scalar<int32_t>(axis)},
                              {{"exclusive", MakeAttr(exclusive)}, {"reverse", MakeAttr(reverse)}});
         ASSERT_TRUE(out.ok()) << out.status();
         Tensor want(DT_DOUBLE, x.shape());
         const int64_t dims[3] = {3, 4, 2};
         for (int64_t i = 0; i < x.NumElements(); ++i) {
           int64_t idx[3] = {i / 8, (i / 2) % 4, i % 2};
-          double sum = 0;
+          double sum = prod ? 1 : 0;
           for (int64_t j = 0; j < dims[a]; ++j) {
             const bool in = reverse ? (exclusive ? j > idx[a] : j >= idx[a]) : (exclusive ? j < idx[a] : j <= idx[a]);
             if (!in) continue;
             int64_t k[3] = {idx[0], idx[1], idx[2]};
             k[a] = j;
-            sum += x.data<double>()[k[0] * 8 + k[1] * 2 + k[2]];
+            const double v = x.data<double>()[k[0] * 8 + k[1] * 2 + k[2]];
+            sum = prod ? sum * v : sum + v;
           }
           want.data<double>()[i] = sum;
         }

@@ -1,6 +1,6 @@
-// CPU kernels for MaxPool and MaxPoolGrad (NHWC, SAME/VALID padding). Padded
-// positions never win the max: a window takes the max over its in-range
-// taps only, as TensorFlow's does. The inner loops run over the depth dim,
+// CPU kernels for MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad (NHWC,
+// SAME/VALID padding). Padded positions never win the max and never count
+// in a mean: a window pools its in-range taps only, as TensorFlow's does. The inner loops run over the depth dim,
 // which is contiguous in NHWC, so they vectorize.
 
 #include <algorithm>
@@ -157,6 +157,120 @@ class MaxPoolGradOp : public OpKernel {
  private:
   PoolAttrsParsed attrs_;
 };
+
+template <typename T>
+class AvgPoolOp : public OpKernel {
+ public:
+  explicit AvgPoolOp(OpKernelConstruction& c) : OpKernel(c) {
+    auto a = ParsePoolKernelAttrs(c, "CPU");
+    STRATA_KERNEL_REQUIRES_OK(c, a.status());
+    attrs_ = *a;
+  }
+  bool IsExpensive() const override { return true; }
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& input = ctx.input(0);
+    STRATA_ASSIGN_OR_RETURN(PoolGeometry g, ComputePoolGeometry(attrs_, input.shape()));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{g.batch, g.out_rows, g.out_cols, g.depth}, &out));
+    if (out->NumElements() == 0) return absl::OkStatus();
+    const T* x = input.data<T>();
+    T* y = out->data<T>();
+    const int64_t depth = g.depth;
+    ParallelForRows(ctx, g.batch * g.out_rows, g.out_cols * g.window_rows * g.window_cols * depth,
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t nr = begin; nr < end; ++nr) {  // nr = (image, output row)
+                        const int64_t n = nr / g.out_rows, oh = nr % g.out_rows;
+                        int64_t h0, h1;
+                        WindowRange(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
+                        for (int64_t ow = 0; ow < g.out_cols; ++ow) {
+                          int64_t w0, w1;
+                          WindowRange(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
+                          T* dst = y + (nr * g.out_cols + ow) * depth;
+                          std::fill(dst, dst + depth, T(0));
+                          for (int64_t h = h0; h < h1; ++h) {
+                            for (int64_t w = w0; w < w1; ++w) {
+                              const T* src = x + ((n * g.in_rows + h) * g.in_cols + w) * depth;
+                              for (int64_t c = 0; c < depth; ++c) dst[c] += src[c];
+                            }
+                          }
+                          const T count = static_cast<T>(std::max<int64_t>((h1 - h0) * (w1 - w0), 1));
+                          for (int64_t c = 0; c < depth; ++c) dst[c] /= count;
+                        }
+                      }
+                    });
+    return absl::OkStatus();
+  }
+
+ private:
+  PoolAttrsParsed attrs_;
+};
+
+template <typename T>
+class AvgPoolGradOp : public OpKernel {
+ public:
+  explicit AvgPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
+    auto a = ParsePoolKernelAttrs(c, "CPU");
+    STRATA_KERNEL_REQUIRES_OK(c, a.status());
+    attrs_ = *a;
+  }
+  bool IsExpensive() const override { return true; }
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(TensorShape in_shape, ShapeFromSizes(ctx.input(0), "AvgPoolGrad orig_input_shape"));
+    const Tensor& grad = ctx.input(1);
+    STRATA_ASSIGN_OR_RETURN(PoolGeometry g, ComputePoolGeometry(attrs_, in_shape));
+    const TensorShape pooled{g.batch, g.out_rows, g.out_cols, g.depth};
+    if (grad.shape() != pooled) {
+      return absl::InvalidArgumentError(absl::StrCat("AvgPoolGrad: grad ", grad.shape().DebugString(),
+                                                     " must have the pooled shape ", pooled.DebugString(),
+                                                     " of orig_input_shape ", in_shape.DebugString()));
+    }
+    Tensor* dx;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, in_shape, &dx));
+    if (dx->NumElements() == 0) return absl::OkStatus();
+    const T* dy = grad.data<T>();
+    T* out = dx->data<T>();
+    const int64_t depth = g.depth;
+    const int64_t image_size = g.in_rows * g.in_cols * depth;
+    // Windows overlap within an image: shards are whole images.
+    ParallelForRows(ctx, g.batch, g.out_rows * g.out_cols * g.window_rows * g.window_cols * depth,
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t n = begin; n < end; ++n) {
+                        T* di = out + n * image_size;
+                        std::fill(di, di + image_size, T(0));
+                        for (int64_t oh = 0; oh < g.out_rows; ++oh) {
+                          int64_t h0, h1;
+                          WindowRange(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
+                          for (int64_t ow = 0; ow < g.out_cols; ++ow) {
+                            int64_t w0, w1;
+                            WindowRange(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
+                            if (h0 >= h1 || w0 >= w1) continue;
+                            const T count = static_cast<T>((h1 - h0) * (w1 - w0));
+                            const T* gy = dy + ((n * g.out_rows + oh) * g.out_cols + ow) * depth;
+                            for (int64_t h = h0; h < h1; ++h) {
+                              for (int64_t w = w0; w < w1; ++w) {
+                                T* d = di + (h * g.in_cols + w) * depth;
+                                for (int64_t c = 0; c < depth; ++c) d[c] += gy[c] / count;
+                              }
+                            }
+                          }
+                        }
+                      }
+                    });
+    return absl::OkStatus();
+  }
+
+ private:
+  PoolAttrsParsed attrs_;
+};
+
+#define REGISTER_AVGPOOL(T)                                                                         \
+  STRATA_REGISTER_KERNEL(KernelBuilder("AvgPool").Device(kDeviceCpu).TypeConstraint<T>("T"), AvgPoolOp<T>); \
+  STRATA_REGISTER_KERNEL(KernelBuilder("AvgPoolGrad").Device(kDeviceCpu).TypeConstraint<T>("T"), AvgPoolGradOp<T>)
+REGISTER_AVGPOOL(float);
+REGISTER_AVGPOOL(double);
+#undef REGISTER_AVGPOOL
 
 #define REGISTER_MAXPOOL(T)                                                                  \
   STRATA_REGISTER_KERNEL(KernelBuilder("MaxPool").Device(kDeviceCpu).TypeConstraint<T>("T"), \

@@ -1,4 +1,4 @@
-// CPU kernels for Sum, Mean, Max, Min and ArgMax.
+// CPU kernels for Sum, Mean, Max, Min, Prod and ArgMax.
 //
 // A reduction over any set of axes is brought to a few shapes Eigen reduces
 // fast: size-1 dims are dropped and adjacent dims with the same fate (kept or
@@ -24,7 +24,7 @@
 namespace strata {
 namespace {
 
-enum class Reduce { kSum, kMean, kMax, kMin };
+enum class Reduce { kSum, kMean, kMax, kMin, kProd };
 
 // Reads an int16/int32/int64 index tensor.
 std::vector<int64_t> IndexValues(const Tensor& t) {
@@ -47,6 +47,8 @@ struct Reducer {
       return in.maximum(dims);
     } else if constexpr (K == Reduce::kMin) {
       return in.minimum(dims);
+    } else if constexpr (K == Reduce::kProd) {
+      return in.prod(dims);
     } else {
       return in.sum(dims);
     }
@@ -146,7 +148,7 @@ class ReductionKernel : public OpKernel {
     constexpr Reduce kPass = K == Reduce::kMean ? Reduce::kSum : K;
     if (in.NumElements() == 0) {
       // Reducing an empty set: the reducer's identity (TensorFlow's values).
-      T init = 0;
+      T init = K == Reduce::kProd ? 1 : 0;
       if constexpr (K == Reduce::kMax) init = Eigen::NumTraits<T>::lowest();
       if constexpr (K == Reduce::kMin) init = Eigen::NumTraits<T>::highest();
       if constexpr (K == Reduce::kMean && !std::is_integral_v<T>) {
@@ -270,6 +272,8 @@ class ArgMaxKernel : public OpKernel {
                          ReductionKernel<T, Reduce::kMax>);                             \
   STRATA_REGISTER_KERNEL(KernelBuilder("Min").Device(kDeviceCpu).TypeConstraint<T>("T"), \
                          ReductionKernel<T, Reduce::kMin>);                             \
+  STRATA_REGISTER_KERNEL(KernelBuilder("Prod").Device(kDeviceCpu).TypeConstraint<T>("T"), \
+                         ReductionKernel<T, Reduce::kProd>);                            \
   STRATA_REGISTER_KERNEL(KernelBuilder("ArgMax")                                        \
                              .Device(kDeviceCpu)                                        \
                              .TypeConstraint<T>("T")                                    \

@@ -1,4 +1,4 @@
-// Sum, Mean, Max, Min and ArgMax against reference loops: every subset of
+// Sum, Mean, Max, Min, Prod and ArgMax against reference loops: every subset of
 // axes of a rank-4 input (with negative spellings and keep_dims), scalar
 // axes, large inputs on the thread pool, empty inputs, and the errors.
 
@@ -34,9 +34,10 @@ Tensor Reference(const std::string& op, const Tensor& x, const std::vector<int>&
   }
   const TensorShape out_shape = *TensorShape::FromDims(out_dims);
   std::vector<double> acc(out_shape.num_elements(),
-                          op == "Max" ? -std::numeric_limits<double>::infinity()
-                          : op == "Min" ? std::numeric_limits<double>::infinity()
-                                        : 0.0);
+                          op == "Max"    ? -std::numeric_limits<double>::infinity()
+                          : op == "Min"  ? std::numeric_limits<double>::infinity()
+                          : op == "Prod" ? 1.0
+                                         : 0.0);
   int64_t count = 1;
   for (int d = 0; d < r; ++d) count *= red[d] ? x.dim_size(d) : 1;
   for (int64_t i = 0; i < x.NumElements(); ++i) {
@@ -52,6 +53,7 @@ Tensor Reference(const std::string& op, const Tensor& x, const std::vector<int>&
     const double v = static_cast<double>(x.data<T>()[i]);
     if (op == "Max") acc[o] = std::max(acc[o], v);
     else if (op == "Min") acc[o] = std::min(acc[o], v);
+    else if (op == "Prod") acc[o] *= v;
     else acc[o] += v;
   }
   Tensor out(DataTypeToEnum<T>::value, out_shape);
@@ -71,7 +73,9 @@ void CheckReduction(const std::string& op, const TensorShape& shape,
                             "] keep_dims=", keep_dims));
   StandaloneCpuDevice dev(threads);
   std::mt19937 rng(static_cast<unsigned>(shape.num_elements() + axes.size()));
-  Tensor x = RandomTensor<T>(shape, rng, -20, 20);
+  // Products of up to 60 values stay in range with small ones.
+  const double lim = op != "Prod" ? 20 : std::is_integral_v<T> ? 1 : 1.5;
+  Tensor x = RandomTensor<T>(shape, rng, -lim, lim);
   Tensor ax = scalar_axis ? Tensor::Scalar<int32_t>(axes[0])
                           : Tensor::FromVector<int64_t>(std::vector<int64_t>(axes.begin(), axes.end()));
   auto out = RunKernel(&dev, op, {x, ax}, {{"keep_dims", MakeAttr(keep_dims)}});
@@ -81,7 +85,7 @@ void CheckReduction(const std::string& op, const TensorShape& shape,
 
 TEST(ReductionKernelTest, EveryAxisSubsetOfARank4Input) {
   const TensorShape shape{3, 4, 1, 5};
-  for (const std::string op : {"Sum", "Mean", "Max", "Min"}) {
+  for (const std::string op : {"Sum", "Mean", "Max", "Min", "Prod"}) {
     for (int mask = 0; mask < 16; ++mask) {
       std::vector<int> axes;
       for (int d = 0; d < 4; ++d) {
@@ -127,6 +131,7 @@ TEST(ReductionKernelTest, EmptyInputsGiveTheIdentity) {
     return out.ok() ? (*out)[0] : Tensor();
   };
   ExpectTensorNear<float>(run("Sum", x, 0), Tensor::FromVector<float>({0, 0, 0}));
+  ExpectTensorNear<float>(run("Prod", x, 0), Tensor::FromVector<float>({1, 1, 1}));
   const float lo = std::numeric_limits<float>::lowest();
   ExpectTensorNear<float>(run("Max", x, 0), Tensor::FromVector<float>({lo, lo, lo}), 0);
   EXPECT_TRUE(std::isnan(run("Mean", x, 0).data<float>()[0]));

@@ -215,6 +215,98 @@ cudaError_t LaunchCol2Im(ElemType t, const void* col, void* input_grad, const Co
   return cudaGetLastError();
 }
 
+// float accumulation for float/half/bfloat16, double for double.
+template <typename T> struct Acc { using type = float; };
+template <> struct Acc<double> { using type = double; };
+template <typename T> __device__ __forceinline__ T FromAcc(float v) { return static_cast<T>(v); }
+template <> __device__ __forceinline__ __half FromAcc<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 FromAcc<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ double FromAccD(double v) { return v; }
+
+template <typename T>
+__global__ void AvgPoolKernel(const T* in, T* out, PoolGeom g) {
+  using A = typename Acc<T>::type;
+  const int64_t n_total = g.batch * g.out_rows * g.out_cols * g.depth;
+  GRID_LOOP(i, n_total) {
+    int64_t r = i;
+    const int64_t c = r % g.depth;
+    r /= g.depth;
+    const int64_t ow = r % g.out_cols;
+    r /= g.out_cols;
+    const int64_t oh = r % g.out_rows;
+    const int64_t n = r / g.out_rows;
+    int64_t h0, h1, w0, w1;
+    Window(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
+    Window(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
+    A sum = 0;
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t w = w0; w < w1; ++w) sum += ToF(in[((n * g.in_rows + h) * g.in_cols + w) * g.depth + c]);
+    }
+    const int64_t count = (h1 - h0) * (w1 - w0);
+    const A mean = sum / static_cast<A>(count > 0 ? count : 1);
+    if constexpr (std::is_same<T, double>::value) {
+      out[i] = FromAccD(mean);
+    } else {
+      out[i] = FromAcc<T>(mean);
+    }
+  }
+}
+
+// Per input element: the sum over the windows that hold it of grad / the
+// window's in-range tap count (a gather: no atomics).
+template <typename T>
+__global__ void AvgPoolGradKernel(const T* grad, T* in_grad, PoolGeom g) {
+  using A = typename Acc<T>::type;
+  const int64_t n_total = g.batch * g.in_rows * g.in_cols * g.depth;
+  GRID_LOOP(i, n_total) {
+    int64_t r = i;
+    const int64_t c = r % g.depth;
+    r /= g.depth;
+    const int64_t w = r % g.in_cols;
+    r /= g.in_cols;
+    const int64_t h = r % g.in_rows;
+    const int64_t n = r / g.in_rows;
+    const int64_t oh_lo_num = h + g.pad_top - g.window_rows + 1;
+    const int64_t oh_lo = oh_lo_num <= 0 ? 0 : (oh_lo_num + g.stride_rows - 1) / g.stride_rows;
+    const int64_t oh_hi = min((h + g.pad_top) / g.stride_rows, g.out_rows - 1);
+    const int64_t ow_lo_num = w + g.pad_left - g.window_cols + 1;
+    const int64_t ow_lo = ow_lo_num <= 0 ? 0 : (ow_lo_num + g.stride_cols - 1) / g.stride_cols;
+    const int64_t ow_hi = min((w + g.pad_left) / g.stride_cols, g.out_cols - 1);
+    A sum = 0;
+    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
+      int64_t h0, h1;
+      Window(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
+      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+        int64_t w0, w1;
+        Window(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
+        const A count = static_cast<A>((h1 - h0) * (w1 - w0));
+        sum += ToF(grad[((n * g.out_rows + oh) * g.out_cols + ow) * g.depth + c]) / count;
+      }
+    }
+    if constexpr (std::is_same<T, double>::value) {
+      in_grad[i] = FromAccD(sum);
+    } else {
+      in_grad[i] = FromAcc<T>(sum);
+    }
+  }
+}
+
+template <typename T>
+static cudaError_t AvgPool(const void* in, void* out, const PoolGeom& g, cudaStream_t stream) {
+  const int64_t n = g.batch * g.out_rows * g.out_cols * g.depth;
+  if (n == 0) return cudaSuccess;
+  AvgPoolKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(in), static_cast<T*>(out), g);
+  return cudaGetLastError();
+}
+
+template <typename T>
+static cudaError_t AvgPoolGrad(const void* grad, void* in_grad, const PoolGeom& g, cudaStream_t stream) {
+  const int64_t n = g.batch * g.in_rows * g.in_cols * g.depth;
+  if (n == 0) return cudaSuccess;
+  AvgPoolGradKernel<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(grad), static_cast<T*>(in_grad), g);
+  return cudaGetLastError();
+}
+
 template <typename T>
 static cudaError_t Pool(const void* in, void* out, const PoolGeom& g, cudaStream_t stream) {
   const int64_t n = g.batch * g.out_rows * g.out_cols * g.depth;
@@ -250,6 +342,27 @@ cudaError_t LaunchMaxPoolGrad(ElemType t, const void* input, const void* grad, v
     case ElemType::kDouble: return PoolGrad<double>(input, grad, input_grad, g, stream);
     case ElemType::kHalf: return PoolGrad<__half>(input, grad, input_grad, g, stream);
     case ElemType::kBFloat16: return PoolGrad<__nv_bfloat16>(input, grad, input_grad, g, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t LaunchAvgPool(ElemType t, const void* input, void* output, const PoolGeom& g, cudaStream_t stream) {
+  switch (t) {
+    case ElemType::kFloat: return AvgPool<float>(input, output, g, stream);
+    case ElemType::kDouble: return AvgPool<double>(input, output, g, stream);
+    case ElemType::kHalf: return AvgPool<__half>(input, output, g, stream);
+    case ElemType::kBFloat16: return AvgPool<__nv_bfloat16>(input, output, g, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t LaunchAvgPoolGrad(ElemType t, const void* grad, void* input_grad, const PoolGeom& g,
+                              cudaStream_t stream) {
+  switch (t) {
+    case ElemType::kFloat: return AvgPoolGrad<float>(grad, input_grad, g, stream);
+    case ElemType::kDouble: return AvgPoolGrad<double>(grad, input_grad, g, stream);
+    case ElemType::kHalf: return AvgPoolGrad<__half>(grad, input_grad, g, stream);
+    case ElemType::kBFloat16: return AvgPoolGrad<__nv_bfloat16>(grad, input_grad, g, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -54,6 +54,13 @@ cudaError_t LaunchMaxPool(ElemType t, const void* input, void* output, const Poo
 cudaError_t LaunchMaxPoolGrad(ElemType t, const void* input, const void* grad, void* input_grad,
                               const PoolGeom& g, cudaStream_t stream);
 
+// The mean of each window's in-range taps; its gradient spreads each grad
+// entry evenly over them (per input element, a gather). float, double,
+// half, bfloat16 (accumulating in float).
+cudaError_t LaunchAvgPool(ElemType t, const void* input, void* output, const PoolGeom& g, cudaStream_t stream);
+cudaError_t LaunchAvgPoolGrad(ElemType t, const void* grad, void* input_grad, const PoolGeom& g,
+                              cudaStream_t stream);
+
 }  // namespace gpu
 }  // namespace strata
 

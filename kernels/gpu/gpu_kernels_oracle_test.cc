@@ -451,6 +451,42 @@ TEST_F(GpuOracleTest, MaxPoolAndGradient) {
                     {0, 0});
 }
 
+TEST_F(GpuOracleTest, AvgPoolAndGradient) {
+  struct Case {
+    TensorShape input;
+    std::vector<int> ksize, strides;
+    const char* padding;
+  };
+  const std::vector<Case> cases = {
+      {{4, 8, 8, 8}, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID"},
+      {{2, 7, 9, 3}, {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME"},  // edge windows have fewer taps
+      {{3, 6, 6, 2}, {1, 3, 2, 1}, {1, 1, 1, 1}, "SAME"},
+      {{0, 4, 4, 2}, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID"},
+  };
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE}) {
+    for (const Case& c : cases) {
+      const Attrs attrs = {{"ksize", MakeAttr(c.ksize)}, {"strides", MakeAttr(c.strides)},
+                           {"padding", MakeAttr(c.padding)}};
+      const std::string what = absl::StrCat(DataTypeString(dt), " ", c.input.DebugString(), " ", c.padding);
+      const Tensor x = Random(dt, c.input, rng_);
+      Check("AvgPool", {x}, attrs, {1e-6, 1e-6}, what);
+      auto y = RunKernel(&cpu_, "AvgPool", {x}, attrs);
+      ASSERT_TRUE(y.ok()) << y.status();
+      std::vector<int32_t> dims(c.input.dim_sizes().begin(), c.input.dim_sizes().end());
+      Check("AvgPoolGrad", {Tensor::FromVector<int32_t>(dims), Random(dt, (*y)[0].shape(), rng_)}, attrs, {1e-6, 1e-6},
+            what);
+    }
+  }
+  const Attrs pool = {{"ksize", MakeAttr(std::vector<int>{1, 3, 3, 1})},
+                      {"strides", MakeAttr(std::vector<int>{1, 2, 2, 1})},
+                      {"padding", MakeAttr("SAME")}};
+  for (DataType dt : {DT_HALF, DT_BFLOAT16}) {
+    CheckLowPrecision("AvgPool", dt, {Random(DT_FLOAT, {2, 7, 7, 4}, rng_)}, pool, {1e-2, 1e-2});
+  }
+  CheckSameError("AvgPoolGrad", {Tensor::FromVector<int32_t>({2, 7, 7, 4}), Random(DT_FLOAT, {2, 3, 3, 4}, rng_)},
+                 pool, "grad of the wrong shape");
+}
+
 TEST_F(GpuOracleTest, ArrayOps) {
   for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64, DT_INT32, DT_BOOL}) {
     for (const TensorShape& s : {TensorShape{}, TensorShape{0}, TensorShape{1}, TensorShape{300, 257}}) {

@@ -1,7 +1,8 @@
-// GPU kernels for MaxPool and MaxPoolGrad (NHWC, SAME/VALID padding); attrs
+// GPU kernels for MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad (NHWC,
+// SAME/VALID padding); attrs
 // and geometry are kernels/conv_geometry.h's, shared with the CPU kernels,
-// the launchers are in conv_gpu.cu. Padded positions never win the max, as
-// on the CPU.
+// the launchers are in conv_gpu.cu. Padded positions never win the max or
+// count in a mean, as on the CPU.
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/nn_ops.h"
@@ -75,6 +76,58 @@ class MaxPoolGradOp : public OpKernel {
   PoolAttrsParsed attrs_;
 };
 
+class AvgPoolOp : public OpKernel {
+ public:
+  bool IsCaptureSafe() const override { return true; }
+  explicit AvgPoolOp(OpKernelConstruction& c) : OpKernel(c) {
+    auto a = ParsePoolKernelAttrs(c, "GPU");
+    STRATA_KERNEL_REQUIRES_OK(c, a.status());
+    attrs_ = *a;
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& input = ctx.input(0);
+    STRATA_ASSIGN_OR_RETURN(const PoolGeom g, Geometry(attrs_, input.shape()));
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(input.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{g.batch, g.out_rows, g.out_cols, g.depth}, &out));
+    return CudaStatus(LaunchAvgPool(t, input.raw_data(), out->raw_data(), g, stream), "AvgPool");
+  }
+
+ private:
+  PoolAttrsParsed attrs_;
+};
+
+// orig_input_shape is int32: host memory, read directly.
+class AvgPoolGradOp : public OpKernel {
+ public:
+  bool IsCaptureSafe() const override { return true; }
+  explicit AvgPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
+    auto a = ParsePoolKernelAttrs(c, "GPU");
+    STRATA_KERNEL_REQUIRES_OK(c, a.status());
+    attrs_ = *a;
+  }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(const TensorShape in_shape, ShapeFromSizes(ctx.input(0), "AvgPoolGrad orig_input_shape"));
+    const Tensor& grad = ctx.input(1);
+    STRATA_ASSIGN_OR_RETURN(const PoolGeom g, Geometry(attrs_, in_shape));
+    const TensorShape pooled{g.batch, g.out_rows, g.out_cols, g.depth};
+    if (grad.shape() != pooled) {
+      return absl::InvalidArgumentError(absl::StrCat("AvgPoolGrad: grad ", grad.shape().DebugString(),
+                                                     " must have the pooled shape ", pooled.DebugString(),
+                                                     " of orig_input_shape ", in_shape.DebugString()));
+    }
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(grad.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* dx;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, in_shape, &dx));
+    return CudaStatus(LaunchAvgPoolGrad(t, grad.raw_data(), dx->raw_data(), g, stream), "AvgPoolGrad");
+  }
+
+ private:
+  PoolAttrsParsed attrs_;
+};
+
 #define REGISTER(op, dt, cls) STRATA_REGISTER_KERNEL(KernelBuilder(op).Device(kDeviceGpu).TypeConstraint("T", dt), cls)
 REGISTER("MaxPool", DT_FLOAT, MaxPoolOp);
 REGISTER("MaxPool", DT_DOUBLE, MaxPoolOp);
@@ -84,6 +137,14 @@ REGISTER("MaxPoolGrad", DT_FLOAT, MaxPoolGradOp);
 REGISTER("MaxPoolGrad", DT_DOUBLE, MaxPoolGradOp);
 REGISTER("MaxPoolGrad", DT_HALF, MaxPoolGradOp);
 REGISTER("MaxPoolGrad", DT_BFLOAT16, MaxPoolGradOp);
+REGISTER("AvgPool", DT_FLOAT, AvgPoolOp);
+REGISTER("AvgPool", DT_DOUBLE, AvgPoolOp);
+REGISTER("AvgPool", DT_HALF, AvgPoolOp);
+REGISTER("AvgPool", DT_BFLOAT16, AvgPoolOp);
+REGISTER("AvgPoolGrad", DT_FLOAT, AvgPoolGradOp);
+REGISTER("AvgPoolGrad", DT_DOUBLE, AvgPoolGradOp);
+REGISTER("AvgPoolGrad", DT_HALF, AvgPoolGradOp);
+REGISTER("AvgPoolGrad", DT_BFLOAT16, AvgPoolGradOp);
 #undef REGISTER
 
 }  // namespace
