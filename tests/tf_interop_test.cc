@@ -74,8 +74,8 @@ std::vector<std::string> Cases() {
 
 TEST(TfInteropTest, DataIsThere) {
   const std::vector<std::string> cases = Cases();
-  EXPECT_THAT(cases, ::testing::IsSupersetOf({"mlp", "math_ops", "array_ops", "nn_ops",
-                                              "control_deps", "random_ops"}));
+  EXPECT_THAT(cases, ::testing::IsSupersetOf({"mlp", "math_ops", "array_ops", "nn_ops", "control_deps",
+                                              "random_ops", "keras_cnn", "keras_embedding"}));
 }
 
 TEST(TfInteropTest, EveryStrataOpIsCovered) {
@@ -90,7 +90,9 @@ TEST(TfInteropTest, EveryStrataOpIsCovered) {
         "MatMul", "BiasAdd", "Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Sum", "Mean",
         "Max", "Min", "Reshape", "Transpose", "ConcatV2", "Slice", "Pack", "Cast", "Fill",
         "ZerosLike", "OnesLike", "Shape", "ArgMax", "Equal", "Select", "SelectV2", "OneHot",
-        "Conv2D", "MaxPool", "SparseSoftmaxCrossEntropyWithLogits", "RandomUniform"}) {
+        "Conv2D", "MaxPool", "SparseSoftmaxCrossEntropyWithLogits", "RandomUniform",
+        // Keras's layers (keras_cnn, keras_embedding)
+        "StridedSlice", "AvgPool", "Erfc", "Squeeze", "GatherV2", "Less"}) {
     EXPECT_TRUE(used.count(op)) << op << " is in no TensorFlow test graph";
   }
 }

@@ -33,6 +33,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.core.framework import attr_value_pb2  # noqa: E402
 from tensorflow.core.framework import graph_pb2  # noqa: E402
+from tensorflow.python.framework.convert_to_constants import (  # noqa: E402
+    convert_variables_to_constants_v2)
 
 tf1 = tf.compat.v1
 
@@ -48,6 +50,9 @@ STRATA_OPS = {
     "BiasAdd", "Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
     "SparseSoftmaxCrossEntropyWithLogits", "Conv2D", "MaxPool",
     "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
+    "StridedSlice", "AvgPool", "Erf", "Erfc", "GatherV2", "Less", "Squeeze",
+    "ExpandDims", "Prod", "MatrixBandPart", "LogicalAnd", "SquaredDifference",
+    "StopGradient", "BatchMatMulV2", "ClipByValue",
 }
 
 
@@ -244,6 +249,70 @@ def random_ops():
     return {}, [], []
 
 
+def freeze_keras(model, spec, seed):
+    """`model`'s inference graph with its variables frozen to Consts (run
+    eagerly, before graph mode): (GraphDef, input name, output names).
+    Weights are set from `seed` (moving variances positive) so that no layer
+    is at its trivial initial values."""
+    r = rng(seed)
+    for w in model.weights:
+        shape = tuple(w.shape)
+        if "variance" in w.path:
+            w.assign(r.uniform(0.5, 1.5, shape).astype(w.dtype))
+        else:
+            w.assign(r.normal(0, 0.5, shape).astype(w.dtype))
+    fn = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec)
+    frozen = convert_variables_to_constants_v2(fn)
+    return (frozen.graph.as_graph_def(), frozen.inputs[0].name,
+            [t.name for t in frozen.outputs])
+
+
+def keras_models():
+    """The Keras test models, frozen (eager mode)."""
+    import keras
+    L = keras.layers
+    keras.utils.set_random_seed(5)
+    # A CNN: Conv2D with GELU, BatchNormalization, average and max pooling,
+    # Flatten, Dropout, a softmax Dense.
+    cnn = keras.Sequential([
+        keras.Input((8, 8, 3)),
+        L.Conv2D(6, 3, padding="same", activation="gelu"),
+        L.BatchNormalization(),
+        L.AveragePooling2D(2),
+        L.Conv2D(4, 2, activation="relu"),
+        L.MaxPooling2D(2, padding="same"),
+        L.Flatten(),
+        L.Dropout(0.3),
+        L.Dense(5, activation="softmax"),
+    ])
+    # Embedding + GlobalAveragePooling1D + Dense(tanh) over int32 token ids.
+    emb = keras.Sequential([
+        keras.Input((10,), dtype="int32"),
+        L.Embedding(50, 8),
+        L.GlobalAveragePooling1D(),
+        L.Dense(4, activation="tanh"),
+    ])
+    return {
+        "keras_cnn": (freeze_keras(cnn, tf.TensorSpec([None, 8, 8, 3], tf.float32), 5),
+                      rng(6).normal(0, 1, (3, 8, 8, 3)).astype(np.float32)),
+        "keras_embedding": (freeze_keras(emb, tf.TensorSpec([None, 10], tf.int32), 7),
+                            rng(8).integers(0, 50, (4, 10)).astype(np.int32)),
+    }
+
+
+KERAS = {}  # filled by main() before graph mode
+
+
+def keras_case(name):
+    def build():
+        (gd, x_name, out_names), x_value = KERAS[name]
+        tf.graph_util.import_graph_def(gd, name="")
+        g = tf1.get_default_graph()
+        return ({g.get_tensor_by_name(x_name): x_value},
+                [g.get_tensor_by_name(n) for n in out_names], [])
+    return build
+
+
 CASES = [
     ("mlp", mlp, True),
     ("math_ops", math_ops, True),
@@ -251,6 +320,8 @@ CASES = [
     ("nn_ops", nn_ops, True),
     ("control_deps", control_deps, True),
     ("random_ops", random_ops, False),
+    ("keras_cnn", keras_case("keras_cnn"), True),
+    ("keras_embedding", keras_case("keras_embedding"), True),
 ]
 
 
@@ -261,6 +332,7 @@ def main():
     p.add_argument("--out", default=default_out)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    KERAS.update(keras_models())
     tf1.disable_eager_execution()
     for name, build, run in CASES:
         make_case(args.out, name, build, run)
