@@ -75,7 +75,7 @@ std::vector<std::string> Cases() {
 TEST(TfInteropTest, DataIsThere) {
   const std::vector<std::string> cases = Cases();
   EXPECT_THAT(cases, ::testing::IsSupersetOf({"mlp", "math_ops", "array_ops", "nn_ops", "control_deps",
-                                              "random_ops", "keras_cnn", "keras_embedding"}));
+                                              "random_ops", "keras_cnn", "keras_embedding", "keras_mha"}));
 }
 
 TEST(TfInteropTest, EveryStrataOpIsCovered) {
@@ -91,8 +91,9 @@ TEST(TfInteropTest, EveryStrataOpIsCovered) {
         "Max", "Min", "Reshape", "Transpose", "ConcatV2", "Slice", "Pack", "Cast", "Fill",
         "ZerosLike", "OnesLike", "Shape", "ArgMax", "Equal", "Select", "SelectV2", "OneHot",
         "Conv2D", "MaxPool", "SparseSoftmaxCrossEntropyWithLogits", "RandomUniform",
-        // Keras's layers (keras_cnn, keras_embedding)
-        "StridedSlice", "AvgPool", "Erfc", "Squeeze", "GatherV2", "Less"}) {
+        // Keras's layers (keras_cnn, keras_embedding, keras_mha)
+        "StridedSlice", "AvgPool", "Erfc", "Squeeze", "GatherV2", "Less", "Einsum", "MatrixBandPart", "Prod",
+        "BatchMatMulV2", "SquaredDifference", "StopGradient", "LogicalAnd"}) {
     EXPECT_TRUE(used.count(op)) << op << " is in no TensorFlow test graph";
   }
 }

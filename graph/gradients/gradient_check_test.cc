@@ -25,6 +25,7 @@
 #include "graph/gradients/gradient_checker.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/einsum.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
 #include "graph/ops/strided_slice.h"
@@ -253,6 +254,21 @@ std::vector<GradCase> ArrayCases() {
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::MatrixBandPart(s, x[0], ops::Const<int64_t>(s, 0), ops::Const<int64_t>(s, -1))};
                }});
+  for (const auto& [eq, shapes] : std::vector<std::pair<std::string, std::vector<TensorShape>>>{
+           {"abc,cde->abde", {{2, 3, 2}, {2, 2, 3}}},       // Keras EinsumDense
+           {"aecd,abcd->acbe", {{2, 3, 2, 2}, {2, 2, 2, 2}}},  // attention scores
+           {"...b,bc->...c", {{2, 2, 3}, {3, 2}}},
+           {"ab,bc->a", {{2, 3}, {3, 2}}},                  // c summed in the second operand
+           {"ab,c->ac", {{2, 3}, {2}}},                     // b summed in the first
+           {"...ab,...b->...a", {{2, 1, 2, 3}, {2, 3}}},   // broadcast ellipsis
+           {"ijk->kj", {{2, 3, 2}}},                        // one operand: sum and permute
+       }) {
+    std::vector<Tensor> in;
+    for (const TensorShape& sh : shapes) in.push_back(U(sh));
+    c.push_back({"Einsum", eq, in, [eq = eq](const Scope& s, const OutputList& x) -> OutputList {
+                   return {ops::Einsum(s, x, eq)};
+                 }});
+  }
   c.push_back({"Prod", "axis 1 with a zero in a row", {[] {
                  Tensor t = Uniform({2, 3, 2}, 0.5, 1.5);
                  t.data<double>()[3] = 0;  // x[0, 1, 1]

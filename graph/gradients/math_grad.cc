@@ -13,6 +13,7 @@
 #include "graph/gradients/gradients.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/einsum.h"
 #include "graph/ops/math_ops.h"
 
 namespace strata {
@@ -400,6 +401,68 @@ absl::Status CumprodGrad(const Scope& s, const Node& op, const OutputList& g, Ou
   return s.status();
 }
 
+// Einsum's gradient for operand i is an Einsum of dy with the other
+// operand, output operand i's term without the labels only it had (those it
+// summed), which come back as size-1 dims broadcast to x_i's shape. When both
+// operands have an ellipsis it may have broadcast: dx_i is summed back to
+// x_i's shape (built for an ellipsis that leads the term).
+absl::Status EinsumGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  std::string equation;
+  STRATA_RETURN_IF_ERROR(GetAttr(op.attrs(), "equation", &equation));
+  STRATA_ASSIGN_OR_RETURN(EinsumTerms t, SplitEinsum(equation, op.num_inputs()));
+  const int n = op.num_inputs();
+  const bool both_ellipsis = n == 2 && t.inputs[0].find("...") != std::string::npos &&
+                             t.inputs[1].find("...") != std::string::npos;
+  for (int i = 0; i < n; ++i) {
+    const std::string& term = t.inputs[i];
+    const std::string other = n == 2 ? t.inputs[1 - i] : "";
+    std::string kept;
+    std::vector<size_t> dropped;  // positions in `term` of the summed labels
+    for (size_t k = 0; k < term.size(); ++k) {
+      const char c = term[k];
+      if (c == '.' || t.output.find(c) != std::string::npos || other.find(c) != std::string::npos) {
+        kept.push_back(c);
+      } else {
+        dropped.push_back(k);
+      }
+    }
+    Output x = OpInput(op, i), dx;
+    if (n == 1) {
+      dx = ops::Einsum(s, {g[0]}, t.output + "->" + kept);
+    } else if (i == 0) {
+      dx = ops::Einsum(s, {g[0], OpInput(op, 1)}, t.output + "," + other + "->" + kept);
+    } else {
+      dx = ops::Einsum(s, {OpInput(op, 0), g[0]}, other + "," + t.output + "->" + kept);
+    }
+    if (!dropped.empty()) {
+      // Before the ellipsis, positions count from the start; after it, from
+      // the end (the ellipsis' length may be unknown here).
+      const size_t dots = term.find("...");
+      for (size_t k : dropped) {
+        if (dots == std::string::npos || k < dots) dx = ops::ExpandDims(s, dx, ops::Const(s, static_cast<int32_t>(k)));
+      }
+      for (auto it = dropped.rbegin(); it != dropped.rend(); ++it) {
+        if (dots != std::string::npos && *it > dots) {
+          dx = ops::ExpandDims(s, dx, ops::Const(s, static_cast<int32_t>(*it) - static_cast<int32_t>(term.size())));
+        }
+      }
+      dx = ops::BroadcastTo(s, dx, ops::Shape(s, x));
+    }
+    if (both_ellipsis) {
+      if (term.rfind("...", 0) != 0) {
+        return absl::UnimplementedError(absl::StrCat("the gradient of Einsum node '", op.name(), "' ('", equation,
+                                                     "') is only built when an ellipsis in both operands leads"));
+      }
+      // dx has the broadcast ellipsis dims; sum those x had as 1 or lacked.
+      Output x_shape = ops::Shape(s, x);
+      ops::BroadcastGradientArgsOutputs args = ops::BroadcastGradientArgs(s, x_shape, ops::Shape(s, dx));
+      dx = ops::Reshape(s, ops::Sum(s, dx, args.r0), x_shape);
+    }
+    out->push_back(dx);
+  }
+  return s.status();
+}
+
 STRATA_REGISTER_GRADIENT("Add", AddGrad);
 STRATA_REGISTER_GRADIENT("AddV2", AddGrad);
 STRATA_REGISTER_GRADIENT("Sub", SubGrad);
@@ -430,6 +493,7 @@ STRATA_REGISTER_GRADIENT("Mean", MeanGrad);
 STRATA_REGISTER_GRADIENT("Max", MaxMinReductionGrad);
 STRATA_REGISTER_GRADIENT("Min", MaxMinReductionGrad);
 STRATA_REGISTER_GRADIENT("Prod", ProdGrad);
+STRATA_REGISTER_GRADIENT("Einsum", EinsumGrad);
 STRATA_REGISTER_GRADIENT("Cumprod", CumprodGrad);
 
 STRATA_NO_GRADIENT("ArgMax");

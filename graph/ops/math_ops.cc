@@ -369,6 +369,9 @@ STRATA_REGISTER_OP("BatchMatMulV2")
     .Attr("T: {" STRATA_FLOATS ", int16, int32, int64}")
     .Attr("adj_x: bool = false")
     .Attr("adj_y: bool = false")
+    // Recent TensorFlow marks the matmuls its gradients build; no effect here.
+    .Attr("grad_x: bool = false")
+    .Attr("grad_y: bool = false")
     .SetShapeFn(BatchMatMulShape);
 
 #define STRATA_REGISTER_REDUCTION(name)             \

@@ -52,7 +52,7 @@ STRATA_OPS = {
     "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
     "StridedSlice", "AvgPool", "Erf", "Erfc", "GatherV2", "Less", "Squeeze",
     "ExpandDims", "Prod", "MatrixBandPart", "LogicalAnd", "SquaredDifference",
-    "StopGradient", "BatchMatMulV2", "ClipByValue",
+    "StopGradient", "BatchMatMulV2", "ClipByValue", "Einsum", "Tanh",
 }
 
 
@@ -292,7 +292,17 @@ def keras_models():
         L.GlobalAveragePooling1D(),
         L.Dense(4, activation="tanh"),
     ])
+    # Causal MultiHeadAttention, a residual, LayerNormalization, a Dense with
+    # tanh-approximated GELU, clipping and a max over time.
+    seq = keras.Input((6, 16))
+    h = L.MultiHeadAttention(num_heads=2, key_dim=4)(seq, seq, use_causal_mask=True)
+    h = L.LayerNormalization()(h + seq)
+    h = L.Dense(8, activation=lambda t: keras.activations.gelu(t, approximate=True))(h)
+    h = L.Lambda(lambda t: keras.ops.clip(t, -0.5, 1.0))(h)
+    mha = keras.Model(seq, L.GlobalMaxPooling1D()(h))
     return {
+        "keras_mha": (freeze_keras(mha, tf.TensorSpec([None, 6, 16], tf.float32), 9),
+                      rng(10).normal(0, 1, (3, 6, 16)).astype(np.float32)),
         "keras_cnn": (freeze_keras(cnn, tf.TensorSpec([None, 8, 8, 3], tf.float32), 5),
                       rng(6).normal(0, 1, (3, 8, 8, 3)).astype(np.float32)),
         "keras_embedding": (freeze_keras(emb, tf.TensorSpec([None, 10], tf.int32), 7),
@@ -322,6 +332,7 @@ CASES = [
     ("random_ops", random_ops, False),
     ("keras_cnn", keras_case("keras_cnn"), True),
     ("keras_embedding", keras_case("keras_embedding"), True),
+    ("keras_mha", keras_case("keras_mha"), True),
 ]
 
 
