@@ -93,7 +93,7 @@ TEST(TfInteropTest, EveryStrataOpIsCovered) {
         "Conv2D", "MaxPool", "SparseSoftmaxCrossEntropyWithLogits", "RandomUniform",
         // Keras's layers (keras_cnn, keras_embedding, keras_mha)
         "StridedSlice", "AvgPool", "Erfc", "Squeeze", "GatherV2", "Less", "Einsum", "MatrixBandPart", "Prod",
-        "BatchMatMulV2", "SquaredDifference", "StopGradient", "LogicalAnd"}) {
+        "BatchMatMulV2", "SquaredDifference", "StopGradient", "LogicalAnd", "FusedBatchNormV3"}) {
     EXPECT_TRUE(used.count(op)) << op << " is in no TensorFlow test graph";
   }
 }

@@ -24,6 +24,7 @@
 #include "graph/gradients/grad_registry.h"
 #include "graph/gradients/gradient_checker.h"
 #include "graph/ops/array_ops.h"
+#include "graph/ops/batch_norm.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/einsum.h"
 #include "graph/ops/math_ops.h"
@@ -427,6 +428,19 @@ std::vector<GradCase> NnCases() {
   c.push_back({"MaxPool", "3x3 SAME stride 2", {U({1, 5, 5, 1})},
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::MaxPool(s, x[0], {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME")};
+               }});
+  c.push_back({"FusedBatchNormV3", "training, NHWC", {U({2, 2, 3, 3}), Uniform({3}, 0.5, 1.5), U({3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 Output empty = ops::Const<double>(s, std::vector<double>{}, TensorShape{0});
+                 return {ops::FusedBatchNormV3(s, x[0], x[1], x[2], empty, empty, {.epsilon = 1e-3f}).y};
+               }});
+  c.push_back({"FusedBatchNormV3", "inference, NCHW", {U({2, 3, 2, 2}), Uniform({3}, 0.5, 1.5), U({3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 Output mean = ops::Const<double>(s, {0.1, -0.2, 0.3});
+                 Output var = ops::Const<double>(s, {0.5, 1.5, 0.8});
+                 return {ops::FusedBatchNormV3(s, x[0], x[1], x[2], mean, var,
+                                               {.data_format = "NCHW", .is_training = false})
+                             .y};
                }});
   c.push_back({"AvgPool", "2x2 VALID", {U({2, 4, 4, 2})},
                [](const Scope& s, const OutputList& x) -> OutputList {

@@ -155,6 +155,27 @@ absl::Status AvgPoolGradGradient(const Scope& s, const Node& op, const OutputLis
   return s.status();
 }
 
+// The gradients of x, scale and offset through y (the statistics' outputs
+// carry none), from FusedBatchNormGradV3 with the statistics y used.
+absl::Status FusedBatchNormGradient(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
+  if (!g[0].ok()) {
+    for (int i = 0; i < 5; ++i) out->push_back(Output());
+    return absl::OkStatus();
+  }
+  NodeBuilder b(s, "FusedBatchNormGradV3");
+  b.Input(g[0]).Input(OpInput(op, 0)).Input(OpInput(op, 1)).Input(OpOutput(op, 3)).Input(OpOutput(op, 4)).Input(
+      OpOutput(op, 5));
+  CopyAttrs(op, b, {"epsilon", "data_format", "is_training"});
+  Node* n = b.Finalize();
+  if (n == nullptr) return s.status();
+  out->push_back(Output(n, 0));
+  out->push_back(Output(n, 1));
+  out->push_back(Output(n, 2));
+  out->push_back(Output());
+  out->push_back(Output());
+  return s.status();
+}
+
 STRATA_REGISTER_GRADIENT("Relu", ReluGrad);
 STRATA_REGISTER_GRADIENT("Sigmoid", SigmoidGrad);
 STRATA_REGISTER_GRADIENT("Tanh", TanhGrad);
@@ -166,6 +187,7 @@ STRATA_REGISTER_GRADIENT("SoftmaxCrossEntropyWithLogits", DenseXentGrad);
 STRATA_REGISTER_GRADIENT("Conv2D", Conv2DGrad);
 STRATA_REGISTER_GRADIENT("MaxPool", MaxPoolGrad);
 STRATA_REGISTER_GRADIENT("AvgPool", AvgPoolGradient);
+STRATA_REGISTER_GRADIENT("FusedBatchNormV3", FusedBatchNormGradient);
 STRATA_REGISTER_GRADIENT("AvgPoolGrad", AvgPoolGradGradient);
 
 }  // namespace

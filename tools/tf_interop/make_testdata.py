@@ -53,6 +53,7 @@ STRATA_OPS = {
     "StridedSlice", "AvgPool", "Erf", "Erfc", "GatherV2", "Less", "Squeeze",
     "ExpandDims", "Prod", "MatrixBandPart", "LogicalAnd", "SquaredDifference",
     "StopGradient", "BatchMatMulV2", "ClipByValue", "Einsum", "Tanh",
+    "FusedBatchNormV3",
 }
 
 
@@ -229,6 +230,32 @@ def nn_ops():
     return feeds, out, []
 
 
+def batch_norm():
+    """FusedBatchNormV3 training (with moving averages, and without any),
+    and inference."""
+    r = rng(11)
+    x = tf1.placeholder(tf.float32, [2, 4, 4, 3], name="x")
+
+    def const(name, lo, hi):
+        return tf.constant(r.uniform(lo, hi, (3,)).astype(np.float32), name=name)
+
+    scale, offset = const("scale", 0.5, 1.5), const("offset", -1, 1)
+    mean, var = const("mean", -0.5, 0.5), const("var", 0.5, 1.5)
+    empty = tf.constant([], tf.float32, name="empty")
+    bn = tf.raw_ops.FusedBatchNormV3
+    train = bn(x=x, scale=scale, offset=offset, mean=mean, variance=var, epsilon=1e-3,
+               exponential_avg_factor=0.1, is_training=True, name="bn_train")
+    infer = bn(x=x, scale=scale, offset=offset, mean=mean, variance=var, epsilon=1e-3,
+               is_training=False, name="bn_infer")
+    plain = bn(x=x, scale=scale, offset=offset, mean=empty, variance=empty, is_training=True,
+               name="bn_plain")
+    # (TensorFlow's optimizer turns inference batch norm into arithmetic, so
+    # its statistics outputs cannot be fetched there.)
+    out = [train.y, train.batch_mean, train.batch_variance, infer.y, plain.y, plain.batch_mean,
+           plain.batch_variance]
+    return {x: r.normal(0, 2, (2, 4, 4, 3)).astype(np.float32)}, out, []
+
+
 def control_deps():
     """NoOp as a target, control inputs, and a fetch ordered after them."""
     x = tf1.placeholder(tf.float32, [2], name="x")
@@ -329,6 +356,7 @@ CASES = [
     ("array_ops", array_ops, True),
     ("nn_ops", nn_ops, True),
     ("control_deps", control_deps, True),
+    ("batch_norm", batch_norm, True),
     ("random_ops", random_ops, False),
     ("keras_cnn", keras_case("keras_cnn"), True),
     ("keras_embedding", keras_case("keras_embedding"), True),
