@@ -89,7 +89,7 @@ TEST(MalformedGraphTest, EveryCorpusFileFailsWithItsError) {
 // ones that do must import or fail cleanly.
 TEST(MalformedGraphTest, CorruptedTensorFlowGraphsNeverCrash) {
   int parsed = 0, imported = 0;
-  for (const char* name : {"control_deps", "array_ops", "nn_ops"}) {
+  for (const char* name : {"control_deps", "array_ops", "nn_ops", "batch_norm", "keras_embedding"}) {
     const std::string bytes =
         ReadFile(fs::path("tests/testdata/tf_interop") / (std::string(name) + ".pb"));
     ASSERT_FALSE(bytes.empty()) << name;
