@@ -150,6 +150,16 @@ __global__ void StridedScatterKernel(const T* x, T* out, StridedShape s, int64_t
   }
 }
 
+template <typename T>
+__global__ void BandPartKernel(const T* x, T* out, int64_t n_total, int64_t m, int64_t n, int64_t lower,
+                               int64_t upper) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n_total; i += int64_t{blockDim.x} * gridDim.x) {
+    const int64_t col = i % n, row = (i / n) % m;
+    const bool in = (lower < 0 || row - col <= lower) && (upper < 0 || col - row <= upper);
+    out[i] = in ? x[i] : T(0);
+  }
+}
+
 bool Contiguous(const StridedShape& s) {
   int64_t stride = 1;
   for (int d = s.rank - 1; d >= 0; --d) {
@@ -260,6 +270,19 @@ cudaError_t LaunchBroadcastCopy(int elem_bytes, const void* x, void* out, const 
     case 2: BroadcastCopyKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), shape, n); break;
     case 4: BroadcastCopyKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(out), shape, n); break;
     case 8: BroadcastCopyKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(out), shape, n); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMatrixBandPart(int elem_bytes, const void* x, void* out, int64_t n_total, int64_t m, int64_t n,
+                                 int64_t lower, int64_t upper, cudaStream_t s) {
+  if (n_total == 0) return cudaSuccess;
+  switch (elem_bytes) {
+    case 1: BandPartKernel<<<Blocks(n_total), kThreads, 0, s>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(out), n_total, m, n, lower, upper); break;
+    case 2: BandPartKernel<<<Blocks(n_total), kThreads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), n_total, m, n, lower, upper); break;
+    case 4: BandPartKernel<<<Blocks(n_total), kThreads, 0, s>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(out), n_total, m, n, lower, upper); break;
+    case 8: BandPartKernel<<<Blocks(n_total), kThreads, 0, s>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(out), n_total, m, n, lower, upper); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

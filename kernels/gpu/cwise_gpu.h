@@ -53,6 +53,12 @@ cudaError_t LaunchFill(int elem_bytes, const void* value, void* out, int64_t n, 
 cudaError_t LaunchBroadcastCopy(int elem_bytes, const void* x, void* out, const StridedShape& shape,
                                 int64_t n, cudaStream_t s);
 
+// The band of each innermost [m, n] matrix of x (n_total elements): element
+// (row, col) kept where row - col <= lower and col - row <= upper (a negative
+// bound keeps that whole triangle), zero bytes elsewhere. elem_bytes 1/2/4/8.
+cudaError_t LaunchMatrixBandPart(int elem_bytes, const void* x, void* out, int64_t n_total, int64_t m, int64_t n,
+                                 int64_t lower, int64_t upper, cudaStream_t s);
+
 // out[yo(i)] = x[xo(i)] (both strides): a strided scatter, e.g. a slice's
 // gradient into zeros. The yo(i) must be distinct. elem_bytes 1/2/4/8.
 cudaError_t LaunchStridedScatter(int elem_bytes, const void* x, void* out, const StridedShape& shape, int64_t n,

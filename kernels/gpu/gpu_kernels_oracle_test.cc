@@ -293,6 +293,11 @@ TEST_F(GpuOracleTest, Reductions) {
         const double atol = 1e-6 * std::sqrt(static_cast<double>(c.shape.num_elements()) + 1);
         for (const char* op : {"Sum", "Mean"}) Check(op, {x, axes}, {{"keep_dims", MakeAttr(keep)}}, {1e-5, atol}, what);
         for (const char* op : {"Max", "Min"}) Check(op, {x, axes}, {{"keep_dims", MakeAttr(keep)}}, {}, what);
+        if (c.shape.num_elements() <= 4096) {
+          // Products of values near 1 (no overflow), in another order than the CPU's.
+          Check("Prod", {Random(dt, c.shape, rng_, 0.95, 1.05), axes}, {{"keep_dims", MakeAttr(keep)}}, {1e-5, 1e-6},
+                what);
+        }
       }
     }
   }
@@ -569,6 +574,11 @@ TEST_F(GpuOracleTest, StridedSliceAndItsGradient) {
           masks(0, 0, 1, 0, 2), {}, what);
     CheckSameError("StridedSlice", {x, v({0, 9}), v({0, 0}), v({1, 1})}, masks(0, 0, 0, 0, 2), what);
     CheckSameError("StridedSlice", {x, v({0}), v({1}), v({0})}, masks(0, 0, 0, 0, 0), what);
+    // MatrixBandPart: a causal mask's (0, -1), a band, everything (int64 bounds, as Keras's).
+    for (const auto& [lo, up] : std::vector<std::pair<int64_t, int64_t>>{{0, -1}, {1, 2}, {-1, -1}, {0, 0}}) {
+      Check("MatrixBandPart", {x, Tensor::Scalar<int64_t>(lo), Tensor::Scalar<int64_t>(up)}, {}, {}, what);
+    }
+    CheckSameError("MatrixBandPart", {x, Tensor::Scalar<int64_t>(6), Tensor::Scalar<int64_t>(0)}, {}, what);
   }
 }
 

@@ -313,6 +313,42 @@ class StridedSliceGradOp : public OpKernel {
   StridedSliceMasks masks_;
 };
 
+// MatrixBandPart: num_lower/num_upper are read on the host (int64 ones
+// from the device: not capture-safe).
+class MatrixBandPartOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    if (in.dims() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MatrixBandPart input must be at least 2-D, got shape ", in.shape().DebugString()));
+    }
+    for (int i = 1; i <= 2; ++i) {
+      if (ctx.input(i).dims() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("MatrixBandPart ", i == 1 ? "num_lower" : "num_upper",
+                                                       " must be a scalar, got shape ",
+                                                       ctx.input(i).shape().DebugString()));
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> lower, HostIntValues(ctx, 1, "MatrixBandPart num_lower"));
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> upper, HostIntValues(ctx, 2, "MatrixBandPart num_upper"));
+    const int64_t m = in.dim_size(in.dims() - 2), n = in.dim_size(in.dims() - 1);
+    if (lower[0] > m || upper[0] > n) {
+      return absl::InvalidArgumentError(absl::StrCat("MatrixBandPart num_lower ", lower[0], " must be at most ", m,
+                                                     " and num_upper ", upper[0], " at most ", n, " (the matrix is ",
+                                                     m, " x ", n, ")"));
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, in.shape(), &out));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    return CudaStatus(LaunchMatrixBandPart(static_cast<int>(DataTypeSize(in.dtype())), in.raw_data(), out->raw_data(),
+                                           in.NumElements(), m, n, lower[0], upper[0], stream),
+                      "MatrixBandPart");
+  }
+};
+
 class AddNOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -361,6 +397,8 @@ class AddNOp : public OpKernel {
   STRATA_REGISTER_KERNEL(KernelBuilder("StridedSliceGrad").Device(kDeviceGpu).TypeConstraint("T", T), \
                          StridedSliceGradOp);                                                        \
   STRATA_REGISTER_KERNEL(KernelBuilder("Tile").Device(kDeviceGpu).TypeConstraint("T", T), TileOp);   \
+  STRATA_REGISTER_KERNEL(KernelBuilder("MatrixBandPart").Device(kDeviceGpu).TypeConstraint("T", T),  \
+                         MatrixBandPartOp);                                                          \
   STRATA_REGISTER_KERNEL(KernelBuilder("Split").Device(kDeviceGpu).TypeConstraint("T", T),          \
                          SplitOp<false>);                                                            \
   STRATA_REGISTER_KERNEL(KernelBuilder("SplitV").Device(kDeviceGpu).TypeConstraint("T", T), SplitOp<true>)

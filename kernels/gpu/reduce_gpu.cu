@@ -41,17 +41,19 @@ template <typename A> __device__ __forceinline__ A Identity(ReduceFn fn) {
     if (fn == ReduceFn::kMax) return INT64_MIN;
     if (fn == ReduceFn::kMin) return INT64_MAX;
   }
+  if (fn == ReduceFn::kProd) return A(1);
   return A(0);
 }
 
 template <typename A> __device__ __forceinline__ A Combine(ReduceFn fn, A a, A b) {
   if (fn == ReduceFn::kMax) return a > b ? a : b;
   if (fn == ReduceFn::kMin) return a < b ? a : b;
+  if (fn == ReduceFn::kProd) return a * b;
   return a + b;
 }
 
 // An empty reduction gives TensorFlow's values: the type's lowest (highest)
-// finite value for Max (Min), 0 for Sum, NaN for a floating Mean.
+// finite value for Max (Min), 0 for Sum, 1 for Prod, NaN for a floating Mean.
 template <typename A> __device__ __forceinline__ A Finish(ReduceFn fn, A a, int64_t count) {
   if (count == 0 && fn == ReduceFn::kMax) return std::numeric_limits<A>::lowest();
   if (count == 0 && fn == ReduceFn::kMin) return std::numeric_limits<A>::max();

@@ -21,7 +21,7 @@
 namespace strata {
 namespace gpu {
 
-enum class ReduceFn : int { kSum, kMean, kMax, kMin };
+enum class ReduceFn : int { kSum, kMean, kMax, kMin, kProd };
 
 // out[o] = reduce over r of x[offset(o) + offset(r)]: `kept` dims (the
 // output, row-major) and `reduced` dims, each with its stride in x. An empty

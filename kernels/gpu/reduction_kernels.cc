@@ -221,6 +221,8 @@ class BiasAddGradOp : public OpKernel {
                          ReductionOp<ReduceFn::kMax>);                                             \
   STRATA_REGISTER_KERNEL(KernelBuilder("Min").Device(kDeviceGpu).TypeConstraint("T", dt),         \
                          ReductionOp<ReduceFn::kMin>);                                             \
+  STRATA_REGISTER_KERNEL(KernelBuilder("Prod").Device(kDeviceGpu).TypeConstraint("T", dt),        \
+                         ReductionOp<ReduceFn::kProd>);                                            \
   STRATA_REGISTER_KERNEL(KernelBuilder("ArgMax").Device(kDeviceGpu).TypeConstraint("T", dt),      \
                          ArgMaxOp);                                                                \
   STRATA_REGISTER_KERNEL(KernelBuilder("BiasAddGrad").Device(kDeviceGpu).TypeConstraint("T", dt), \
