@@ -49,6 +49,9 @@ template <typename A> __device__ __forceinline__ A Unary(UnaryFn fn, A x) {
       case UnaryFn::kLog: return log(x);
       case UnaryFn::kSigmoid: return A(1) / (A(1) + exp(-x));
       case UnaryFn::kTanh: return tanh(x);
+      case UnaryFn::kFloor: return floor(x);
+      case UnaryFn::kErf: return erf(x);
+      case UnaryFn::kErfc: return erfc(x);
       default: break;
     }
   }
@@ -158,6 +161,34 @@ __global__ void BandPartKernel(const T* x, T* out, int64_t n_total, int64_t m, i
     const bool in = (lower < 0 || row - col <= lower) && (upper < 0 || col - row <= upper);
     out[i] = in ? x[i] : T(0);
   }
+}
+
+// One thread per (outer, inner) run, accumulating along the axis.
+template <typename T>
+__global__ void CumulativeKernel(const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                                 bool reverse, bool prod) {
+  using A = typename Acc<T>::type;
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < outer * inner;
+       r += int64_t{blockDim.x} * gridDim.x) {
+    const int64_t o = r / inner, q = r % inner;
+    A acc = prod ? A(1) : A(0);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t j = reverse ? n - 1 - k : k;
+      const int64_t at = (o * n + j) * inner + q;
+      const A v = Load(x[at]);
+      if (exclusive) out[at] = Store<T>(acc);
+      acc = prod ? acc * v : acc + v;
+      if (!exclusive) out[at] = Store<T>(acc);
+    }
+  }
+}
+
+template <typename T>
+cudaError_t Cumulative(const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                       bool prod, cudaStream_t s) {
+  CumulativeKernel<<<Blocks(outer * inner), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(out), outer, n,
+                                                               inner, exclusive, reverse, prod);
+  return cudaGetLastError();
 }
 
 bool Contiguous(const StridedShape& s) {
@@ -286,6 +317,19 @@ cudaError_t LaunchMatrixBandPart(int elem_bytes, const void* x, void* out, int64
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+cudaError_t LaunchCumulative(ElemType t, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
+                             bool exclusive, bool reverse, bool prod, cudaStream_t s) {
+  if (outer * n * inner == 0) return cudaSuccess;
+  switch (t) {
+    case ElemType::kFloat: return Cumulative<float>(x, out, outer, n, inner, exclusive, reverse, prod, s);
+    case ElemType::kDouble: return Cumulative<double>(x, out, outer, n, inner, exclusive, reverse, prod, s);
+    case ElemType::kHalf: return Cumulative<__half>(x, out, outer, n, inner, exclusive, reverse, prod, s);
+    case ElemType::kBFloat16: return Cumulative<__nv_bfloat16>(x, out, outer, n, inner, exclusive, reverse, prod, s);
+    case ElemType::kInt64: return Cumulative<int64_t>(x, out, outer, n, inner, exclusive, reverse, prod, s);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t LaunchStridedScatter(int elem_bytes, const void* x, void* out, const StridedShape& shape, int64_t n,

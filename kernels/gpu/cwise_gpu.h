@@ -24,13 +24,14 @@
 namespace strata {
 namespace gpu {
 
-enum class UnaryFn : int { kNeg, kSquare, kSqrt, kRsqrt, kExp, kLog, kRelu, kSigmoid, kTanh };
+enum class UnaryFn : int { kNeg, kSquare, kSqrt, kRsqrt, kExp, kLog, kRelu, kSigmoid, kTanh, kFloor, kErf, kErfc };
 
 // kReluGrad: z = x * (y > 0) (x: gradients, y: features). kEqual writes bool.
 // kSquaredDifference: z = (x - y)^2.
 enum class BinaryFn : int { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kEqual, kSquaredDifference };
 
 // float, double, half, bfloat16 (and int64 for kNeg, kSquare, kRelu).
+// kFloor, kErf, kErfc: the floating types.
 cudaError_t LaunchUnary(UnaryFn fn, ElemType t, const void* x, void* y, int64_t n, cudaStream_t s);
 
 // z[i] = fn(x[xo(i)], y[yo(i)]) over the n elements of shape.dims. kAdd..kMin:
@@ -52,6 +53,12 @@ cudaError_t LaunchFill(int elem_bytes, const void* value, void* out, int64_t n, 
 // out[i] = x[xo(i)] (shape.x_strides; y_strides unused). elem_bytes 1/2/4/8.
 cudaError_t LaunchBroadcastCopy(int elem_bytes, const void* x, void* out, const StridedShape& shape,
                                 int64_t n, cudaStream_t s);
+
+// Cumsum (prod false) or Cumprod of x viewed as [outer, n, inner] along n,
+// as tf.math.cumsum's exclusive and reverse. float, double, half, bfloat16
+// (accumulating in float), int64.
+cudaError_t LaunchCumulative(ElemType t, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
+                             bool exclusive, bool reverse, bool prod, cudaStream_t s);
 
 // The band of each innermost [m, n] matrix of x (n_total elements): element
 // (row, col) kept where row - col <= lower and col - row <= upper (a negative

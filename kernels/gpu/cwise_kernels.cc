@@ -172,6 +172,47 @@ class CastOp : public OpKernel {
   }
 };
 
+// Cumsum and Cumprod; the axis is int32 (host memory).
+template <bool kProd>
+class CumulativeOp : public OpKernel {
+ public:
+  explicit CumulativeOp(OpKernelConstruction& c) : OpKernel(c) {
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("exclusive", &exclusive_));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("reverse", &reverse_));
+  }
+  bool IsCaptureSafe() const override { return input_type(1) == DT_INT32; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const char* name = kProd ? "Cumprod" : "Cumsum";
+    const Tensor& x = ctx.input(0);
+    const Tensor& axis_t = ctx.input(1);
+    if (axis_t.dims() != 0 || axis_t.dtype() != DT_INT32) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " axis must be an int32 scalar (in host memory), got ",
+                                                     DataTypeString(axis_t.dtype()), " ",
+                                                     axis_t.shape().DebugString()));
+    }
+    if (x.dims() == 0) return absl::InvalidArgumentError(absl::StrCat(name, " of a scalar (x needs rank >= 1)"));
+    const int64_t a = *axis_t.data<int32_t>();
+    if (a < -x.dims() || a >= x.dims()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " axis ", a, " is out of range [", -x.dims(), ", ",
+                                                     x.dims(), ") for rank ", x.dims()));
+    }
+    const int axis = static_cast<int>(a < 0 ? a + x.dims() : a);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; ++i) outer *= x.dim_size(i);
+    for (int i = axis + 1; i < x.dims(); ++i) inner *= x.dim_size(i);
+    STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(x.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, x.shape(), &out));
+    return CudaStatus(LaunchCumulative(t, x.raw_data(), out->raw_data(), outer, x.dim_size(axis), inner, exclusive_,
+                                       reverse_, kProd, stream),
+                      name);
+  }
+
+ private:
+  bool exclusive_ = false, reverse_ = false;
+};
+
 #define REGISTER_GPU(op, dt, ...) \
   STRATA_REGISTER_KERNEL(KernelBuilder(op).Device(kDeviceGpu).TypeConstraint("T", dt), __VA_ARGS__)
 
@@ -183,6 +224,8 @@ class CastOp : public OpKernel {
   REGISTER_GPU("Mul", dt, BinaryOp<BinaryFn::kMul>);        \
   REGISTER_GPU("Maximum", dt, BinaryOp<BinaryFn::kMax>);    \
   REGISTER_GPU("Minimum", dt, BinaryOp<BinaryFn::kMin>);    \
+  REGISTER_GPU("Cumsum", dt, CumulativeOp<false>);          \
+  REGISTER_GPU("Cumprod", dt, CumulativeOp<true>);          \
   REGISTER_GPU("Equal", dt, BinaryOp<BinaryFn::kEqual>)
 
 #define REGISTER_FLOATING(dt)                               \
@@ -196,7 +239,10 @@ class CastOp : public OpKernel {
   REGISTER_GPU("Exp", dt, UnaryOp<UnaryFn::kExp>);          \
   REGISTER_GPU("Log", dt, UnaryOp<UnaryFn::kLog>);          \
   REGISTER_GPU("Sigmoid", dt, UnaryOp<UnaryFn::kSigmoid>);  \
-  REGISTER_GPU("Tanh", dt, UnaryOp<UnaryFn::kTanh>)
+  REGISTER_GPU("Tanh", dt, UnaryOp<UnaryFn::kTanh>);        \
+  REGISTER_GPU("Floor", dt, UnaryOp<UnaryFn::kFloor>);      \
+  REGISTER_GPU("Erf", dt, UnaryOp<UnaryFn::kErf>);          \
+  REGISTER_GPU("Erfc", dt, UnaryOp<UnaryFn::kErfc>)
 
 REGISTER_FLOATING(DT_FLOAT);
 REGISTER_FLOATING(DT_DOUBLE);

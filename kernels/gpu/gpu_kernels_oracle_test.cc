@@ -209,9 +209,21 @@ TEST_F(GpuOracleTest, UnaryOps) {
     for (int64_t n : {0, 1, 1000, 1 << 20}) {
       const Tensor x = Random(dt, {n}, rng_, -4, 4), pos = Random(dt, {n}, rng_, 0.01, 4);
       for (const char* op : {"Neg", "Square", "Relu"}) Check(op, {x}, {}, {});
-      for (const char* op : {"Exp", "Sigmoid", "Tanh"}) Check(op, {x}, {}, {1e-5, 1e-6});
+      for (const char* op : {"Exp", "Sigmoid", "Tanh", "Erf", "Erfc"}) Check(op, {x}, {}, {1e-5, 1e-6});
+      Check("Floor", {x}, {}, {});
       for (const char* op : {"Sqrt", "Rsqrt", "Log"}) Check(op, {pos}, {}, {1e-5, 1e-6});
       Check("ReluGrad", {x, Random(dt, {n}, rng_)}, {}, {});
+    }
+    // Cumsum and Cumprod along each axis, exclusive and reverse.
+    const Tensor m = Random(dt, {6, 50, 7}, rng_, 0.9, 1.1);
+    for (int32_t axis : {0, 1, -1}) {
+      for (bool exclusive : {false, true}) {
+        for (bool reverse : {false, true}) {
+          const Attrs a = {{"exclusive", MakeAttr(exclusive)}, {"reverse", MakeAttr(reverse)}};
+          Check("Cumsum", {m, Tensor::Scalar<int32_t>(axis)}, a, {1e-6, 1e-6});
+          Check("Cumprod", {m, Tensor::Scalar<int32_t>(axis)}, a, {1e-6, 1e-6});
+        }
+      }
     }
   }
 }
@@ -222,7 +234,7 @@ TEST_F(GpuOracleTest, HalfAndBfloat16Elementwise) {
     const Tensor x = Random(DT_FLOAT, {1000, 33}, rng_), b = Random(DT_FLOAT, {33}, rng_);
     for (const char* op : {"AddV2", "Sub", "Mul", "Maximum"}) CheckLowPrecision(op, dt, {x, b}, {}, tol);
     CheckLowPrecision("RealDiv", dt, {x, Random(DT_FLOAT, {33}, rng_, 0.5, 2)}, {}, tol);
-    for (const char* op : {"Neg", "Square", "Relu", "Exp", "Tanh", "Sigmoid"}) CheckLowPrecision(op, dt, {x}, {}, tol);
+    for (const char* op : {"Neg", "Square", "Relu", "Exp", "Tanh", "Sigmoid", "Erf"}) CheckLowPrecision(op, dt, {x}, {}, tol);
     CheckLowPrecision("ReluGrad", dt, {x, Random(DT_FLOAT, {1000, 33}, rng_)}, {}, tol);
     CheckLowPrecision("BiasAdd", dt, {x, b}, {}, tol);
   }
