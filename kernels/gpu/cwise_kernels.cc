@@ -224,8 +224,6 @@ class CumulativeOp : public OpKernel {
   REGISTER_GPU("Mul", dt, BinaryOp<BinaryFn::kMul>);        \
   REGISTER_GPU("Maximum", dt, BinaryOp<BinaryFn::kMax>);    \
   REGISTER_GPU("Minimum", dt, BinaryOp<BinaryFn::kMin>);    \
-  REGISTER_GPU("Cumsum", dt, CumulativeOp<false>);          \
-  REGISTER_GPU("Cumprod", dt, CumulativeOp<true>);          \
   REGISTER_GPU("Equal", dt, BinaryOp<BinaryFn::kEqual>)
 
 #define REGISTER_FLOATING(dt)                               \
@@ -252,6 +250,16 @@ REGISTER_ARITH(DT_INT64);
 REGISTER_GPU("Neg", DT_INT64, UnaryOp<UnaryFn::kNeg>);
 REGISTER_GPU("Square", DT_INT64, UnaryOp<UnaryFn::kSquare>);
 REGISTER_ARITH(DT_INT32);  // host memory: computed on the host
+// Cumsum and Cumprod for device-memory types only (int32 ones run on the CPU).
+#define REGISTER_CUMULATIVE(dt)                        \
+  REGISTER_GPU("Cumsum", dt, CumulativeOp<false>); \
+  REGISTER_GPU("Cumprod", dt, CumulativeOp<true>)
+REGISTER_CUMULATIVE(DT_FLOAT);
+REGISTER_CUMULATIVE(DT_DOUBLE);
+REGISTER_CUMULATIVE(DT_HALF);
+REGISTER_CUMULATIVE(DT_BFLOAT16);
+REGISTER_CUMULATIVE(DT_INT64);
+#undef REGISTER_CUMULATIVE
 REGISTER_GPU("Equal", DT_BOOL, BinaryOp<BinaryFn::kEqual>);
 
 #undef REGISTER_FLOATING
