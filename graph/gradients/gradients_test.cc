@@ -297,7 +297,7 @@ TEST(GradientRegistryTest, RegisteredNamesAreOps) {
 TEST(GradientRegistryTest, EveryLinkedOpIsDecided) {
   const std::set<std::string> second_order = {
       "ReluGrad",    "SigmoidGrad",         "TanhGrad",           "BiasAddGrad",
-      "MaxPoolGrad", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
+      "MaxPoolGrad", "Conv2DBackpropInput", "Conv2DBackpropFilter", "FusedBatchNormGradV3"};
   std::vector<std::string> undecided;
   GradFunc fn;
   for (const std::string& op : OpRegistry::Global()->ListOps()) {

@@ -128,6 +128,12 @@ absl::StatusOr<StridedSlicePlan> PlanStridedSlice(const PartialTensorShape& inpu
   return plan;
 }
 
+absl::Status CheckStridedSliceGradDy(const StridedSlicePlan& plan, const TensorShape& shape, const TensorShape& dy) {
+  if (PartialTensorShape(dy.dim_sizes()) == plan.output) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("StridedSliceGrad dy has shape ", dy.DebugString(), "; the slice of ",
+                                                 shape.DebugString(), " has shape ", plan.output.DebugString()));
+}
+
 namespace {
 
 absl::Status StridedSliceShapeFn(InferenceContext& c) {

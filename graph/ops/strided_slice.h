@@ -72,6 +72,10 @@ absl::StatusOr<StridedSlicePlan> PlanStridedSlice(const PartialTensorShape& inpu
                                                   absl::Span<const int64_t> strides,
                                                   const StridedSliceMasks& masks);
 
+// StridedSliceGrad's check that dy has the shape of `plan`'s slice of
+// `shape`; InvalidArgument naming both otherwise.
+absl::Status CheckStridedSliceGradDy(const StridedSlicePlan& plan, const TensorShape& shape, const TensorShape& dy);
+
 // The masks read from a StridedSlice or StridedSliceGrad node's attrs through
 // `c`'s GetAttr (an InferenceContext or an OpKernelConstruction).
 template <typename Ctx>

@@ -29,64 +29,71 @@ inline void WindowRange(int64_t o, int64_t stride, int64_t pad, int64_t window, 
   *end = std::min<int64_t>(start + window, in);
 }
 
-template <typename T>
-class MaxPoolOp : public OpKernel {
+// The in-range window [h0, h1) x [w0, w1) of each output position of
+// output row `oh`: f(ow, h0, h1, w0, w1).
+template <typename F>
+inline void ForWindowsOfRow(const PoolGeometry& g, int64_t oh, F f) {
+  int64_t h0, h1;
+  WindowRange(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
+  for (int64_t ow = 0; ow < g.out_cols; ++ow) {
+    int64_t w0, w1;
+    WindowRange(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
+    f(ow, h0, h1, w0, w1);
+  }
+}
+
+// A pooling kernel's attrs, parsed once.
+class PoolKernel : public OpKernel {
  public:
-  explicit MaxPoolOp(OpKernelConstruction& c) : OpKernel(c) {
+  explicit PoolKernel(OpKernelConstruction& c) : OpKernel(c) {
     auto a = ParsePoolKernelAttrs(c, "CPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
   bool IsExpensive() const override { return true; }
 
-  absl::Status Compute(OpKernelContext& ctx) override {
-    const Tensor& input = ctx.input(0);
-    STRATA_ASSIGN_OR_RETURN(PoolGeometry g, ComputePoolGeometry(attrs_, input.shape()));
-    Tensor* out;
-    STRATA_RETURN_IF_ERROR(
-        ctx.allocate_output(0, TensorShape{g.batch, g.out_rows, g.out_cols, g.depth}, &out));
-    if (out->NumElements() == 0) return absl::OkStatus();
-    const T* x = input.data<T>();
-    T* y = out->data<T>();
-    const int64_t depth = g.depth;
-    ParallelForRows(
-        ctx, g.batch * g.out_rows, g.out_cols * g.window_rows * g.window_cols * depth,
-        [&](int64_t begin, int64_t end) {
-          for (int64_t nr = begin; nr < end; ++nr) {  // nr = (image, output row)
-            const int64_t n = nr / g.out_rows, oh = nr % g.out_rows;
-            int64_t h0, h1;
-            WindowRange(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
-            for (int64_t ow = 0; ow < g.out_cols; ++ow) {
-              int64_t w0, w1;
-              WindowRange(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
-              T* dst = y + (nr * g.out_cols + ow) * depth;
-              std::fill(dst, dst + depth, std::numeric_limits<T>::lowest());
-              for (int64_t h = h0; h < h1; ++h) {
-                for (int64_t w = w0; w < w1; ++w) {
-                  const T* src = x + ((n * g.in_rows + h) * g.in_cols + w) * depth;
-                  for (int64_t c = 0; c < depth; ++c) dst[c] = std::max(dst[c], src[c]);
-                }
-              }
-            }
-          }
-        });
-    return absl::OkStatus();
-  }
-
- private:
+ protected:
   PoolAttrsParsed attrs_;
 };
 
 template <typename T>
-class MaxPoolGradOp : public OpKernel {
+class MaxPoolOp : public PoolKernel {
  public:
-  explicit MaxPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParsePoolKernelAttrs(c, "CPU");
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
+  using PoolKernel::PoolKernel;
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& input = ctx.input(0);
+    STRATA_ASSIGN_OR_RETURN(PoolGeometry g, ComputePoolGeometry(attrs_, input.shape()));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{g.batch, g.out_rows, g.out_cols, g.depth}, &out));
+    if (out->NumElements() == 0) return absl::OkStatus();
+    const T* x = input.data<T>();
+    T* y = out->data<T>();
+    const int64_t depth = g.depth;
+    ParallelForRows(ctx, g.batch * g.out_rows, g.out_cols * g.window_rows * g.window_cols * depth,
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t nr = begin; nr < end; ++nr) {  // nr = (image, output row)
+                        const int64_t n = nr / g.out_rows;
+                        ForWindowsOfRow(g, nr % g.out_rows, [&](int64_t ow, int64_t h0, int64_t h1, int64_t w0,
+                                                                int64_t w1) {
+                          T* dst = y + (nr * g.out_cols + ow) * depth;
+                          std::fill(dst, dst + depth, std::numeric_limits<T>::lowest());
+                          for (int64_t h = h0; h < h1; ++h) {
+                            for (int64_t w = w0; w < w1; ++w) {
+                              const T* src = x + ((n * g.in_rows + h) * g.in_cols + w) * depth;
+                              for (int64_t c = 0; c < depth; ++c) dst[c] = std::max(dst[c], src[c]);
+                            }
+                          }
+                        });
+                      }
+                    });
+    return absl::OkStatus();
   }
-  bool IsExpensive() const override { return true; }
+};
 
+template <typename T>
+class MaxPoolGradOp : public PoolKernel {
+ public:
+  using PoolKernel::PoolKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& input = ctx.input(0);
     const Tensor& orig_out = ctx.input(1);
@@ -119,12 +126,8 @@ class MaxPoolGradOp : public OpKernel {
             T* di = out + n * image_size;
             std::fill(di, di + image_size, T(0));
             for (int64_t oh = 0; oh < g.out_rows; ++oh) {
-              int64_t h0, h1;
-              WindowRange(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
-              for (int64_t ow = 0; ow < g.out_cols; ++ow) {
-                int64_t w0, w1;
-                WindowRange(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
-                if (h0 >= h1 || w0 >= w1) continue;
+              ForWindowsOfRow(g, oh, [&](int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+                if (h0 >= h1 || w0 >= w1) return;
                 // The first maximum in row-major window order takes the
                 // gradient (TensorFlow's rule for ties). Starting from the
                 // first tap rather than -inf keeps a window of all -inf
@@ -147,27 +150,18 @@ class MaxPoolGradOp : public OpKernel {
                 }
                 const T* gy = dy + ((n * g.out_rows + oh) * g.out_cols + ow) * depth;
                 for (int64_t c = 0; c < depth; ++c) di[arg[c]] += gy[c];
-              }
+              });
             }
           }
         });
     return absl::OkStatus();
   }
-
- private:
-  PoolAttrsParsed attrs_;
 };
 
 template <typename T>
-class AvgPoolOp : public OpKernel {
+class AvgPoolOp : public PoolKernel {
  public:
-  explicit AvgPoolOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParsePoolKernelAttrs(c, "CPU");
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
-  }
-  bool IsExpensive() const override { return true; }
-
+  using PoolKernel::PoolKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& input = ctx.input(0);
     STRATA_ASSIGN_OR_RETURN(PoolGeometry g, ComputePoolGeometry(attrs_, input.shape()));
@@ -180,12 +174,9 @@ class AvgPoolOp : public OpKernel {
     ParallelForRows(ctx, g.batch * g.out_rows, g.out_cols * g.window_rows * g.window_cols * depth,
                     [&](int64_t begin, int64_t end) {
                       for (int64_t nr = begin; nr < end; ++nr) {  // nr = (image, output row)
-                        const int64_t n = nr / g.out_rows, oh = nr % g.out_rows;
-                        int64_t h0, h1;
-                        WindowRange(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
-                        for (int64_t ow = 0; ow < g.out_cols; ++ow) {
-                          int64_t w0, w1;
-                          WindowRange(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
+                        const int64_t n = nr / g.out_rows;
+                        ForWindowsOfRow(g, nr % g.out_rows, [&](int64_t ow, int64_t h0, int64_t h1, int64_t w0,
+                                                                int64_t w1) {
                           T* dst = y + (nr * g.out_cols + ow) * depth;
                           std::fill(dst, dst + depth, T(0));
                           for (int64_t h = h0; h < h1; ++h) {
@@ -196,26 +187,17 @@ class AvgPoolOp : public OpKernel {
                           }
                           const T count = static_cast<T>(std::max<int64_t>((h1 - h0) * (w1 - w0), 1));
                           for (int64_t c = 0; c < depth; ++c) dst[c] /= count;
-                        }
+                        });
                       }
                     });
     return absl::OkStatus();
   }
-
- private:
-  PoolAttrsParsed attrs_;
 };
 
 template <typename T>
-class AvgPoolGradOp : public OpKernel {
+class AvgPoolGradOp : public PoolKernel {
  public:
-  explicit AvgPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParsePoolKernelAttrs(c, "CPU");
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
-  }
-  bool IsExpensive() const override { return true; }
-
+  using PoolKernel::PoolKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_ASSIGN_OR_RETURN(TensorShape in_shape, ShapeFromSizes(ctx.input(0), "AvgPoolGrad orig_input_shape"));
     const Tensor& grad = ctx.input(1);
@@ -240,12 +222,8 @@ class AvgPoolGradOp : public OpKernel {
                         T* di = out + n * image_size;
                         std::fill(di, di + image_size, T(0));
                         for (int64_t oh = 0; oh < g.out_rows; ++oh) {
-                          int64_t h0, h1;
-                          WindowRange(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
-                          for (int64_t ow = 0; ow < g.out_cols; ++ow) {
-                            int64_t w0, w1;
-                            WindowRange(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
-                            if (h0 >= h1 || w0 >= w1) continue;
+                          ForWindowsOfRow(g, oh, [&](int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+                            if (h0 >= h1 || w0 >= w1) return;
                             const T count = static_cast<T>((h1 - h0) * (w1 - w0));
                             const T* gy = dy + ((n * g.out_rows + oh) * g.out_cols + ow) * depth;
                             for (int64_t h = h0; h < h1; ++h) {
@@ -254,15 +232,12 @@ class AvgPoolGradOp : public OpKernel {
                                 for (int64_t c = 0; c < depth; ++c) d[c] += gy[c] / count;
                               }
                             }
-                          }
+                          });
                         }
                       }
                     });
     return absl::OkStatus();
   }
-
- private:
-  PoolAttrsParsed attrs_;
 };
 
 #define REGISTER_AVGPOOL(T)                                                                         \

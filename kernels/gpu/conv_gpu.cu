@@ -95,6 +95,26 @@ __device__ __forceinline__ void Window(int64_t o, int64_t stride, int64_t pad, i
   *e = start + window < in ? start + window : in;
 }
 
+// (n, row, col, c) of flat index i of an NHWC [batch, rows, cols, depth] tensor.
+__device__ __forceinline__ void NhwcCoords(int64_t i, int64_t rows, int64_t cols, int64_t depth, int64_t* n,
+                                           int64_t* row, int64_t* col, int64_t* c) {
+  *c = i % depth;
+  i /= depth;
+  *col = i % cols;
+  i /= cols;
+  *row = i % rows;
+  *n = i / rows;
+}
+
+// The output positions [lo, hi] whose windows hold input position p:
+// o * stride - pad <= p < o * stride - pad + window.
+__device__ __forceinline__ void WindowsHolding(int64_t p, int64_t pad, int64_t window, int64_t stride, int64_t out,
+                                               int64_t* lo, int64_t* hi) {
+  const int64_t num = p + pad - window + 1;
+  *lo = num <= 0 ? 0 : (num + stride - 1) / stride;
+  *hi = min((p + pad) / stride, out - 1);
+}
+
 // The flat input index of the first maximum of window (n, oh, ow, c), or -1.
 template <typename T>
 __device__ int64_t ArgMaxOfWindow(const T* in, const PoolGeom& g, int64_t n, int64_t oh, int64_t ow, int64_t c) {
@@ -121,13 +141,8 @@ template <typename T>
 __global__ void MaxPoolKernel(const T* in, T* out, PoolGeom g) {
   const int64_t n_total = g.batch * g.out_rows * g.out_cols * g.depth;
   GRID_LOOP(i, n_total) {
-    int64_t r = i;
-    const int64_t c = r % g.depth;
-    r /= g.depth;
-    const int64_t ow = r % g.out_cols;
-    r /= g.out_cols;
-    const int64_t oh = r % g.out_rows;
-    const int64_t n = r / g.out_rows;
+    int64_t n, oh, ow, c;
+    NhwcCoords(i, g.out_rows, g.out_cols, g.depth, &n, &oh, &ow, &c);
     const int64_t arg = ArgMaxOfWindow(in, g, n, oh, ow, c);
     out[i] = arg < 0 ? Lowest<T>() : in[arg];
   }
@@ -137,20 +152,11 @@ template <typename T>
 __global__ void MaxPoolGradKernel(const T* in, const T* grad, T* in_grad, PoolGeom g) {
   const int64_t n_total = g.batch * g.in_rows * g.in_cols * g.depth;
   GRID_LOOP(i, n_total) {
-    int64_t r = i;
-    const int64_t c = r % g.depth;
-    r /= g.depth;
-    const int64_t w = r % g.in_cols;
-    r /= g.in_cols;
-    const int64_t h = r % g.in_rows;
-    const int64_t n = r / g.in_rows;
-    // The windows that contain (h, w): oh*stride - pad <= h < oh*stride - pad + window.
-    const int64_t oh_lo_num = h + g.pad_top - g.window_rows + 1;
-    const int64_t oh_lo = oh_lo_num <= 0 ? 0 : (oh_lo_num + g.stride_rows - 1) / g.stride_rows;
-    const int64_t oh_hi = min((h + g.pad_top) / g.stride_rows, g.out_rows - 1);
-    const int64_t ow_lo_num = w + g.pad_left - g.window_cols + 1;
-    const int64_t ow_lo = ow_lo_num <= 0 ? 0 : (ow_lo_num + g.stride_cols - 1) / g.stride_cols;
-    const int64_t ow_hi = min((w + g.pad_left) / g.stride_cols, g.out_cols - 1);
+    int64_t n, h, w, c;
+    NhwcCoords(i, g.in_rows, g.in_cols, g.depth, &n, &h, &w, &c);
+    int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+    WindowsHolding(h, g.pad_top, g.window_rows, g.stride_rows, g.out_rows, &oh_lo, &oh_hi);
+    WindowsHolding(w, g.pad_left, g.window_cols, g.stride_cols, g.out_cols, &ow_lo, &ow_hi);
     float sum = 0.0f;
     double dsum = 0.0;
     for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
@@ -228,13 +234,8 @@ __global__ void AvgPoolKernel(const T* in, T* out, PoolGeom g) {
   using A = typename Acc<T>::type;
   const int64_t n_total = g.batch * g.out_rows * g.out_cols * g.depth;
   GRID_LOOP(i, n_total) {
-    int64_t r = i;
-    const int64_t c = r % g.depth;
-    r /= g.depth;
-    const int64_t ow = r % g.out_cols;
-    r /= g.out_cols;
-    const int64_t oh = r % g.out_rows;
-    const int64_t n = r / g.out_rows;
+    int64_t n, oh, ow, c;
+    NhwcCoords(i, g.out_rows, g.out_cols, g.depth, &n, &oh, &ow, &c);
     int64_t h0, h1, w0, w1;
     Window(oh, g.stride_rows, g.pad_top, g.window_rows, g.in_rows, &h0, &h1);
     Window(ow, g.stride_cols, g.pad_left, g.window_cols, g.in_cols, &w0, &w1);
@@ -259,19 +260,11 @@ __global__ void AvgPoolGradKernel(const T* grad, T* in_grad, PoolGeom g) {
   using A = typename Acc<T>::type;
   const int64_t n_total = g.batch * g.in_rows * g.in_cols * g.depth;
   GRID_LOOP(i, n_total) {
-    int64_t r = i;
-    const int64_t c = r % g.depth;
-    r /= g.depth;
-    const int64_t w = r % g.in_cols;
-    r /= g.in_cols;
-    const int64_t h = r % g.in_rows;
-    const int64_t n = r / g.in_rows;
-    const int64_t oh_lo_num = h + g.pad_top - g.window_rows + 1;
-    const int64_t oh_lo = oh_lo_num <= 0 ? 0 : (oh_lo_num + g.stride_rows - 1) / g.stride_rows;
-    const int64_t oh_hi = min((h + g.pad_top) / g.stride_rows, g.out_rows - 1);
-    const int64_t ow_lo_num = w + g.pad_left - g.window_cols + 1;
-    const int64_t ow_lo = ow_lo_num <= 0 ? 0 : (ow_lo_num + g.stride_cols - 1) / g.stride_cols;
-    const int64_t ow_hi = min((w + g.pad_left) / g.stride_cols, g.out_cols - 1);
+    int64_t n, h, w, c;
+    NhwcCoords(i, g.in_rows, g.in_cols, g.depth, &n, &h, &w, &c);
+    int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+    WindowsHolding(h, g.pad_top, g.window_rows, g.stride_rows, g.out_rows, &oh_lo, &oh_hi);
+    WindowsHolding(w, g.pad_left, g.window_cols, g.stride_cols, g.out_cols, &ow_lo, &ow_hi);
     A sum = 0;
     for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
       int64_t h0, h1;

@@ -267,13 +267,8 @@ class StridedSliceGradOp : public OpKernel {
     }
     const TensorShape shape = *shape_or;
     STRATA_ASSIGN_OR_RETURN(StridedSlicePlan plan, PlanOnDevice(ctx, 1, shape, masks_));
-    STRATA_ASSIGN_OR_RETURN(TensorShape slice_shape, plan.output.AsTensorShape());
     const Tensor& dy = ctx.input(4);
-    if (dy.shape() != slice_shape) {
-      return absl::InvalidArgumentError(absl::StrCat("StridedSliceGrad dy has shape ", dy.shape().DebugString(),
-                                                     "; the slice of ", shape.DebugString(), " has shape ",
-                                                     slice_shape.DebugString()));
-    }
+    STRATA_RETURN_IF_ERROR(CheckStridedSliceGradDy(plan, shape, dy.shape()));
     if (plan.whole) {
       STRATA_ASSIGN_OR_RETURN(Tensor t, dy.Reshaped(shape));
       ctx.set_output(0, std::move(t));

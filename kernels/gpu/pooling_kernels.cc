@@ -23,14 +23,23 @@ absl::StatusOr<PoolGeom> Geometry(const PoolAttrsParsed& a, const TensorShape& i
                   g.stride_rows, g.stride_cols, g.out_rows,    g.out_cols, g.pad_top,     g.pad_left};
 }
 
-class MaxPoolOp : public OpKernel {
+// A pooling kernel's attrs, parsed once; every pooling kernel is recordable.
+class PoolKernel : public OpKernel {
  public:
-  bool IsCaptureSafe() const override { return true; }
-  explicit MaxPoolOp(OpKernelConstruction& c) : OpKernel(c) {
+  explicit PoolKernel(OpKernelConstruction& c) : OpKernel(c) {
     auto a = ParsePoolKernelAttrs(c, "GPU");
     STRATA_KERNEL_REQUIRES_OK(c, a.status());
     attrs_ = *a;
   }
+  bool IsCaptureSafe() const override { return true; }
+
+ protected:
+  PoolAttrsParsed attrs_;
+};
+
+class MaxPoolOp : public PoolKernel {
+ public:
+  using PoolKernel::PoolKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& input = ctx.input(0);
     STRATA_ASSIGN_OR_RETURN(const PoolGeom g, Geometry(attrs_, input.shape()));
@@ -40,19 +49,11 @@ class MaxPoolOp : public OpKernel {
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{g.batch, g.out_rows, g.out_cols, g.depth}, &out));
     return CudaStatus(LaunchMaxPool(t, input.raw_data(), out->raw_data(), g, stream), "MaxPool");
   }
-
- private:
-  PoolAttrsParsed attrs_;
 };
 
-class MaxPoolGradOp : public OpKernel {
+class MaxPoolGradOp : public PoolKernel {
  public:
-  bool IsCaptureSafe() const override { return true; }
-  explicit MaxPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParsePoolKernelAttrs(c, "GPU");
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
-  }
+  using PoolKernel::PoolKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& input = ctx.input(0);
     const Tensor& orig_out = ctx.input(1);
@@ -71,19 +72,11 @@ class MaxPoolGradOp : public OpKernel {
     return CudaStatus(LaunchMaxPoolGrad(t, input.raw_data(), grad.raw_data(), dx->raw_data(), g, stream),
                       "MaxPoolGrad");
   }
-
- private:
-  PoolAttrsParsed attrs_;
 };
 
-class AvgPoolOp : public OpKernel {
+class AvgPoolOp : public PoolKernel {
  public:
-  bool IsCaptureSafe() const override { return true; }
-  explicit AvgPoolOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParsePoolKernelAttrs(c, "GPU");
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
-  }
+  using PoolKernel::PoolKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& input = ctx.input(0);
     STRATA_ASSIGN_OR_RETURN(const PoolGeom g, Geometry(attrs_, input.shape()));
@@ -93,20 +86,12 @@ class AvgPoolOp : public OpKernel {
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape{g.batch, g.out_rows, g.out_cols, g.depth}, &out));
     return CudaStatus(LaunchAvgPool(t, input.raw_data(), out->raw_data(), g, stream), "AvgPool");
   }
-
- private:
-  PoolAttrsParsed attrs_;
 };
 
 // orig_input_shape is int32: host memory, read directly.
-class AvgPoolGradOp : public OpKernel {
+class AvgPoolGradOp : public PoolKernel {
  public:
-  bool IsCaptureSafe() const override { return true; }
-  explicit AvgPoolGradOp(OpKernelConstruction& c) : OpKernel(c) {
-    auto a = ParsePoolKernelAttrs(c, "GPU");
-    STRATA_KERNEL_REQUIRES_OK(c, a.status());
-    attrs_ = *a;
-  }
+  using PoolKernel::PoolKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
     STRATA_ASSIGN_OR_RETURN(const TensorShape in_shape, ShapeFromSizes(ctx.input(0), "AvgPoolGrad orig_input_shape"));
     const Tensor& grad = ctx.input(1);
@@ -123,9 +108,6 @@ class AvgPoolGradOp : public OpKernel {
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, in_shape, &dx));
     return CudaStatus(LaunchAvgPoolGrad(t, grad.raw_data(), dx->raw_data(), g, stream), "AvgPoolGrad");
   }
-
- private:
-  PoolAttrsParsed attrs_;
 };
 
 #define REGISTER(op, dt, cls) STRATA_REGISTER_KERNEL(KernelBuilder(op).Device(kDeviceGpu).TypeConstraint("T", dt), cls)
