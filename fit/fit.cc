@@ -19,6 +19,7 @@
 #include "train/data/transforms.h"
 #include "train/losses.h"
 #include "train/models.h"
+#include "train/phase.h"
 #include "train/variable.h"
 
 namespace strata {
@@ -135,6 +136,7 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
   STRATA_ASSIGN_OR_RETURN(std::vector<distribute::PerReplica> inputs, g->input->Inputs(g->root));
   auto step_fn = [&](distribute::ReplicaContext& ctx,
                      const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
+    train::TrainingPhase training(true);  // Dropout drops, BatchNormalization uses the batch's statistics
     absl::StatusOr<Output> p = model.predict(ctx.scope(), in[0]);
     if (!p.ok()) return AnnotateStatus(p.status(), "Fit: the model: ");
     if (!p->ok()) return absl::InvalidArgumentError("Fit: the model returned a null prediction");

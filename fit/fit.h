@@ -33,6 +33,9 @@
 // The model: `predict` is called once per replica inside the step, and
 // once more outside it for evaluation, and must reuse its variables (make
 // layers once, as train::Sequential does; its Build may be called again).
+// The step is built in the training phase (train/phase.h: Dropout drops,
+// BatchNormalization normalizes by the batch and updates its moving
+// statistics), the evaluation and the Predictor in inference.
 // Every trainable variable the loss reads is trained (train::Minimize
 // without a list). `loss` returns the mean loss of its batch, a scalar; the
 // step's loss is its mean over the replicas. Each metric returns the mean

@@ -3,7 +3,9 @@
 // input by name.
 #include "fit/fit.h"
 
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <cmath>
 #include <random>
@@ -23,6 +25,7 @@
 #include "train/data/sources.h"
 #include "train/layers.h"
 #include "train/losses.h"
+#include "train/phase_layers.h"
 #include "train/models.h"
 
 namespace strata {
@@ -181,6 +184,102 @@ TEST(FitTest, EveryStrategyEndsOnTheSameWeights) {
     EXPECT_NEAR(two->kernel.data<float>()[i], one->kernel.data<float>()[i], 1e-5);
     EXPECT_NEAR(four->kernel.data<float>()[i], one->kernel.data<float>()[i], 1e-5);
   }
+}
+
+// Dense(8, relu) -> BatchNormalization -> [Dropout] -> Dense(1) on the
+// regression, SGD: the final checkpoint's weights and moving statistics.
+struct PhaseModel {
+  bool synchronized = true;
+  double dropout = 0;
+  int64_t steps = 16;
+  std::string checkpoint_dir;  // a fresh one if empty
+};
+const std::vector<std::string> kPhaseModelWeights = {"dense/kernel", "batch_normalization/gamma",
+                                                     "batch_normalization/beta", "batch_normalization/moving_mean",
+                                                     "batch_normalization/moving_variance", "dense_1/kernel"};
+
+absl::StatusOr<std::map<std::string, Tensor>> TrainPhaseModel(const StrategyConfig& config, const PhaseModel& p) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(config));
+  train::Sequential net(/*seed=*/3);
+  net.Add<train::Dense>(8, train::Activation::kRelu);
+  net.Add<train::BatchNormalization>(train::BatchNormalization::Options{.synchronized = p.synchronized});
+  if (p.dropout > 0) net.Add<train::Dropout>(p.dropout);
+  net.Add<train::Dense>(1);
+  Model m;
+  m.predict = [&net](const Scope& s, Output x) { return net.Build(s, x); };
+  m.loss = [](const Scope& s, Output y, Output pred) -> absl::StatusOr<Output> {
+    return train::MeanSquaredError(s, y, pred);
+  };
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<train::Optimizer> opt, MakeOptimizer("sgd", 0.05));
+  FitOptions o;
+  o.quiet = true;
+  o.global_batch_size = 32;
+  o.steps = p.steps;
+  o.save_every_steps = 4;
+  o.checkpoint_dir = p.checkpoint_dir;
+  if (o.checkpoint_dir.empty()) {
+    STRATA_ASSIGN_OR_RETURN(o.checkpoint_dir, io::MakeTempDir("fit_test"));
+  }
+  STRATA_ASSIGN_OR_RETURN(FitResult r, Fit(strategy.get(), m, opt.get(), Data(256, 1), Data(64, 2), o));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(r.final_checkpoint));
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : kPhaseModelWeights) STRATA_RETURN_IF_ERROR(reader->Read(name, &out[name]));
+  return out;
+}
+
+double WorstDifference(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
+                       const std::string& name) {
+  const Tensor& x = a.at(name);
+  const Tensor& y = b.at(name);
+  double worst = 0;
+  for (int64_t i = 0; i < x.NumElements(); ++i) {
+    worst = std::max<double>(worst, std::abs(x.data<float>()[i] - y.data<float>()[i]));
+  }
+  return worst;
+}
+
+TEST(FitTest, SynchronizedBatchNormTrainsAcrossReplicasAsOnOneDevice) {
+  auto one = TrainPhaseModel(Config("one_device", 1), {});
+  auto two = TrainPhaseModel(Config("mirrored", 2), {});
+  auto four = TrainPhaseModel(Config("mirrored", 4), {});
+  auto local = TrainPhaseModel(Config("mirrored", 2), {.synchronized = false});
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_TRUE(four.ok()) << four.status();
+  ASSERT_TRUE(local.ok()) << local.status();
+  for (const std::string& name : kPhaseModelWeights) {
+    EXPECT_LE(WorstDifference(*one, *two, name), 1e-5) << name;
+    EXPECT_LE(WorstDifference(*one, *four, name), 1e-5) << name;
+  }
+  // The statistics moved away from their initial values.
+  EXPECT_GT(std::abs(one->at("batch_normalization/moving_mean").data<float>()[0]), 1e-3);
+  // Per-replica statistics (16 examples each) are another computation:
+  // their mean variance is below the global batch's.
+  EXPECT_GT(WorstDifference(*one, *local, "batch_normalization/moving_variance"), 1e-4);
+  EXPECT_GT(WorstDifference(*one, *local, "dense_1/kernel"), 1e-5);
+}
+
+TEST(FitTest, DropoutRunsRepeatExactlyAndResumeExactly) {
+  const PhaseModel with_dropout{.dropout = 0.3};
+  auto a = TrainPhaseModel(Config("mirrored", 2), with_dropout);
+  auto b = TrainPhaseModel(Config("mirrored", 2), with_dropout);
+  auto none = TrainPhaseModel(Config("mirrored", 2), {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(none.ok()) << none.status();
+  for (const std::string& name : kPhaseModelWeights) EXPECT_EQ(WorstDifference(*a, *b, name), 0) << name;
+  EXPECT_GT(WorstDifference(*a, *none, "dense_1/kernel"), 1e-4) << "dropout changed the training";
+  // Stopped at step 10 (its checkpoint at 8) and run on to 16: the masks
+  // continue from the checkpointed step counters.
+  PhaseModel first = with_dropout;
+  first.steps = 10;
+  first.checkpoint_dir = *io::MakeTempDir("fit_test");
+  ASSERT_TRUE(TrainPhaseModel(Config("mirrored", 2), first).ok());
+  PhaseModel second = with_dropout;
+  second.checkpoint_dir = first.checkpoint_dir;
+  auto resumed = TrainPhaseModel(Config("mirrored", 2), second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (const std::string& name : kPhaseModelWeights) EXPECT_EQ(WorstDifference(*a, *resumed, name), 0) << name;
 }
 
 TEST(FitTest, AResumedRunEndsBitForBitWhereAnUninterruptedOneDoes) {

@@ -43,7 +43,8 @@ ReplicaContext::ReplicaContext(Strategy* strategy, int replica_id, strata::Scope
 
 absl::StatusOr<std::vector<Output>> ReplicaContext::AllReduce(const strata::Scope& scope,
                                                               ReduceOp op,
-                                                              const std::vector<Output>& values) {
+                                                              const std::vector<Output>& values,
+                                                              bool differentiable) {
   STRATA_RETURN_IF_ERROR(scope.status());
   for (size_t i = 0; i < values.size(); ++i) {
     const Output& v = values[i];
@@ -76,13 +77,13 @@ absl::StatusOr<std::vector<Output>> ReplicaContext::AllReduce(const strata::Scop
       continue;
     }
     const int key = next_instance_key_++;
-    Output r = ops::CollectiveReduce(
-        s, v, n, strategy_->collective_group_key(), key,
-        ops::CollectiveAttrs()
-            .MergeOp("Add")
-            .FinalOp(op == ReduceOp::kMean ? "Div" : "Id")
-            .TimeoutSeconds(o.collective_timeout_seconds)
-            .CommunicationHint(o.communication_hint));
+    ops::CollectiveAttrs attrs = ops::CollectiveAttrs()
+                                     .MergeOp("Add")
+                                     .FinalOp(op == ReduceOp::kMean ? "Div" : "Id")
+                                     .TimeoutSeconds(o.collective_timeout_seconds)
+                                     .CommunicationHint(o.communication_hint);
+    if (differentiable) attrs.BackwardInstanceKey(next_instance_key_++);
+    Output r = ops::CollectiveReduce(s, v, n, strategy_->collective_group_key(), key, attrs);
     STRATA_RETURN_IF_ERROR(scope.status());
     collectives_.push_back({key, v.type(), v.shape(), r.node()->name()});
     out.push_back(r);

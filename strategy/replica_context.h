@@ -61,8 +61,13 @@ class ReplicaContext {
   // shape on every replica). Nodes are made in `scope` on this replica's
   // device. Errors: the scope's; InvalidArgument for a null value or a dtype
   // a collective cannot reduce, or kMean of an integer.
+  // With `differentiable`, each collective also reserves the next instance
+  // key for its gradient (graph/ops/collective_ops.h), so a loss computed
+  // from the reduced value can be minimized: the gradient all-reduces the
+  // output gradients over the replicas (as tf.distribute's
+  // ReplicaContext.all_reduce under a GradientTape).
   absl::StatusOr<std::vector<Output>> AllReduce(const strata::Scope& scope, ReduceOp op,
-                                                const std::vector<Output>& values);
+                                                const std::vector<Output>& values, bool differentiable = false);
   absl::StatusOr<Output> AllReduce(const strata::Scope& scope, ReduceOp op, Output value);
 
   // One collective this trace made, for Run's cross-replica check.

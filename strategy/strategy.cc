@@ -19,6 +19,7 @@
 #include "strategy/replica_context.h"
 #include "strategy/strategy_devices.h"
 #include "train/initializers.h"
+#include "train/phase.h"
 
 namespace strata {
 namespace distribute {
@@ -227,7 +228,21 @@ absl::StatusOr<RunResult> Strategy::Run(const strata::Scope& scope, const StepFn
     for (const PerReplica& in : inputs) replica_inputs.push_back(in[r]);
     const int first_node_id = scope.graph()->num_node_ids();
     ReplicaContext* previous = ReplicaContext::SetCurrent(&ctx);
-    absl::StatusOr<ReplicaResult> result = step_fn(ctx, replica_inputs);
+    absl::StatusOr<ReplicaResult> result;
+    {
+      // What layers read (train/phase.h): the replica among all workers' and
+      // a differentiable sum over them (synchronized batch statistics).
+      train::ReplicaInfo info;
+      info.replica_id = worker_index_ * n + r;
+      info.num_replicas = num_replicas_in_sync();
+      if (info.num_replicas > 1) {
+        info.all_reduce_sum = [&ctx](const strata::Scope& s, const std::vector<Output>& values) {
+          return ctx.AllReduce(s, ReduceOp::kSum, values, /*differentiable=*/true);
+        };
+      }
+      train::ReplicaScope replica(std::move(info));
+      result = step_fn(ctx, replica_inputs);
+    }
     ReplicaContext::SetCurrent(previous);
     const std::string where = absl::StrCat("replica ", r, " (", devices_[r], "): ");
     if (!result.ok()) return AnnotateStatus(result.status(), where);

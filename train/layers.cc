@@ -79,6 +79,14 @@ Variable* Layer::AddWeight(const Scope& scope, const std::string& weight, const 
   return v;
 }
 
+Variable* Layer::AddState(const Scope& scope, const std::string& weight, const TensorShape& shape, DataType dtype,
+                          Initializer init) {
+  Variable* v = CreateVariable(scope, absl::StrCat(name_, "/", weight), shape, dtype, std::move(init),
+                               /*trainable=*/false);
+  if (v != nullptr) variables_.push_back(v);
+  return v;
+}
+
 absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
   STRATA_RETURN_IF_ERROR(scope.status());
   if (name_.empty()) name_ = kind();
@@ -112,7 +120,8 @@ absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
   const DataType compute = policy_.compute_dtype;
   for (Variable* v : variables_) {
     Output value = v->Read(s);
-    weights.push_back(CastsWeights() && value.type() != compute ? ops::Cast(s, value, compute) : value);
+    const bool cast = CastsWeights() && value.type() == DT_FLOAT && compute != DT_FLOAT;
+    weights.push_back(cast ? ops::Cast(s, value, compute) : value);
     reads_.push_back({v, value});
   }
   if (!TakesIndices() && CastsInput() && input.type() != compute) input = ops::Cast(s, input, compute);

@@ -86,7 +86,7 @@ class Layer {
 
   // The dtype policy (train/policy.h): the global policy when the layer was
   // made, or the one set here; the next Apply uses it. Under a mixed policy
-  // Apply casts a float input and the weights it reads to the compute dtype
+  // Apply casts a float input and the float weights it reads to the compute dtype
   // (the variables stay float32; their gradients flow back through the
   // casts).
   const Policy& dtype_policy() const { return policy_; }
@@ -128,6 +128,10 @@ class Layer {
                       bool glorot);
   Variable* AddWeight(const Scope& scope, const std::string& weight, const TensorShape& shape,
                       Initializer init);
+  // State that is not trained (moving averages, counters), of any dtype:
+  // read and checkpointed like the weights, left alone by Minimize.
+  Variable* AddState(const Scope& scope, const std::string& weight, const TensorShape& shape, DataType dtype,
+                     Initializer init);
   absl::Status Error(const std::string& message) const;
 
  private:

@@ -183,6 +183,9 @@ Output CollectiveReduce(const Scope& s, Output input, int group_size, int group_
       .Input(OutputList{})
       .Attr("merge_op", MakeAttr(attrs.merge_op_))
       .Attr("final_op", MakeAttr(attrs.final_op_));
+  if (attrs.backward_instance_key_ >= 0) {
+    b.Attr(kBackwardInstanceKeyAttr, MakeAttr(int64_t{attrs.backward_instance_key_}));
+  }
   AddCommonAttrs(b, attrs);
   return Finish(b);
 }

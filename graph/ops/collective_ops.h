@@ -22,6 +22,13 @@
 //                                        CollectiveAttrs().MergeOp("Add").FinalOp("Div"));
 //   }
 //
+// A sum all-reduce (merge_op Add, final_op Id or Div) is differentiable when
+// it was made with a backward instance key (the "_backward_instance_key"
+// attr, CollectiveAttrs::BackwardInstanceKey): its gradient is the same
+// all-reduce of the output's gradient under that key
+// (graph/gradients/collective_grad.cc), so the participants that reserved
+// the same backward key meet again in the backward pass.
+//
 // group_size, group_key and instance_key are int32 scalar inputs, as in
 // TensorFlow; the builders make them Const nodes. The ops are stateful (never
 // folded, deduplicated or pruned as duplicates).
@@ -39,15 +46,21 @@
 namespace strata {
 namespace ops {
 
+// The attr naming a differentiable CollectiveReduceV2's backward key.
+inline constexpr char kBackwardInstanceKeyAttr[] = "_backward_instance_key";
+
 // Optional attrs of the collective builders (TensorFlow's defaults).
 struct CollectiveAttrs {
   CollectiveAttrs& MergeOp(std::string v) { merge_op_ = std::move(v); return *this; }
   CollectiveAttrs& FinalOp(std::string v) { final_op_ = std::move(v); return *this; }
   CollectiveAttrs& TimeoutSeconds(float v) { timeout_seconds_ = v; return *this; }
   CollectiveAttrs& CommunicationHint(std::string v) { communication_hint_ = std::move(v); return *this; }
+  // CollectiveReduce only: the instance key of its gradient's all-reduce.
+  CollectiveAttrs& BackwardInstanceKey(int v) { backward_instance_key_ = v; return *this; }
 
   std::string merge_op_ = "Add";   // CollectiveReduce only: Add, Mul, Min, Max
   std::string final_op_ = "Id";    // CollectiveReduce only: Id, Div
+  int backward_instance_key_ = -1;  // none: not differentiable
   float timeout_seconds_ = 0;      // 0: the session's default
   std::string communication_hint_ = "auto";  // auto, ring, reduce_to_one (local), nccl
 };

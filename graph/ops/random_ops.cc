@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+
 #include "graph/op_registry.h"
 #include "graph/ops/array_ops.h"
 #include "graph/shape_inference.h"
@@ -11,6 +14,15 @@ namespace strata {
 namespace {
 
 absl::Status RandomShapeFn(InferenceContext& c) {
+  return SetOutputFromShapeInput(c, 0, "random op shape");
+}
+
+absl::Status StatelessRandomShapeFn(InferenceContext& c) {
+  PartialTensorShape seed;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 1, &seed));
+  if (seed.dim_size(0) >= 0 && seed.dim_size(0) != 2) {
+    return c.Error(absl::StrCat("seed must have shape [2], got ", seed.DebugString()));
+  }
   return SetOutputFromShapeInput(c, 0, "random op shape");
 }
 
@@ -34,6 +46,16 @@ STRATA_REGISTER_RANDOM_OP("RandomStandardNormal");
 STRATA_REGISTER_RANDOM_OP("TruncatedNormal");
 
 #undef STRATA_REGISTER_RANDOM_OP
+
+// Not stateful: one seed, one value, so graph passes may fold and merge it.
+STRATA_REGISTER_OP("StatelessRandomUniform")
+    .Input("shape: T")
+    .Input("seed: Tseed")
+    .Output("output: dtype")
+    .Attr("dtype: {half, bfloat16, float, double} = float")
+    .Attr("T: {int32, int64}")
+    .Attr("Tseed: {int32, int64} = int64")
+    .SetShapeFn(StatelessRandomShapeFn);
 
 namespace ops {
 
@@ -61,6 +83,15 @@ Output RandomNormal(const Scope& scope, Output shape, DataType dtype, const Rand
 Output TruncatedNormal(const Scope& scope, Output shape, DataType dtype,
                        const RandomAttrs& attrs) {
   return AddRandomNode(scope, "TruncatedNormal", "TruncatedNormal", shape, dtype, attrs);
+}
+
+Output StatelessRandomUniform(const Scope& scope, Output shape, Output seed, DataType dtype) {
+  Node* n = NodeBuilder(scope, "StatelessRandomUniform", "StatelessRandomUniform")
+                .Input(shape)
+                .Input(seed)
+                .Attr("dtype", dtype)
+                .Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
 }
 
 }  // namespace ops

@@ -12,6 +12,18 @@
 // seed2, the element's index, and how many times the node has run), not on
 // the thread count. The shape function uses `shape` when it is a constant.
 //
+// StatelessRandomUniform is the stateless form: the numbers are a pure
+// function of the `seed` input (two int32 or int64 values) and the
+// element's index, bit for bit TensorFlow's (Philox-4x32-10 with
+// TensorFlow's seed scrambling and float conversion), so the same seed gives
+// the same tensor on every run, every thread count and in TensorFlow:
+//
+//   StatelessRandomUniform(shape: T, seed: Tseed) -> output: dtype
+//       attrs dtype: {half, bfloat16, float, double} = float,
+//             T: {int32, int64} = int32, Tseed: {int32, int64} = int64
+//
+// A seed that is not a vector of two is InvalidArgument naming the node.
+//
 //   Scope s = Scope::NewRootScope();
 //   Output shape = ops::Const<int32_t>(s, {256, 784});
 //   Output w = ops::TruncatedNormal(s, shape, DT_FLOAT, ops::RandomAttrs().Seed(42).Seed2(7));
@@ -48,6 +60,10 @@ Output RandomNormal(const Scope& scope, Output shape, DataType dtype,
                     const RandomAttrs& attrs = {});
 Output TruncatedNormal(const Scope& scope, Output shape, DataType dtype,
                        const RandomAttrs& attrs = {});
+
+// StatelessRandomUniform: [0, 1) values of `dtype`, a function of `seed`
+// ([2] int32 or int64) only.
+Output StatelessRandomUniform(const Scope& scope, Output shape, Output seed, DataType dtype);
 
 }  // namespace ops
 }  // namespace strata

@@ -45,6 +45,33 @@ inline PhiloxBlock Philox4x32(PhiloxBlock ctr, PhiloxKey key) {
   return ctr;
 }
 
+// TensorFlow's stateless streams (StatelessRandomUniform and friends): the
+// two 64-bit seeds, as a counter, are scrambled by one Philox call under a
+// fixed key into the stream's key and its starting counter, so that weak
+// seeds (0, 1, ...) still give unrelated streams. Block i of the stream is
+// Philox4x32(PhiloxAdd(counter, i), key).
+struct PhiloxStream {
+  PhiloxKey key;
+  PhiloxBlock counter;
+};
+inline PhiloxStream StatelessPhiloxStream(uint64_t seed0, uint64_t seed1) {
+  const PhiloxBlock mix =
+      Philox4x32({static_cast<uint32_t>(seed0), static_cast<uint32_t>(seed0 >> 32),
+                  static_cast<uint32_t>(seed1), static_cast<uint32_t>(seed1 >> 32)},
+                 {0x3ec8f720u, 0x02461e29u});
+  return {{mix[0], mix[1]}, {0, 0, mix[2], mix[3]}};
+}
+
+// The 128-bit counter `c` (word 0 lowest) plus n.
+inline PhiloxBlock PhiloxAdd(PhiloxBlock c, uint64_t n) {
+  const uint64_t lo = (static_cast<uint64_t>(c[1]) << 32 | c[0]) + n;
+  const bool carry = lo < n;
+  c[0] = static_cast<uint32_t>(lo);
+  c[1] = static_cast<uint32_t>(lo >> 32);
+  if (carry && ++c[2] == 0) ++c[3];
+  return c;
+}
+
 // Uniform in [0, 1) from the top 23 bits: a float in [1, 2) minus 1, so every
 // value is exact and 1.0 never appears.
 inline float Uint32ToUniformFloat(uint32_t x) {

@@ -1,5 +1,6 @@
-// CPU kernels of RandomUniform, RandomStandardNormal and TruncatedNormal
-// (graph/ops/random_ops.h) for float, double, half and bfloat16.
+// CPU kernels of RandomUniform, RandomStandardNormal, TruncatedNormal and
+// StatelessRandomUniform (graph/ops/random_ops.h) for float, double, half
+// and bfloat16.
 //
 // Reproducibility: element i's value is a pure function of (seed, seed2, run,
 // i), where `run` counts the kernel instance's Compute calls. Each run gets a
@@ -7,6 +8,7 @@
 // values come from Philox blocks whose counter names the block (or, for
 // TruncatedNormal, the element and the attempt). Work is split over the
 // intra-op pool by block, so the thread count changes nothing.
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -170,6 +172,65 @@ class RandomOp : public OpKernel {
   std::atomic<uint64_t> runs_{0};  // Compute may run for several steps at once
 };
 
+// StatelessRandomUniform, TensorFlow's bits: each value is m * 2^-bits for
+// the low `bits` bits m of one Philox word (bits = the mantissa's: 23 for
+// float, 10 for half, 7 for bfloat16), or of two words for double (20 high
+// bits from the first, 32 from the second); a block gives kPerBlock values.
+template <typename T>
+struct StatelessUniformBits {
+  static constexpr int kPerBlock = 4;
+  static constexpr int kBits = std::is_same<T, float>::value ? 23 : std::is_same<T, Eigen::half>::value ? 10 : 7;
+  static T Value(const PhiloxBlock& b, int k) {
+    return static_cast<T>(static_cast<float>(b[k] & ((1u << kBits) - 1)) * (1.0f / static_cast<float>(1u << kBits)));
+  }
+};
+template <>
+struct StatelessUniformBits<double> {
+  static constexpr int kPerBlock = 2;
+  static double Value(const PhiloxBlock& b, int k) {
+    const uint64_t m = (static_cast<uint64_t>(b[2 * k] & 0xfffffu) << 32) | b[2 * k + 1];
+    return static_cast<double>(m) * (1.0 / 4503599627370496.0);  // 2^-52
+  }
+};
+
+absl::StatusOr<std::array<uint64_t, 2>> StatelessSeed(const Tensor& seed) {
+  if (seed.dims() != 1 || seed.NumElements() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("seed must have shape [2], got ", seed.shape().DebugString()));
+  }
+  // An int32 seed is widened with its sign, as TensorFlow does.
+  auto at = [&](int i) -> uint64_t {
+    return static_cast<uint64_t>(seed.dtype() == DT_INT32 ? int64_t{seed.data<int32_t>()[i]} : seed.data<int64_t>()[i]);
+  };
+  return std::array<uint64_t, 2>{at(0), at(1)};
+}
+
+template <typename T>
+class StatelessUniformOp : public OpKernel {
+ public:
+  explicit StatelessUniformOp(OpKernelConstruction& c) : OpKernel(c) {}
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    using B = StatelessUniformBits<T>;
+    STRATA_ASSIGN_OR_RETURN(TensorShape shape, ShapeFromShapeTensor(ctx.input(0), "shape"));
+    STRATA_ASSIGN_OR_RETURN(auto seed, StatelessSeed(ctx.input(1)));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, shape, &out));
+    const PhiloxStream stream = StatelessPhiloxStream(seed[0], seed[1]);
+    T* o = out->data<T>();
+    const int64_t n = out->NumElements();
+    constexpr int K = B::kPerBlock;
+    ctx.eigen_cpu_device().parallelFor((n + K - 1) / K, Eigen::TensorOpCost(0, K * sizeof(T), 80),
+                                       [&](Eigen::Index first, Eigen::Index last) {
+                                         for (Eigen::Index b = first; b < last; ++b) {
+                                           const PhiloxBlock bits =
+                                               Philox4x32(PhiloxAdd(stream.counter, b), stream.key);
+                                           for (int k = 0; k < K && b * K + k < n; ++k) o[b * K + k] = B::Value(bits, k);
+                                         }
+                                       });
+    return absl::OkStatus();
+  }
+};
+
 #define STRATA_REGISTER_RANDOM_KERNELS(T, DT)                                                  \
   STRATA_REGISTER_KERNEL(KernelBuilder("RandomUniform").Device(kDeviceCpu).TypeConstraint(     \
                              "dtype", DT),                                                     \
@@ -180,7 +241,10 @@ class RandomOp : public OpKernel {
                          RandomOp<T, Dist::kNormal>);                                          \
   STRATA_REGISTER_KERNEL(KernelBuilder("TruncatedNormal").Device(kDeviceCpu).TypeConstraint(   \
                              "dtype", DT),                                                     \
-                         RandomOp<T, Dist::kTruncatedNormal>)
+                         RandomOp<T, Dist::kTruncatedNormal>);                                 \
+  STRATA_REGISTER_KERNEL(KernelBuilder("StatelessRandomUniform").Device(kDeviceCpu).TypeConstraint( \
+                             "dtype", DT),                                                     \
+                         StatelessUniformOp<T>)
 
 STRATA_REGISTER_RANDOM_KERNELS(float, DT_FLOAT);
 STRATA_REGISTER_RANDOM_KERNELS(double, DT_DOUBLE);

@@ -270,5 +270,88 @@ TEST(RandomOpsTest, StatefulWithShapeFunctionAndBuilder) {
   EXPECT_THAT(s.status().message(), HasSubstr("neg"));
 }
 
+// StatelessRandomUniform against TensorFlow 2.21's
+// tf.raw_ops.StatelessRandomUniform (the values' bits, printed there).
+template <typename Bits>
+std::vector<Bits> BitsOf(const Tensor& t) {
+  std::vector<Bits> v(static_cast<size_t>(t.NumElements()));
+  std::memcpy(v.data(), t.raw_data(), t.TotalBytes());
+  return v;
+}
+
+absl::StatusOr<Tensor> Stateless(DeviceBase* dev, DataType dtype, const std::vector<int32_t>& shape,
+                                 const Tensor& seed) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                          RunKernel(dev, "StatelessRandomUniform", {Tensor::FromVector<int32_t>(shape), seed},
+                                    {{"dtype", MakeAttr(dtype)}}));
+  return out[0];
+}
+
+TEST(StatelessRandomUniformTest, MatchesTensorFlowBitForBit) {
+  static StandaloneCpuDevice dev(2);
+  auto run = [&](DataType dt, std::vector<int32_t> shape, Tensor seed) {
+    absl::StatusOr<Tensor> t = Stateless(&dev, dt, shape, seed);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *t : Tensor();
+  };
+  Tensor f = run(DT_FLOAT, {2, 3}, Tensor::FromVector<int64_t>({1, 2}));
+  EXPECT_EQ(f.shape(), (TensorShape{2, 3}));
+  EXPECT_EQ(BitsOf<uint32_t>(f), (std::vector<uint32_t>{0x3f581458, 0x3e44a788, 0x3f7f087c, 0x3e243c98,
+                                                        0x3e8b424c, 0x3f263b8a}));
+  EXPECT_EQ(BitsOf<uint32_t>(run(DT_FLOAT, {5}, Tensor::FromVector<int64_t>({-5, 123456789012}))),
+            (std::vector<uint32_t>{0x3e9939c8, 0x3c225900, 0x3e85a4f0, 0x3ecee334, 0x3d6a0b40}));
+  EXPECT_EQ(BitsOf<uint64_t>(run(DT_DOUBLE, {5}, Tensor::FromVector<int64_t>({3, -9}))),
+            (std::vector<uint64_t>{0x3fe5ee44752776d8, 0x3fcf3a7cce018768, 0x3feb34f146d07fd8,
+                                   0x3fd3b03629828760, 0x3fd145e7a46ef034}));
+  EXPECT_EQ(BitsOf<uint16_t>(run(DT_HALF, {6}, Tensor::FromVector<int32_t>({7, -3}))),
+            (std::vector<uint16_t>{0x38b6, 0x39ec, 0x3720, 0x3968, 0x383e, 0x3614}));
+  EXPECT_EQ(BitsOf<uint16_t>(run(DT_BFLOAT16, {6}, Tensor::FromVector<int32_t>({7, -3}))),
+            (std::vector<uint16_t>{0x3f36, 0x3f6c, 0x3f10, 0x3ed0, 0x3e78, 0x3d20}));
+}
+
+TEST(StatelessRandomUniformTest, SameSeedSameTensorOnAnyThreadCountAndPrefix) {
+  static StandaloneCpuDevice one(1), four(4);
+  const Tensor seed = Tensor::FromVector<int64_t>({11, -12});
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_HALF}) {
+    SCOPED_TRACE(DataTypeString(dt));
+    absl::StatusOr<Tensor> a = Stateless(&one, dt, {1001, 257}, seed);
+    absl::StatusOr<Tensor> b = Stateless(&four, dt, {1001, 257}, seed);
+    absl::StatusOr<Tensor> small = Stateless(&four, dt, {13}, seed);
+    ASSERT_TRUE(a.ok() && b.ok() && small.ok()) << a.status() << b.status() << small.status();
+    EXPECT_TRUE(SameBytes(*a, *b));
+    // Element i depends on i only: a shorter tensor is a prefix.
+    EXPECT_EQ(std::memcmp(a->raw_data(), small->raw_data(), small->TotalBytes()), 0);
+    std::vector<double> v = AsDoubles(*a);
+    EXPECT_GE(*std::min_element(v.begin(), v.end()), 0.0);
+    EXPECT_LT(*std::max_element(v.begin(), v.end()), 1.0);
+    double mean = 0;
+    for (double x : v) mean += x / static_cast<double>(v.size());
+    EXPECT_NEAR(mean, 0.5, 0.01);
+  }
+  absl::StatusOr<Tensor> other = Stateless(&one, DT_FLOAT, {1001, 257}, Tensor::FromVector<int64_t>({11, -13}));
+  absl::StatusOr<Tensor> same = Stateless(&one, DT_FLOAT, {1001, 257}, seed);
+  ASSERT_TRUE(other.ok() && same.ok());
+  EXPECT_FALSE(SameBytes(*other, *same));
+}
+
+TEST(StatelessRandomUniformTest, BadSeedIsInvalidArgument) {
+  static StandaloneCpuDevice dev(1);
+  absl::StatusOr<Tensor> t = Stateless(&dev, DT_FLOAT, {3}, Tensor::FromVector<int64_t>({1, 2, 3}));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(), HasSubstr("seed must have shape [2]"));
+  Scope root = Scope::NewRootScope();
+  Output bad = ops::StatelessRandomUniform(root, ops::Const<int32_t>(root, {4}),
+                                           ops::Const<int64_t>(root, {1, 2, 3}), DT_FLOAT);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(root.status().message(), HasSubstr("seed must have shape [2]"));
+  Scope ok_root = Scope::NewRootScope();
+  Output good = ops::StatelessRandomUniform(ok_root, ops::Const<int32_t>(ok_root, {4, 5}),
+                                            ops::Const<int64_t>(ok_root, {1, 2}), DT_DOUBLE);
+  ASSERT_TRUE(ok_root.ok()) << ok_root.status();
+  EXPECT_EQ(good.shape(), PartialTensorShape({4, 5}));
+  EXPECT_EQ(good.type(), DT_DOUBLE);
+}
+
 }  // namespace
 }  // namespace strata
