@@ -4,6 +4,7 @@
 //   bazel-bin/examples/digits_cnn --epochs=20
 //   bazel-bin/examples/digits_cnn --strategy=mirrored --num_cpu_devices=2
 //   tools/launch --num_workers=2 -- bazel-bin/examples/digits_cnn --strategy=multi_worker_mirrored
+//   bazel-bin/examples/digits_cnn --batch_norm --dropout=0.2     # BatchNormalization, Dropout
 //
 // 1437 examples train, the other 360 validate; pixels are scaled to [0, 1].
 #include <cstdio>
@@ -13,6 +14,9 @@
 #include "fit/strata.h"
 
 ABSL_FLAG(std::string, digits_path, "", "the digits CSV; default: found in the runfiles or the source tree");
+ABSL_FLAG(bool, batch_norm, false,
+          "a BatchNormalization after each convolution (its statistics synchronized over every replica)");
+ABSL_FLAG(double, dropout, 0, "the rate of a Dropout before the last layer; 0: none");
 
 namespace {
 
@@ -42,7 +46,9 @@ absl::Status Main(const char* argv0) {
   STRATA_ASSIGN_OR_RETURN(strata::data::DatasetPtr validation, strata::data::Skip(all, kTrainExamples));
 
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<strata::train::Sequential> cnn,
-                          strata::train::MakeSmallCnn(8, 8, 1, 10, static_cast<int64_t>(options.seed)));
+                          strata::train::MakeSmallCnn(8, 8, 1, 10, static_cast<int64_t>(options.seed),
+                                                      {.batch_norm = absl::GetFlag(FLAGS_batch_norm),
+                                                       .dropout = absl::GetFlag(FLAGS_dropout)}));
   fit::Model model;
   model.predict = [&cnn](const Scope& s, Output x) { return cnn->Build(s, x); };
   model.loss = [](const Scope& s, Output y, Output logits) -> absl::StatusOr<Output> {

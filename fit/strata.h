@@ -39,6 +39,8 @@
 #include "train/learning_rate.h"
 #include "train/losses.h"
 #include "train/models.h"
+#include "train/phase.h"
+#include "train/phase_layers.h"
 #include "train/sequence_layers.h"
 #include "train/transformer_lm.h"
 #include "train/optimizers.h"

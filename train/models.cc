@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "graph/gradients/gradients.h"
 #include "graph/ops/math_ops.h"
+#include "train/phase_layers.h"
 
 namespace strata {
 namespace train {
@@ -79,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Sequential>> MakeMlp(const std::vector<int64_t>& 
 
 absl::StatusOr<std::unique_ptr<Sequential>> MakeSmallCnn(int64_t rows, int64_t cols,
                                                          int64_t channels, int64_t num_classes,
-                                                         int64_t seed) {
+                                                         int64_t seed, const SmallCnnOptions& options) {
   if (rows < 2 || cols < 2 || channels < 1) {
     return absl::InvalidArgumentError(absl::StrCat("CNN: images must be at least 2x2x1, got ", rows,
                                                    "x", cols, "x", channels));
@@ -92,11 +93,14 @@ absl::StatusOr<std::unique_ptr<Sequential>> MakeSmallCnn(int64_t rows, int64_t c
   Conv2D::Options conv;
   conv.filters = 16;
   model->Add<Conv2D>(conv);
+  if (options.batch_norm) model->Add<BatchNormalization>();
   model->Add<MaxPool2D>(2);
   conv.filters = 32;
   model->Add<Conv2D>(conv);
+  if (options.batch_norm) model->Add<BatchNormalization>();
   model->Add<Flatten>();
   model->Add<Dense>(64, Activation::kRelu);
+  if (options.dropout > 0) model->Add<Dropout>(options.dropout);
   model->Add<Dense>(num_classes, Activation::kNone);
   return model;
 }

@@ -83,9 +83,15 @@ absl::StatusOr<std::unique_ptr<Sequential>> MakeMlp(const std::vector<int64_t>& 
 // MaxPool 2 -> Conv 3x3x32 ReLU (SAME) -> Flatten -> Dense 64 ReLU -> Dense
 // num_classes. For 8x8x1 digits: 8x8x16 -> 4x4x16 -> 4x4x32 -> 512 -> 64 -> 10.
 // InvalidArgument if rows or cols < 2, channels < 1 or num_classes < 2.
+// Options add a BatchNormalization after each convolution and a Dropout
+// before the last Dense (train/phase_layers.h).
+struct SmallCnnOptions {
+  bool batch_norm = false;
+  double dropout = 0;  // the rate; 0: no Dropout layer
+};
 absl::StatusOr<std::unique_ptr<Sequential>> MakeSmallCnn(int64_t rows, int64_t cols,
                                                          int64_t channels, int64_t num_classes,
-                                                         int64_t seed);
+                                                         int64_t seed, const SmallCnnOptions& options = {});
 
 // Adds the gradient of `loss` for every trainable variable read in `reads`
 // and `optimizer`'s update of those variables; returns the train op. A

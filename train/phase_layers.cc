@@ -84,25 +84,28 @@ absl::StatusOr<std::pair<Output, Output>> BatchNormalization::BatchMoments(const
     Output var = ops::Mean(scope, ops::SquaredDifference(scope, x, ops::StopGradient(scope, mean)), axes);
     return std::make_pair(mean, var);
   }
-  // One all-reduce of [Σx, Σx², count] over every replica; the gradient
-  // flows back through it (its own all-reduce) to every replica's inputs.
+  // Two all-reduces over every replica, the gradient flowing back through
+  // each (its own all-reduce) to every replica's inputs: [Σx, count] gives
+  // the mean, then Σ(x - mean)² the variance. One pass of Σx² would save a
+  // collective but lose the variance to cancellation when it is small next
+  // to mean² (a mostly-zero ReLU channel), and differ from one device.
   const int32_t c = static_cast<int32_t>(x.shape().dim_size(rank - 1));
+  const auto& all_reduce_sum = CurrentReplica().all_reduce_sum;
   Output count = ops::RealDiv(scope, ops::Cast(scope, ops::StopGradient(scope, ops::Size(scope, x)), DT_FLOAT),
                               ops::Const(scope, static_cast<float>(c)));
-  Output packed = ops::Concat(scope,
-                              {ops::Sum(scope, x, axes), ops::Sum(scope, ops::Square(scope, x), axes),
-                               ops::Reshape(scope, count, Int32Vector(scope, {1}))},
+  Output packed = ops::Concat(scope, {ops::Sum(scope, x, axes), ops::Reshape(scope, count, Int32Vector(scope, {1}))},
                               ops::Const(scope, int32_t{0}));
   STRATA_RETURN_IF_ERROR(scope.status());
-  STRATA_ASSIGN_OR_RETURN(std::vector<Output> total, CurrentReplica().all_reduce_sum(scope, {packed}));
+  STRATA_ASSIGN_OR_RETURN(std::vector<Output> sum_and_count, all_reduce_sum(scope, {packed}));
   auto part = [&](int32_t begin, int32_t size) {
-    return ops::Slice(scope, total[0], Int32Vector(scope, {begin}), Int32Vector(scope, {size}));
+    return ops::Slice(scope, sum_and_count[0], Int32Vector(scope, {begin}), Int32Vector(scope, {size}));
   };
-  Output n = part(2 * c, 1);
+  Output n = part(c, 1);
   Output mean = ops::RealDiv(scope, part(0, c), n);
-  // E[x²] - mean², kept from going below 0 by rounding.
-  Output var = ops::Maximum(scope, ops::Sub(scope, ops::RealDiv(scope, part(c, c), n), ops::Square(scope, mean)),
-                            ops::Const(scope, 0.0f));
+  Output squares = ops::Sum(scope, ops::SquaredDifference(scope, x, ops::StopGradient(scope, mean)), axes);
+  STRATA_RETURN_IF_ERROR(scope.status());
+  STRATA_ASSIGN_OR_RETURN(std::vector<Output> total_squares, all_reduce_sum(scope, {squares}));
+  Output var = ops::RealDiv(scope, total_squares[0], n);
   return std::make_pair(mean, var);
 }
 
