@@ -97,5 +97,21 @@ BENCHMARK(BM_Mul_Vec8TimesScalar);
 BENCHMARK(BM_AddV2_BiasBroadcast_64x10);
 BENCHMARK(BM_AddV2_1M)->Arg(1)->Arg(2)->UseRealTime();
 
+// The transformer's shapes ([batch * seq, width] activations, 1024 x 128):
+// same shapes, a per-row scale ([rows, 1], LayerNormalization's) and a
+// per-column one ([width], gamma).
+void BM_Mul_Rows1024x128(benchmark::State& s) {
+  RunOp(s, "Mul", TensorShape{1024, 128}, TensorShape{1024, 128}, static_cast<int>(s.range(0)));
+}
+void BM_Mul_Rows1024x128_ByRow(benchmark::State& s) {
+  RunOp(s, "Mul", TensorShape{1024, 128}, TensorShape{1024, 1}, static_cast<int>(s.range(0)));
+}
+void BM_Mul_Rows1024x128_ByColumn(benchmark::State& s) {
+  RunOp(s, "Mul", TensorShape{1024, 128}, TensorShape{128}, static_cast<int>(s.range(0)));
+}
+BENCHMARK(BM_Mul_Rows1024x128)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_Mul_Rows1024x128_ByRow)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_Mul_Rows1024x128_ByColumn)->Arg(1)->Arg(2)->UseRealTime();
+
 }  // namespace
 }  // namespace strata

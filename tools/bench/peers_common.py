@@ -163,12 +163,46 @@ def run_ranks(commands, env=None, timeout=600, envs=None):
     return [o[0] for o in outs]
 
 
+_coretype = {}
+
+
+def openblas_coretype(env):
+    """The OpenBLAS kernel to ask for, or None to let OpenBLAS choose.
+
+    OpenBLAS picks its kernels from the CPU model; a model newer than its
+    table (Debian 12's 0.3.21 on Sapphire Rapids, say) falls back to the
+    generic SSE3 "Prescott" kernels, several times slower than the CPU
+    allows, which would make every PyTorch peer look slow. Then the best
+    kernel set the CPU's flags support is named instead (SkylakeX for
+    AVX-512, Haswell for AVX2), as a user tuning PyTorch would."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return os.environ["OPENBLAS_CORETYPE"]
+    if "core" not in _coretype:
+        probe = subprocess.run([TORCH_PYTHON, "-c", "import torch; torch.mm(torch.ones(64, 64), torch.ones(64, 64))"],
+                               capture_output=True, text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
+        chosen = re.search(r"Core: (\w+)", probe.stdout + probe.stderr)
+        core = None
+        if chosen and chosen.group(1) == "Prescott":
+            try:
+                with open("/proc/cpuinfo") as f:
+                    flags = set(re.search(r"^flags\s*:(.*)$", f.read(), re.M).group(1).split())
+            except (OSError, AttributeError):
+                flags = set()
+            core = "SkylakeX" if "avx512f" in flags else "Haswell" if {"avx2", "fma"} <= flags else None
+        _coretype["core"] = core
+    return _coretype["core"]
+
+
 def torch_env(threads):
-    """Environment for a PyTorch peer: OpenBLAS-openmp, OMP threads, gloo on loopback."""
+    """Environment for a PyTorch peer: OpenBLAS-openmp (its best kernels, see
+    openblas_coretype), OMP threads, gloo on loopback."""
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = OPENBLAS + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env["OMP_NUM_THREADS"] = str(threads)
     env["GLOO_SOCKET_IFNAME"] = "lo"
+    core = openblas_coretype(env)
+    if core:
+        env["OPENBLAS_CORETYPE"] = core
     return env
 
 

@@ -34,8 +34,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
-PYTHON = "/usr/bin/python3"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers_common as pc  # noqa: E402
+
+PYTHON = pc.TORCH_PYTHON
 
 # name, features, hidden, classes, examples, batch, threads, steps, warmup, target
 WORKLOADS = [
@@ -65,9 +67,7 @@ def run_strata(trainer, w, optimizer, lr):
 
 def run_torch(w, optimizer, lr):
     name, features, hidden, classes, examples, batch, threads, steps, warmup, _ = w
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = OPENBLAS + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    env["OMP_NUM_THREADS"] = str(threads)
+    env = pc.torch_env(threads)  # OpenBLAS-openmp with its best kernels
     cmd = [PYTHON, os.path.join(ROOT, "tools/bench/torch_train.py"), f"--features={features}",
            f"--hidden={hidden}", f"--classes={classes}", f"--examples={examples}",
            f"--batch={batch}", f"--threads={threads}", f"--steps={steps}", f"--warmup={warmup}",
@@ -90,8 +90,8 @@ def main():
     a = p.parse_args()
     a.rounds = a.rounds or (1 if a.quick else 3)
 
-    if not os.path.isdir(OPENBLAS):
-        sys.exit(f"{OPENBLAS} is missing: run tools/setup.sh --bench (libopenblas0-openmp)")
+    if not os.path.isdir(pc.OPENBLAS):
+        sys.exit(f"{pc.OPENBLAS} is missing: run tools/setup.sh --bench (libopenblas0-openmp)")
     probe = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True)
     if probe.returncode != 0:
         sys.exit(f"{PYTHON} cannot import torch: run tools/setup.sh --bench (python3-torch)")
