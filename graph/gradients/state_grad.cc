@@ -11,6 +11,7 @@ namespace {
 
 STRATA_NO_GRADIENT("VarHandleOp");
 STRATA_NO_GRADIENT("ReadVariableOp");
+STRATA_NO_GRADIENT("ResourceGather");
 STRATA_NO_GRADIENT("AssignVariableOp");
 STRATA_NO_GRADIENT("AssignAddVariableOp");
 STRATA_NO_GRADIENT("AssignSubVariableOp");

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/op_registry.h"
+#include "graph/ops/array_ops.h"
 #include "graph/shape_inference.h"
 
 namespace strata {
@@ -22,6 +23,17 @@ absl::Status HandleScalarNoOutputs(InferenceContext& c) { return HandleIsScalar(
 
 absl::Status ReadVariableShape(InferenceContext& c) {
   STRATA_RETURN_IF_ERROR(HandleIsScalar(c));
+  c.set_output(0, PartialTensorShape::UnknownRank());
+  return absl::OkStatus();
+}
+
+// The rows' shape is the variable's, which the handle does not carry: the
+// output's shape is unknown here (the builder sets it from the VarHandleOp).
+absl::Status ResourceGatherShape(InferenceContext& c) {
+  STRATA_RETURN_IF_ERROR(HandleIsScalar(c));
+  int64_t batch_dims = 0;
+  STRATA_RETURN_IF_ERROR(c.GetAttr("batch_dims", &batch_dims));
+  if (batch_dims != 0) return c.Error(absl::StrCat("batch_dims ", batch_dims, " is not supported (only 0)"));
   c.set_output(0, PartialTensorShape::UnknownRank());
   return absl::OkStatus();
 }
@@ -51,6 +63,17 @@ STRATA_REGISTER_OP("ReadVariableOp")
     .Attr("dtype: type")
     .SetIsStateful()
     .SetShapeFn(ReadVariableShape);
+
+STRATA_REGISTER_OP("ResourceGather")
+    .Input("resource: resource")
+    .Input("indices: Tindices")
+    .Output("output: dtype")
+    .Attr("batch_dims: int = 0")
+    .Attr("validate_indices: bool = true")
+    .Attr("dtype: type")
+    .Attr("Tindices: {int32, int64}")
+    .SetIsStateful()
+    .SetShapeFn(ResourceGatherShape);
 
 STRATA_REGISTER_OP("AssignVariableOp")
     .Input("resource: resource")
@@ -106,6 +129,18 @@ Output ReadVariableOp(const Scope& s, Output resource, DataType dtype) {
   if (src->IsOp("VarHandleOp")) {
     PartialTensorShape shape;
     if (GetAttr(src->attrs(), "shape", &shape).ok()) n->set_output_shapes({shape});
+  }
+  return Output(n, 0);
+}
+
+Output ResourceGather(const Scope& s, Output resource, Output indices, DataType dtype) {
+  Node* n = NodeBuilder(s, "ResourceGather").Input(resource).Input(indices).Attr("dtype", dtype).Finalize();
+  if (n == nullptr) return Output();
+  Node* src = resource.node();
+  PartialTensorShape shape;
+  if (src->IsOp("VarHandleOp") && GetAttr(src->attrs(), "shape", &shape).ok()) {
+    absl::StatusOr<PartialTensorShape> out = GatherOutputShape(shape, indices.shape(), 0);
+    if (out.ok()) n->set_output_shapes({*out});
   }
   return Output(n, 0);
 }

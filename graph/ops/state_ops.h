@@ -65,6 +65,13 @@ Output VarHandleOp(const Scope& s, DataType dtype, const PartialTensorShape& sha
 // shape is that op's `shape` attr (TensorFlow carries it as handle data;
 // Strata's shape functions see only shapes, so the builder sets it).
 Output ReadVariableOp(const Scope& s, Output resource, DataType dtype);
+// ResourceGather: rows `indices` (int32 or int64, any shape) of the
+// variable's value along axis 0, as GatherV2 of a read without copying the
+// rest; shape indices.shape + the value's shape[1:] (set from the
+// VarHandleOp as for ReadVariableOp). An index out of range is
+// InvalidArgument naming it. No gradient: Minimize differentiates reads
+// (GatherV2 of Variable::Read, as train::Embedding does).
+Output ResourceGather(const Scope& s, Output resource, Output indices, DataType dtype);
 Node* AssignVariableOp(const Scope& s, Output resource, Output value, bool validate_shape = false);
 Node* AssignAddVariableOp(const Scope& s, Output resource, Output value);
 Node* AssignSubVariableOp(const Scope& s, Output resource, Output value);

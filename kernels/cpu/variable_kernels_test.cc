@@ -214,5 +214,29 @@ TEST(VariableKernelsTest, ConcurrentUpdatesAndReadsAreAtomic) {
   EXPECT_EQ(r->data<float>()[kN - 1], float(kWriters * kUpdates));
 }
 
+TEST(VariableKernelsTest, ResourceGatherTakesRowsAndRefusesAnIndexOutOfRange) {
+  ResourceCpuDevice dev;
+  Tensor h = Handle(&dev, "table", DT_FLOAT, PartialTensorShape({4, 3}));
+  Tensor value(DT_FLOAT, TensorShape{4, 3});
+  for (int i = 0; i < 12; ++i) value.data<float>()[i] = static_cast<float>(i);
+  ASSERT_TRUE(RunKernel(&dev, "AssignVariableOp", {h, value}, {{"dtype", MakeAttr(DT_FLOAT)}}).ok());
+  for (DataType it : {DT_INT32, DT_INT64}) {
+    Tensor ids = it == DT_INT32 ? Tensor::FromVector<int32_t>({3, 0, 3, 1}) : Tensor::FromVector<int64_t>({3, 0, 3, 1});
+    ids = ids.Reshaped(TensorShape{2, 2}).value();
+    auto out = RunKernel(&dev, "ResourceGather", {h, ids}, {{"dtype", MakeAttr(DT_FLOAT)}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape(), (TensorShape{2, 2, 3}));
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{9, 10, 11, 0, 1, 2, 9, 10, 11, 3, 4, 5}));
+  }
+  auto bad = RunKernel(&dev, "ResourceGather", {h, Tensor::FromVector<int32_t>({1, 4})}, {{"dtype", MakeAttr(DT_FLOAT)}});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("ResourceGather indices[1] = 4 is not in [0, 4)"), std::string::npos)
+      << bad.status();
+  auto unread = RunKernel(&dev, "ResourceGather", {Handle(&dev, "empty", DT_FLOAT, PartialTensorShape({4, 3})),
+                                                   Tensor::FromVector<int32_t>({0})},
+                          {{"dtype", MakeAttr(DT_FLOAT)}});
+  EXPECT_EQ(unread.status().code(), absl::StatusCode::kFailedPrecondition) << unread.status();
+}
+
 }  // namespace
 }  // namespace strata
