@@ -79,6 +79,17 @@ template <typename A> __device__ __forceinline__ A Binary(BinaryFn fn, A x, A y)
   return x;
 }
 
+template <typename A> __device__ __forceinline__ bool Compare(BinaryFn fn, A x, A y) {
+  switch (fn) {
+    case BinaryFn::kNotEqual: return x != y;
+    case BinaryFn::kLess: return x < y;
+    case BinaryFn::kLessEqual: return x <= y;
+    case BinaryFn::kGreater: return x > y;
+    case BinaryFn::kGreaterEqual: return x >= y;
+    default: return x == y;
+  }
+}
+
 __device__ __forceinline__ void Offsets(const StridedShape& s, int64_t i, int64_t* xo, int64_t* yo) {
   int64_t x = 0, y = 0;
   for (int d = s.rank - 1; d >= 0; --d) {
@@ -106,7 +117,7 @@ __global__ void BinaryKernel(BinaryFn fn, const T* x, const T* y, Out* z, Stride
     int64_t xo = i, yo = i;
     if (!contiguous) Offsets(s, i, &xo, &yo);
     if constexpr (std::is_same<Out, bool>::value) {
-      z[i] = Load(x[xo]) == Load(y[yo]);
+      z[i] = Compare(fn, Load(x[xo]), Load(y[yo]));
     } else {
       z[i] = Store<T>(Binary(fn, Load(x[xo]), Load(y[yo])));
     }
@@ -210,7 +221,7 @@ template <typename T>
 cudaError_t Binary(BinaryFn fn, const void* x, const void* y, void* z, const StridedShape& sh, int64_t n,
                    cudaStream_t s) {
   const bool c = Contiguous(sh);
-  if (fn == BinaryFn::kEqual) {
+  if (IsComparison(fn)) {
     BinaryKernel<T, bool><<<Blocks(n), kThreads, 0, s>>>(fn, static_cast<const T*>(x), static_cast<const T*>(y),
                                                          static_cast<bool*>(z), sh, c, n);
   } else {
@@ -261,7 +272,7 @@ cudaError_t LaunchBinary(BinaryFn fn, ElemType t, const void* x, const void* y, 
     case ElemType::kBFloat16: return Binary<__nv_bfloat16>(fn, x, y, z, shape, n, s);
     case ElemType::kInt64: return Binary<int64_t>(fn, x, y, z, shape, n, s);
     case ElemType::kBool:
-      if (fn != BinaryFn::kEqual) return cudaErrorInvalidValue;
+      if (fn != BinaryFn::kEqual && fn != BinaryFn::kNotEqual) return cudaErrorInvalidValue;
       return Binary<bool>(fn, x, y, z, shape, n, s);
     default: return cudaErrorInvalidValue;
   }

@@ -26,9 +26,17 @@ namespace gpu {
 
 enum class UnaryFn : int { kNeg, kSquare, kSqrt, kRsqrt, kExp, kLog, kRelu, kSigmoid, kTanh, kFloor, kErf, kErfc };
 
-// kReluGrad: z = x * (y > 0) (x: gradients, y: features). kEqual writes bool.
-// kSquaredDifference: z = (x - y)^2.
-enum class BinaryFn : int { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kEqual, kSquaredDifference };
+// kReluGrad: z = x * (y > 0) (x: gradients, y: features).
+// kSquaredDifference: z = (x - y)^2. The comparisons (kEqual, kNotEqual,
+// kLess, kLessEqual, kGreater, kGreaterEqual) write bool.
+enum class BinaryFn : int {
+  kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kEqual, kSquaredDifference,
+  kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual
+};
+inline constexpr bool IsComparison(BinaryFn fn) {
+  return fn == BinaryFn::kEqual || fn == BinaryFn::kNotEqual || fn == BinaryFn::kLess ||
+         fn == BinaryFn::kLessEqual || fn == BinaryFn::kGreater || fn == BinaryFn::kGreaterEqual;
+}
 
 // float, double, half, bfloat16 (and int64 for kNeg, kSquare, kRelu).
 // kFloor, kErf, kErfc: the floating types.
@@ -36,7 +44,8 @@ cudaError_t LaunchUnary(UnaryFn fn, ElemType t, const void* x, void* y, int64_t 
 
 // z[i] = fn(x[xo(i)], y[yo(i)]) over the n elements of shape.dims. kAdd..kMin:
 // float, double, half, bfloat16, int64; kDiv, kPow, kReluGrad: the floating
-// types; kEqual: every type except int32 (which lives in host memory).
+// types; the comparisons: those types, and bool for kEqual and kNotEqual
+// (int32 lives in host memory: its kernels compute on the host).
 cudaError_t LaunchBinary(BinaryFn fn, ElemType t, const void* x, const void* y, void* z,
                          const StridedShape& shape, int64_t n, cudaStream_t s);
 

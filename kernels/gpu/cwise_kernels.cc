@@ -53,6 +53,11 @@ int32_t HostBinary(BinaryFn fn, int32_t x, int32_t y) {
     case BinaryFn::kMax: return x > y ? x : y;
     case BinaryFn::kMin: return x < y ? x : y;
     case BinaryFn::kEqual: return x == y;
+    case BinaryFn::kNotEqual: return x != y;
+    case BinaryFn::kLess: return x < y;
+    case BinaryFn::kLessEqual: return x <= y;
+    case BinaryFn::kGreater: return x > y;
+    case BinaryFn::kGreaterEqual: return x >= y;
     default: return 0;
   }
 }
@@ -73,17 +78,20 @@ void HostStridedWalk(const StridedShape& s, int64_t n, const std::function<void(
 template <BinaryFn kFn>
 class BinaryOp : public OpKernel {
  public:
-  // Equal on int32 computes on the host and copies a pageable result.
-  bool IsCaptureSafe() const override { return !(kFn == BinaryFn::kEqual && input_type(0) == DT_INT32); }
+  static constexpr bool kCompare = IsComparison(kFn);
+  // Equal and NotEqual take incompatible_shape_error (TensorFlow's).
+  static constexpr bool kEquality = kFn == BinaryFn::kEqual || kFn == BinaryFn::kNotEqual;
+  // A comparison on int32 computes on the host and copies a pageable result.
+  bool IsCaptureSafe() const override { return !(kCompare && input_type(0) == DT_INT32); }
   explicit BinaryOp(OpKernelConstruction& c) : OpKernel(c) {
-    if (kFn == BinaryFn::kEqual) STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("incompatible_shape_error", &strict_));
+    if (kEquality) STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("incompatible_shape_error", &strict_));
   }
   absl::Status Compute(OpKernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& y = ctx.input(1);
     cwise::BCast b(x.shape(), y.shape());
     if (!b.ok()) {
-      if (kFn == BinaryFn::kEqual && !strict_) return AllFalse(ctx);
+      if (kEquality && !strict_) return ShapesDiffer(ctx);
       return b.status();
     }
     STRATA_ASSIGN_OR_RETURN(const StridedShape s, ToStrided(b));
@@ -92,7 +100,7 @@ class BinaryOp : public OpKernel {
     STRATA_ASSIGN_OR_RETURN(const ElemType t, ToElemType(x.dtype()));
     STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
     Tensor* z;
-    if (kFn == BinaryFn::kEqual) {
+    if (kCompare) {
       STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, b.output_shape(), &z));
     } else {
       STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0, 1}, 0, b.output_shape(), &z));
@@ -102,21 +110,24 @@ class BinaryOp : public OpKernel {
   }
 
  private:
-  absl::Status AllFalse(OpKernelContext& ctx) {
+  // Shapes that do not broadcast, without incompatible_shape_error: a
+  // scalar false for Equal, true for NotEqual.
+  absl::Status ShapesDiffer(OpKernelContext& ctx) {
     Tensor* z;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape(), &z));
     STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
-    return CudaStatus(cudaMemsetAsync(z->raw_data(), 0, 1, stream), "Equal");
+    return CudaStatus(cudaMemsetAsync(z->raw_data(), kFn == BinaryFn::kNotEqual ? 1 : 0, 1, stream),
+                      type_string().c_str());
   }
 
   absl::Status ComputeOnHost(OpKernelContext& ctx, const Tensor& x, const Tensor& y, const cwise::BCast& b,
                              const StridedShape& s, int64_t n) {
     const int32_t* xp = x.data<int32_t>();
     const int32_t* yp = y.data<int32_t>();
-    if (kFn == BinaryFn::kEqual) {
+    if (kCompare) {
       Tensor host(DT_BOOL, b.output_shape());
       bool* zp = host.data<bool>();
-      HostStridedWalk(s, n, [&](int64_t i, int64_t xo, int64_t yo) { zp[i] = xp[xo] == yp[yo]; });
+      HostStridedWalk(s, n, [&](int64_t i, int64_t xo, int64_t yo) { zp[i] = HostBinary(kFn, xp[xo], yp[yo]) != 0; });
       Tensor* z;
       STRATA_RETURN_IF_ERROR(AllocateOutput(ctx, 0, b.output_shape(), &z));
       if (OnHost(ctx, DT_BOOL)) {
@@ -224,7 +235,12 @@ class CumulativeOp : public OpKernel {
   REGISTER_GPU("Mul", dt, BinaryOp<BinaryFn::kMul>);        \
   REGISTER_GPU("Maximum", dt, BinaryOp<BinaryFn::kMax>);    \
   REGISTER_GPU("Minimum", dt, BinaryOp<BinaryFn::kMin>);    \
-  REGISTER_GPU("Equal", dt, BinaryOp<BinaryFn::kEqual>)
+  REGISTER_GPU("Equal", dt, BinaryOp<BinaryFn::kEqual>);             \
+  REGISTER_GPU("NotEqual", dt, BinaryOp<BinaryFn::kNotEqual>);       \
+  REGISTER_GPU("Less", dt, BinaryOp<BinaryFn::kLess>);               \
+  REGISTER_GPU("LessEqual", dt, BinaryOp<BinaryFn::kLessEqual>);     \
+  REGISTER_GPU("Greater", dt, BinaryOp<BinaryFn::kGreater>);         \
+  REGISTER_GPU("GreaterEqual", dt, BinaryOp<BinaryFn::kGreaterEqual>)
 
 #define REGISTER_FLOATING(dt)                               \
   REGISTER_ARITH(dt);                                       \
@@ -261,6 +277,7 @@ REGISTER_CUMULATIVE(DT_BFLOAT16);
 REGISTER_CUMULATIVE(DT_INT64);
 #undef REGISTER_CUMULATIVE
 REGISTER_GPU("Equal", DT_BOOL, BinaryOp<BinaryFn::kEqual>);
+REGISTER_GPU("NotEqual", DT_BOOL, BinaryOp<BinaryFn::kNotEqual>);
 
 #undef REGISTER_FLOATING
 #undef REGISTER_ARITH

@@ -185,6 +185,11 @@ TEST_F(GpuOracleTest, BinaryFloatingOpsBroadcast) {
       Check("RealDiv", {x, Random(dt, ys, rng_, 0.5, 2)}, {}, {1e-6, 0}, what);
       Check("Pow", {Random(dt, xs, rng_, 0.5, 2), y}, {}, {1e-5, 1e-6}, what);
       Check("Equal", {x, x}, {}, {}, what);
+      // y's values reused where they broadcast, so that ties occur.
+      for (const char* op : {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"}) {
+        Check(op, {x, y}, {}, {}, what);
+        Check(op, {y, y}, {}, {}, what);
+      }
     }
   }
 }
@@ -194,12 +199,14 @@ TEST_F(GpuOracleTest, BinaryIntegerOps) {
     for (const auto& [xs, ys] : BinaryShapes()) {
       const Tensor x = Random(dt, xs, rng_, -50, 50), y = Random(dt, ys, rng_, -50, 50);
       const std::string what = absl::StrCat(DataTypeString(dt), " ", xs.DebugString(), " ", ys.DebugString());
-      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "Equal", "SquaredDifference"}) {
+      for (const char* op : {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference", "Equal", "NotEqual",
+                             "Less", "LessEqual", "Greater", "GreaterEqual"}) {
         Check(op, {x, y}, {}, {}, what);
       }
     }
   }
   Check("Equal", {Random(DT_BOOL, {100}, rng_), Random(DT_BOOL, {100}, rng_)}, {}, {});
+  Check("NotEqual", {Random(DT_BOOL, {100}, rng_), Random(DT_BOOL, {100}, rng_)}, {}, {});
   auto bad = RunOnGpu(gpu_.get(), "AddV2", {Random(DT_FLOAT, {2, 3}, rng_), Random(DT_FLOAT, {4}, rng_)});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
