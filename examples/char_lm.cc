@@ -5,6 +5,7 @@
 //   bazel-bin/examples/char_lm --epochs=10
 //   bazel-bin/examples/char_lm --strategy=mirrored --num_cpu_devices=2
 //   tools/launch --num_workers=2 -- bazel-bin/examples/char_lm --strategy=multi_worker_mirrored
+//   bazel-bin/examples/char_lm --epochs=10 --dropout=0.1         # residual dropout
 //
 // Windows of --seq characters predict the next character at each position;
 // the last tenth of the text validates. It reports the validation loss
@@ -24,6 +25,7 @@
 ABSL_FLAG(std::string, text, "", "the training text; default: data/text/gpl-3.txt, found as the digits are");
 ABSL_FLAG(int64_t, seq, 32, "characters per window");
 ABSL_FLAG(int64_t, blocks, 2, "transformer blocks");
+ABSL_FLAG(double, dropout, 0, "residual dropout rate in the blocks (training only); 0: none");
 ABSL_FLAG(int64_t, sample, 200, "characters sampled after training");
 
 namespace {
@@ -63,7 +65,13 @@ absl::Status Main(const char* argv0) {
 
   // Token and position embeddings, pre-norm causal blocks, a final norm and
   // logits (train/transformer_lm.h, composed from train/sequence_layers.h).
-  strata::train::TransformerLm lm({v, seq, kWidth, kHeads, absl::GetFlag(FLAGS_blocks), /*seed=*/1});
+  strata::train::TransformerLm lm({.vocab = v,
+                                   .seq = seq,
+                                   .width = kWidth,
+                                   .heads = kHeads,
+                                   .blocks = absl::GetFlag(FLAGS_blocks),
+                                   .seed = 1,
+                                   .dropout = absl::GetFlag(FLAGS_dropout)});
   strata::fit::Model model;
   model.predict = [&lm](const Scope& s, Output x) { return lm.Build(s, x); };
   model.loss = [v](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {

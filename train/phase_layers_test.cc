@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "runtime/session.h"
 #include "train/phase.h"
+#include "train/transformer_lm.h"
 #include "train/variable.h"
 
 namespace strata {
@@ -225,6 +226,31 @@ TEST(BatchNormalizationTest, BadArgumentsAreRefusedByName) {
     EXPECT_NE(y.status().message().find("layer 'bn' (batch_normalization): "), std::string::npos) << y.status();
     EXPECT_NE(y.status().message().find(c.message), std::string::npos) << y.status();
   }
+}
+
+TEST(TransformerLmTest, ResidualDropoutActsInTrainingOnly) {
+  Scope root = Scope::NewRootScope();
+  Output ids = ops::Placeholder(root.WithOpName("ids"), DT_INT32, PartialTensorShape({-1, 8}));
+  TransformerLm lm({.vocab = 11, .seq = 8, .width = 16, .heads = 2, .blocks = 2, .seed = 1, .dropout = 0.5});
+  absl::StatusOr<Output> train_logits, infer_logits;
+  {
+    TrainingPhase training(true);
+    train_logits = lm.Build(root, ids);
+  }
+  infer_logits = lm.Build(root, ids);
+  ASSERT_TRUE(train_logits.ok()) << train_logits.status();
+  ASSERT_TRUE(infer_logits.ok()) << infer_logits.status();
+  int steps = 0;
+  for (Variable* v : lm.variables()) steps += v->name().find("dropout/seed_step") != std::string::npos;
+  EXPECT_EQ(steps, 4) << "two Dropout layers per block";
+  auto s = Init(root);
+  Tensor x(DT_INT32, TensorShape{3, 8});
+  for (int i = 0; i < 24; ++i) x.data<int32_t>()[i] = i % 11;
+  std::vector<Tensor> a, b;
+  ASSERT_TRUE(s->Run({{"ids", x}}, {train_logits->name(), infer_logits->name()}, {}, &a).ok());
+  ASSERT_TRUE(s->Run({{"ids", x}}, {train_logits->name(), infer_logits->name()}, {}, &b).ok());
+  EXPECT_NE(Values(a[0]), Values(b[0])) << "a new mask each training step";
+  EXPECT_EQ(Values(a[1]), Values(b[1])) << "inference drops nothing";
 }
 
 }  // namespace

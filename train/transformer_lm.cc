@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/math_ops.h"
+#include "train/phase_layers.h"
 #include "train/sequence_layers.h"
 
 namespace strata {
@@ -19,11 +20,15 @@ TransformerLm::TransformerLm(const Options& o) : options_(o) {
     const std::string n = absl::StrCat("block", b);
     const int64_t seed = o.seed + 10 * (b + 1);
     const int64_t key_dim = o.heads > 0 ? o.width / o.heads : 0;
-    blocks_.push_back({add(new LayerNormalization(1e-3, n + "/ln1")),
-                       add(new MultiHeadAttention({o.heads, key_dim, /*causal=*/true}, seed, n + "/attention")),
-                       add(new LayerNormalization(1e-3, n + "/ln2")),
-                       add(new Dense(4 * o.width, Activation::kRelu, seed + 1, n + "/ff1")),
-                       add(new Dense(o.width, Activation::kNone, seed + 2, n + "/ff2"))});
+    Block block;
+    block.ln1 = add(new LayerNormalization(1e-3, n + "/ln1"));
+    block.attention = add(new MultiHeadAttention({o.heads, key_dim, /*causal=*/true}, seed, n + "/attention"));
+    block.ln2 = add(new LayerNormalization(1e-3, n + "/ln2"));
+    block.ff1 = add(new Dense(4 * o.width, Activation::kRelu, seed + 1, n + "/ff1"));
+    block.ff2 = add(new Dense(o.width, Activation::kNone, seed + 2, n + "/ff2"));
+    block.attention_dropout = o.dropout > 0 ? add(new Dropout(o.dropout, seed + 3, n + "/attention_dropout")) : nullptr;
+    block.ff_dropout = o.dropout > 0 ? add(new Dropout(o.dropout, seed + 4, n + "/ff_dropout")) : nullptr;
+    blocks_.push_back(block);
   }
   final_norm_ = add(new LayerNormalization(1e-3, "final_norm"));
   logits_ = add(new Dense(o.vocab, Activation::kNone, o.seed + 2, "logits"));
@@ -32,13 +37,19 @@ TransformerLm::TransformerLm(const Options& o) : options_(o) {
 absl::StatusOr<Output> TransformerLm::Build(const Scope& s, Output ids) {
   STRATA_ASSIGN_OR_RETURN(Output h, tokens_->Apply(s, ids));
   STRATA_ASSIGN_OR_RETURN(h, positions_->Apply(s, h));
-  for (const auto& [ln1, attention, ln2, ff1, ff2] : blocks_) {
-    STRATA_ASSIGN_OR_RETURN(Output n1, ln1->Apply(s, h));
-    STRATA_ASSIGN_OR_RETURN(Output a, attention->Apply(s, n1));
+  for (const Block& b : blocks_) {
+    STRATA_ASSIGN_OR_RETURN(Output n1, b.ln1->Apply(s, h));
+    STRATA_ASSIGN_OR_RETURN(Output a, b.attention->Apply(s, n1));
+    if (b.attention_dropout != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(a, b.attention_dropout->Apply(s, a));
+    }
     h = ops::AddV2(s, h, a);
-    STRATA_ASSIGN_OR_RETURN(Output n2, ln2->Apply(s, h));
-    STRATA_ASSIGN_OR_RETURN(Output f1, ff1->Apply(s, n2));
-    STRATA_ASSIGN_OR_RETURN(Output f2, ff2->Apply(s, f1));
+    STRATA_ASSIGN_OR_RETURN(Output n2, b.ln2->Apply(s, h));
+    STRATA_ASSIGN_OR_RETURN(Output f1, b.ff1->Apply(s, n2));
+    STRATA_ASSIGN_OR_RETURN(Output f2, b.ff2->Apply(s, f1));
+    if (b.ff_dropout != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(f2, b.ff_dropout->Apply(s, f2));
+    }
     h = ops::AddV2(s, h, f2);
   }
   STRATA_ASSIGN_OR_RETURN(h, final_norm_->Apply(s, h));

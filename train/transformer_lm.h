@@ -1,7 +1,9 @@
 // TransformerLm: a decoder-only transformer language model built from the
 // sequence layers (train/sequence_layers.h): token and position
 // embeddings, `blocks` pre-norm causal blocks (h + MHA(LN(h)), then
-// h + FF(LN(h)) with FF = Dense(4 width, ReLU), Dense(width)), a final
+// h + FF(LN(h)) with FF = Dense(4 width, ReLU), Dense(width); with
+// `dropout` > 0 a Dropout of that rate on each branch before its addition,
+// as GPT's residual dropout, active in the training phase only), a final
 // LayerNormalization and Dense logits. ids [batch, seq] int32 -> logits
 // [batch, seq, vocab]. examples/char_lm.cc trains one; tools/bench/lm_bench
 // times one against PyTorch.
@@ -20,7 +22,6 @@
 #ifndef STRATA_TRAIN_TRANSFORMER_LM_H_
 #define STRATA_TRAIN_TRANSFORMER_LM_H_
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -41,6 +42,7 @@ class TransformerLm {
     int64_t heads = 4;
     int64_t blocks = 2;
     int64_t seed = 1;
+    double dropout = 0;  // residual dropout rate (train/phase_layers.h)
   };
   explicit TransformerLm(const Options& options);
 
@@ -56,7 +58,16 @@ class TransformerLm {
   std::vector<std::unique_ptr<Layer>> layers_;  // every layer, in order
   Layer* tokens_ = nullptr;
   Layer* positions_ = nullptr;
-  std::vector<std::array<Layer*, 5>> blocks_;  // ln1, attention, ln2, ff1, ff2
+  struct Block {
+    Layer* ln1;
+    Layer* attention;
+    Layer* ln2;
+    Layer* ff1;
+    Layer* ff2;
+    Layer* attention_dropout;  // nullptr without dropout
+    Layer* ff_dropout;
+  };
+  std::vector<Block> blocks_;
   Layer* final_norm_ = nullptr;
   Layer* logits_ = nullptr;
 };
