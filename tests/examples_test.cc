@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -96,15 +97,22 @@ TEST(ExamplesTest, RegressionEndsOnTheSameWeightsUnderEveryStrategy) {
   EXPECT_LE(WorstWeightDifference(one + last, two + last, weights), 1e-5);
 }
 
-TEST(ExamplesTest, DigitsCnnEndsOnTheSameWeightsUnderEveryStrategy) {
-  const std::vector<std::string> args = {"--epochs=2"};
-  const std::string one = TempDir("cnn_one"), two = TempDir("cnn_mirrored2"), workers = TempDir("cnn_workers2");
-  RunToCompletion("examples/digits_cnn", args, one);
+// The digits CNN with `args` on one device, mirrored over 2 CPUs and on 2
+// worker processes: the three checkpoint directories.
+std::array<std::string, 3> DigitsCnnUnderEveryStrategy(const std::vector<std::string>& args, const std::string& tag) {
+  const std::array<std::string, 3> dirs = {TempDir(tag + "_one"), TempDir(tag + "_mirrored2"),
+                                           TempDir(tag + "_workers2")};
+  RunToCompletion("examples/digits_cnn", args, dirs[0]);
   std::vector<std::string> mirrored = args;
   mirrored.push_back("--strategy=mirrored");
   mirrored.push_back("--num_cpu_devices=2");
-  RunToCompletion("examples/digits_cnn", mirrored, two);
-  RunTwoWorkers("examples/digits_cnn", args, workers);
+  RunToCompletion("examples/digits_cnn", mirrored, dirs[1]);
+  RunTwoWorkers("examples/digits_cnn", args, dirs[2]);
+  return dirs;
+}
+
+TEST(ExamplesTest, DigitsCnnEndsOnTheSameWeightsUnderEveryStrategy) {
+  const auto [one, two, workers] = DigitsCnnUnderEveryStrategy({"--epochs=2"}, "cnn");
   // 2 epochs of 1437 / 32 steps.
   const std::string last = "/ckpt-88";
   std::vector<std::string> weights;
@@ -121,15 +129,8 @@ TEST(ExamplesTest, DigitsCnnWithSynchronizedBatchNormEndsOnTheSameWeightsUnderEv
   // statistics, all-reduced forward and backward, as one device does.
   // SGD: Adam would turn rounding-level gradients (a channel ReLU silenced)
   // into learning-rate-sized steps of either sign.
-  const std::vector<std::string> args = {"--epochs=1", "--batch_norm", "--optimizer=sgd", "--learning_rate=0.05"};
-  const std::string one = TempDir("cnn_bn_one"), two = TempDir("cnn_bn_mirrored2"),
-                    workers = TempDir("cnn_bn_workers2");
-  RunToCompletion("examples/digits_cnn", args, one);
-  std::vector<std::string> mirrored = args;
-  mirrored.push_back("--strategy=mirrored");
-  mirrored.push_back("--num_cpu_devices=2");
-  RunToCompletion("examples/digits_cnn", mirrored, two);
-  RunTwoWorkers("examples/digits_cnn", args, workers);
+  const auto [one, two, workers] =
+      DigitsCnnUnderEveryStrategy({"--epochs=1", "--batch_norm", "--optimizer=sgd", "--learning_rate=0.05"}, "cnn_bn");
   const std::string last = "/ckpt-44";  // 1437 / 32 steps
   std::vector<std::string> weights;
   for (const char* layer : {"conv2d", "conv2d_1", "dense", "dense_1"}) weights.push_back(absl::StrCat(layer, "/kernel"));

@@ -88,6 +88,17 @@ absl::StatusOr<PartialTensorShape> GatherOutputShape(const PartialTensorShape& p
   return PartialTensorShape(out);
 }
 
+absl::StatusOr<GatherPlan> PlanGather(const TensorShape& params, const TensorShape& indices, int64_t axis) {
+  STRATA_ASSIGN_OR_RETURN(PartialTensorShape out, GatherOutputShape(params, indices, axis));
+  GatherPlan p;
+  STRATA_ASSIGN_OR_RETURN(p.out, out.AsTensorShape());
+  if (axis < 0) axis += params.dims();
+  for (int d = 0; d < axis; ++d) p.outer *= params.dim_size(d);
+  for (int d = static_cast<int>(axis) + 1; d < params.dims(); ++d) p.inner *= params.dim_size(d);
+  p.n = params.dim_size(static_cast<int>(axis));
+  return p;
+}
+
 absl::StatusOr<PartialTensorShape> SegmentSumOutputShape(const PartialTensorShape& data,
                                                          const PartialTensorShape& segment_ids, int64_t num_segments) {
   if (num_segments < 0) {

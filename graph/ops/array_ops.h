@@ -94,6 +94,13 @@ absl::StatusOr<PartialTensorShape> SqueezeOutputShape(const PartialTensorShape& 
 // params.shape[axis + 1:], `axis` in [-rank, rank).
 absl::StatusOr<PartialTensorShape> GatherOutputShape(const PartialTensorShape& params,
                                                      const PartialTensorShape& indices, int64_t axis);
+// A gather's layout for the kernels: params seen as [outer, n, inner]
+// (n along the axis), the output as [outer, indices, inner].
+struct GatherPlan {
+  TensorShape out;
+  int64_t outer = 1, n = 0, inner = 1;
+};
+absl::StatusOr<GatherPlan> PlanGather(const TensorShape& params, const TensorShape& indices, int64_t axis);
 // UnsortedSegmentSum: [num_segments] + data.shape[segment_ids.rank:];
 // segment_ids' shape must be a prefix of data's.
 absl::StatusOr<PartialTensorShape> SegmentSumOutputShape(const PartialTensorShape& data,

@@ -29,13 +29,8 @@ absl::StatusOr<int64_t> OneValue(const Tensor& t, const char* what) {
 // batch_dims 0); `op` names the kernel in errors.
 absl::Status GatherAlongAxis(OpKernelContext& ctx, const Tensor& params, const Tensor& indices, int64_t axis,
                              const char* op) {
-  STRATA_ASSIGN_OR_RETURN(PartialTensorShape out_shape, GatherOutputShape(params.shape(), indices.shape(), axis));
-  STRATA_ASSIGN_OR_RETURN(TensorShape full, out_shape.AsTensorShape());
-  if (axis < 0) axis += params.dims();
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= params.dim_size(d);
-  for (int d = static_cast<int>(axis) + 1; d < params.dims(); ++d) inner *= params.dim_size(d);
-  const int64_t n = params.dim_size(static_cast<int>(axis));
+  STRATA_ASSIGN_OR_RETURN(const GatherPlan p, PlanGather(params.shape(), indices.shape(), axis));
+  const int64_t outer = p.outer, inner = p.inner, n = p.n;
   STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> idx, IntTensorValues(indices, absl::StrCat(op, " indices").c_str()));
   for (size_t i = 0; i < idx.size(); ++i) {
     if (idx[i] < 0 || idx[i] >= n) {
@@ -43,7 +38,7 @@ absl::Status GatherAlongAxis(OpKernelContext& ctx, const Tensor& params, const T
     }
   }
   Tensor* out;
-  STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, full, &out));
+  STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, p.out, &out));
   const size_t row = static_cast<size_t>(inner) * DataTypeSize(params.dtype());
   const char* src = static_cast<const char*>(params.raw_data());
   char* dst = static_cast<char*>(out->raw_data());

@@ -66,13 +66,9 @@ class GatherV2Op : public OpKernel {
     const Tensor& params = ctx.input(0);
     const Tensor& indices = ctx.input(1);
     STRATA_ASSIGN_OR_RETURN(int64_t axis, HostScalar(ctx, ctx.input(2), "GatherV2 axis"));
-    STRATA_ASSIGN_OR_RETURN(PartialTensorShape out_shape, GatherOutputShape(params.shape(), indices.shape(), axis));
-    STRATA_ASSIGN_OR_RETURN(TensorShape full, out_shape.AsTensorShape());
-    if (axis < 0) axis += params.dims();
-    int64_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; ++d) outer *= params.dim_size(d);
-    for (int d = static_cast<int>(axis) + 1; d < params.dims(); ++d) inner *= params.dim_size(d);
-    const int64_t n = params.dim_size(static_cast<int>(axis));
+    STRATA_ASSIGN_OR_RETURN(const GatherPlan p, PlanGather(params.shape(), indices.shape(), axis));
+    const int64_t outer = p.outer, inner = p.inner, n = p.n;
+    const TensorShape& full = p.out;
     STRATA_ASSIGN_OR_RETURN(Tensor idx, DeviceIndices(ctx, indices, n, "GatherV2 indices"));
     Tensor* out;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, full, &out));
