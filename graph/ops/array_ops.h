@@ -94,6 +94,10 @@ absl::StatusOr<PartialTensorShape> SqueezeOutputShape(const PartialTensorShape& 
 // params.shape[axis + 1:], `axis` in [-rank, rank).
 absl::StatusOr<PartialTensorShape> GatherOutputShape(const PartialTensorShape& params,
                                                      const PartialTensorShape& indices, int64_t axis);
+// MatrixBandPart's kernels: num_lower at most the rows and num_upper at
+// most the columns of input's innermost matrices (rank >= 2);
+// InvalidArgument naming both otherwise.
+absl::Status CheckBandBounds(const TensorShape& input, int64_t num_lower, int64_t num_upper);
 // A gather's layout for the kernels: params seen as [outer, n, inner]
 // (n along the axis), the output as [outer, indices, inner].
 struct GatherPlan {

@@ -89,6 +89,16 @@ absl::StatusOr<PartialTensorShape> GatherOutputShape(const PartialTensorShape& p
   return PartialTensorShape(out);
 }
 
+absl::Status CheckBandBounds(const TensorShape& input, int64_t num_lower, int64_t num_upper) {
+  const int64_t m = input.dim_size(input.dims() - 2), n = input.dim_size(input.dims() - 1);
+  if (num_lower > m || num_upper > n) {
+    return absl::InvalidArgumentError(absl::StrCat("MatrixBandPart num_lower ", num_lower, " must be at most ", m,
+                                                   " and num_upper ", num_upper, " at most ", n, " (the matrix is ",
+                                                   m, " x ", n, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GatherPlan> PlanGather(const TensorShape& params, const TensorShape& indices, int64_t axis) {
   STRATA_ASSIGN_OR_RETURN(PartialTensorShape out, GatherOutputShape(params, indices, axis));
   GatherPlan p;

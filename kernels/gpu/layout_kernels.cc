@@ -330,11 +330,7 @@ class MatrixBandPartOp : public OpKernel {
     STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> lower, HostIntValues(ctx, 1, "MatrixBandPart num_lower"));
     STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> upper, HostIntValues(ctx, 2, "MatrixBandPart num_upper"));
     const int64_t m = in.dim_size(in.dims() - 2), n = in.dim_size(in.dims() - 1);
-    if (lower[0] > m || upper[0] > n) {
-      return absl::InvalidArgumentError(absl::StrCat("MatrixBandPart num_lower ", lower[0], " must be at most ", m,
-                                                     " and num_upper ", upper[0], " at most ", n, " (the matrix is ",
-                                                     m, " x ", n, ")"));
-    }
+    STRATA_RETURN_IF_ERROR(CheckBandBounds(in.shape(), lower[0], upper[0]));
     Tensor* out;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, in.shape(), &out));
     STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
