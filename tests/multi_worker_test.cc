@@ -122,6 +122,29 @@ TEST(MultiWorkerTest, WorkersMayStartInAnyOrder) {
   }
 }
 
+// Issue 23, defect 4: a worker that starts later than the heartbeat timeout
+// (but within the start-up timeout) joins, and nobody is declared lost for
+// the wait; a worker that never comes is named at the start-up timeout.
+TEST(MultiWorkerTest, AWorkerLaterThanTheHeartbeatTimeoutJoinsAndAMissingOneIsNamed) {
+  const std::string ckpt = TempDir("late_ckpt");
+  const double heartbeat = 1;
+  Cluster c = StartCluster(2, "late", TrainFlags(10, ckpt), {0, 1}, std::chrono::milliseconds(4000),
+                           heartbeat);
+  ExpectAllSucceeded(WaitAll(c));
+
+  const std::string dir = TempDir("never");
+  std::vector<std::string> args = TrainFlags(10, TempDir("never_ckpt"));
+  args.push_back("--strategy=multi_worker_mirrored");
+  args.push_back("--heartbeat_timeout=1");
+  args.push_back("--startup_timeout=3");
+  const std::string tf_config = absl::StrCat("TF_CONFIG={\"cluster\":", WorkerCluster(2),
+                                             ",\"task\":{\"type\":\"worker\",\"index\":0}}");
+  Exit e = Wait(Spawn(args, dir + "/stderr_0.txt", {tf_config}));
+  EXPECT_NE(e.code, 0) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(e.err, "never registered: /job:worker/replica:0/task:1"))
+      << Describe(e);
+}
+
 // Kills (or freezes) worker 1 of a 3-worker cluster once training is under
 // way; the other two must exit non-zero naming it.
 void LoseWorkerMidRun(int signal_number, const std::string& name) {

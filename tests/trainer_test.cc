@@ -283,6 +283,8 @@ TEST(TrainerTest, BadFlagsExitNonZeroWithAClearMessage) {
       {{"--data=synthetic:abc"}, "--data=synthetic:abc"},
       {{"--data=parquet:/x"}, "--data=parquet:/x"},
       {{"--data=csv:/no/such/file.csv"}, "/no/such/file.csv"},
+      // Issue 23, defect 5: once std::bad_alloc after reading forever.
+      {{"--data=csv:/dev/zero"}, "'/dev/zero' is a character device"},
       {{"--test_fraction=1.5"}, "--test_fraction"},
       {{"--global_batch_size=5000"}, "--global_batch_size=5000"},
       {{"--save_every_steps=10"}, "needs --checkpoint_dir"},

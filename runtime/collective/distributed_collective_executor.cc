@@ -199,8 +199,11 @@ DistributedCollectiveExecutor::DistributedCollectiveExecutor(DistributedCollecti
       workspace_(transport_ != nullptr ? transport_->shared_workspace() : nullptr) {}
 
 DistributedCollectiveExecutor::~DistributedCollectiveExecutor() {
-  // The lane thread and the pool may still be leaving a collective whose
-  // participants ended: join them while the members they use exist.
+  // The watchdog calls AbortStarted (an override that reads this class's
+  // members), and the lane thread and the pool may still be leaving a
+  // collective whose participants ended: stop the watchdog first, then join
+  // them, while the members they use exist.
+  StopWatchdog();
   {
     MutexLock l(&lane_mu_);
     lane_.stop = true;

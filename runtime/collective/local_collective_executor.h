@@ -143,8 +143,13 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
   // "all-reduce 'node' (group 1, instance 2, step 3, group_size 4)".
   std::string Describe(const Instance& inst) const;
   WorkerPool& workers() { return workers_; }
-  // Joins the worker threads (WorkerPool::Stop): a subclass whose tasks use
-  // its members calls it from its destructor.
+  // For a subclass whose overrides or tasks use its own members, to call
+  // from its destructor, in this order: StopWatchdog stops the deadline timer
+  // (waiting for a running Watchdog, which calls the virtual AbortStarted),
+  // so that it never runs into a half-destroyed subclass (the base class's
+  // members outlive the subclass's); StopWorkers joins the worker threads
+  // (WorkerPool::Stop). Both idempotent.
+  void StopWatchdog() { timer_.Stop(); }
   void StopWorkers() { workers_.Stop(); }
 
  private:

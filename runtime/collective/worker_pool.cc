@@ -52,7 +52,9 @@ void WorkerPool::WorkerLoop() {
   }
 }
 
-DeadlineTimer::~DeadlineTimer() {
+DeadlineTimer::~DeadlineTimer() { Stop(); }
+
+void DeadlineTimer::Stop() {
   std::thread t;
   {
     MutexLock l(&mu_);
@@ -66,6 +68,7 @@ DeadlineTimer::~DeadlineTimer() {
 
 uint64_t DeadlineTimer::Schedule(absl::Time when, std::function<void()> fn) {
   MutexLock l(&mu_);
+  if (stop_) return 0;
   const uint64_t id = next_id_++;
   entries_.emplace(id, Entry{when, std::move(fn)});
   if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });

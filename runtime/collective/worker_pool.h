@@ -60,8 +60,8 @@ class WorkerPool {
 //   timer.Cancel(id);   // false if it has already run or is running
 //
 // Thread-safety: thread-safe; callbacks run without the timer's lock and may
-// call Schedule/Cancel. Ownership: the destructor drops pending callbacks and
-// joins the thread (waiting for a running callback).
+// call Schedule/Cancel. Ownership: the destructor (or Stop) drops pending
+// callbacks and joins the thread (waiting for a running callback).
 class DeadlineTimer {
  public:
   DeadlineTimer() = default;
@@ -69,8 +69,13 @@ class DeadlineTimer {
   DeadlineTimer(const DeadlineTimer&) = delete;
   DeadlineTimer& operator=(const DeadlineTimer&) = delete;
 
+  // Returns 0 (and drops `fn`) after Stop.
   uint64_t Schedule(absl::Time when, std::function<void()> fn);
   bool Cancel(uint64_t id);
+  // What the destructor does, for an owner whose callbacks use members that
+  // die before the timer: drops pending callbacks, waits for a running one
+  // and joins the thread. Idempotent; must not be called from a callback.
+  void Stop();
 
  private:
   void Loop();

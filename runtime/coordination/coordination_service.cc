@@ -19,6 +19,16 @@ std::string TaskName(const std::string& job, int index) {
 
 std::string Join(const std::vector<std::string>& v) { return absl::StrJoin(v, ", "); }
 
+// A list of task names for an error message, at most kMaxNamed of them:
+// errors travel as gRPC status messages, which must fit in the response's
+// metadata (a few KiB) whatever the cluster's size.
+std::string JoinAtMost(const std::vector<std::string>& v) {
+  constexpr size_t kMaxNamed = 16;
+  if (v.size() <= kMaxNamed) return Join(v);
+  return absl::StrCat(absl::StrJoin(v.begin(), v.begin() + kMaxNamed, ", "), " and ",
+                      v.size() - kMaxNamed, " more");
+}
+
 }  // namespace
 
 std::vector<std::string> CoordinatedTasks(const tensorflow::ClusterDef& cluster) {
@@ -115,7 +125,7 @@ absl::Status CoordinationServiceImpl::CheckTask(const std::string& task) const {
   if (std::find(options_.tasks.begin(), options_.tasks.end(), task) == options_.tasks.end()) {
     return absl::InvalidArgumentError(absl::StrCat("coordination service: unknown task '", task,
                                                    "'; the cluster's tasks are ",
-                                                   Join(options_.tasks)));
+                                                   JoinAtMost(options_.tasks)));
   }
   return absl::OkStatus();
 }
@@ -193,7 +203,15 @@ absl::StatusOr<RegisterResult> CoordinationServiceImpl::RegisterTask(
   t.incarnation = incarnation;
   t.devices = devices;
   t.last_heartbeat = absl::Now();
-  if (AllRegisteredLocked()) started_ = true;
+  if (AllRegisteredLocked()) {
+    // Heartbeats are judged from the start on: a task blocked here sends
+    // none (its client starts beating when registration returns), so a
+    // clock started at its own registration would call an early task lost
+    // while it waits for a late one.
+    started_ = true;
+    const absl::Time now = absl::Now();
+    for (auto& [name, other] : tasks_) other.last_heartbeat = now;
+  }
 
   if (!AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return started_; }, deadline)) {
     if (!error_.ok() || stopped_) return AbortedCallLocked(absl::StrCat("registration of ", task));
@@ -201,9 +219,10 @@ absl::StatusOr<RegisterResult> CoordinationServiceImpl::RegisterTask(
     for (const std::string& name : options_.tasks) {
       if (tasks_[name].state == TaskState::kUnregistered) missing.push_back(name);
     }
-    return absl::DeadlineExceededError(absl::StrCat(
-        "registration of ", task, " timed out after ", absl::FormatDuration(timeout), ": ",
-        missing.size(), " of ", options_.tasks.size(), " tasks never registered: ", Join(missing)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("registration of ", task, " timed out after ", absl::FormatDuration(timeout),
+                     ": ", missing.size(), " of ", options_.tasks.size(),
+                     " tasks never registered: ", JoinAtMost(missing)));
   }
   RegisterResult result;
   for (const std::string& name : options_.tasks) {
@@ -260,7 +279,7 @@ void CoordinationServiceImpl::CheckHeartbeats() {
     const absl::Time now = absl::Now();
     for (const std::string& name : options_.tasks) {
       Task& t = tasks_[name];
-      if (t.state != TaskState::kRegistered ||
+      if (!started_ || t.state != TaskState::kRegistered ||
           now - t.last_heartbeat <= options_.heartbeat_timeout) {
         continue;
       }
@@ -282,8 +301,8 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
   const std::set<std::string> wanted(participants.begin(), participants.end());
   const std::string what = absl::StrCat("barrier '", barrier_id, "'");
   if (wanted.count(task) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": task ", task, " is not one of its tasks (", Join(participants), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": task ", task, " is not one of its tasks (", JoinAtMost(participants), ")"));
   }
   MutexLock l(&mu_);
   if (!error_.ok() || stopped_) return AbortedCallLocked(what);
@@ -294,8 +313,9 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
     b.deadline = absl::InfiniteFuture();
   } else if (b.participants != wanted) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": task ", task, " expects tasks {", Join(participants),
-                     "} but it was started with {", absl::StrJoin(b.participants, ", "), "}"));
+        absl::StrCat(what, ": task ", task, " expects tasks {", JoinAtMost(participants),
+                     "} but it was started with {",
+                     JoinAtMost({b.participants.begin(), b.participants.end()}), "}"));
   }
   if (b.done) return b.result;
   // The earliest deadline of the arrivals: a task that gives up fails the
@@ -311,9 +331,9 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
       if (b.arrived.count(p) == 0) missing.push_back(p);
     }
     b.done = true;
-    b.result = absl::DeadlineExceededError(absl::StrCat(what, " timed out: ", missing.size(),
-                                                        " of ", b.participants.size(),
-                                                        " tasks did not arrive: ", Join(missing)));
+    b.result = absl::DeadlineExceededError(
+        absl::StrCat(what, " timed out: ", missing.size(), " of ", b.participants.size(),
+                     " tasks did not arrive: ", JoinAtMost(missing)));
   }
   return b.result;
 }
@@ -394,9 +414,10 @@ absl::Status CoordinationServiceImpl::ShutdownTask(const std::string& task,
   for (const std::string& name : options_.tasks) {
     if (shutting_down_.count(name) == 0) missing.push_back(name);
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "shutdown barrier of ", task, " timed out after ", absl::FormatDuration(timeout), ": ",
-      missing.size(), " of ", options_.tasks.size(), " tasks did not shut down: ", Join(missing)));
+  return absl::DeadlineExceededError(
+      absl::StrCat("shutdown barrier of ", task, " timed out after ", absl::FormatDuration(timeout),
+                   ": ", missing.size(), " of ", options_.tasks.size(),
+                   " tasks did not shut down: ", JoinAtMost(missing)));
 }
 
 // ---- gRPC handlers ----

@@ -122,6 +122,54 @@ TEST(CoordinationServiceTest, RegistrationTimeoutNamesMissingTask) {
               HasSubstr(absl::StrCat("1 of 3 tasks never registered: ", kW1)));
 }
 
+// Defect 4 of issue 23: an early task blocked in registration sends no
+// heartbeats, so its clock must not run until every task is there.
+TEST(CoordinationServiceTest, TaskLaterThanTheHeartbeatTimeoutJoinsAndNobodyIsLost) {
+  auto s = MakeService(absl::Milliseconds(200));
+  std::vector<absl::Status> results;
+  std::vector<std::thread> threads = RegisterOthers(s.get(), kW1, &results);
+  absl::SleepFor(absl::Milliseconds(900));  // 4.5 heartbeat timeouts late
+  EXPECT_TRUE(s->cluster_error().ok()) << s->cluster_error();
+  absl::StatusOr<RegisterResult> r =
+      s->RegisterTask(kW1, 3, Devices(kW1), "abc", absl::Seconds(20));
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const absl::Status& st : results) EXPECT_TRUE(st.ok()) << st;
+  // From the start on every task is judged: beating ones stay, and the
+  // cluster has no error.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(s->Heartbeat(kChief, 1).ok());
+    EXPECT_TRUE(s->Heartbeat(kW0, 2).ok());
+    EXPECT_TRUE(s->Heartbeat(kW1, 3).ok());
+    absl::SleepFor(absl::Milliseconds(40));
+  }
+  EXPECT_TRUE(s->cluster_error().ok()) << s->cluster_error();
+  // ...and one that stops beating is lost.
+  absl::Status polled = Poll(s.get(), kW0, absl::Seconds(10));
+  EXPECT_EQ(polled.code(), absl::StatusCode::kUnavailable);
+}
+
+// Error messages travel as gRPC status messages, which must fit in a
+// response's metadata: at any cluster size they name a bounded number of
+// tasks and say how many more there are.
+TEST(CoordinationServiceTest, ErrorsOfLargeClustersNameSixteenTasksAndCountTheRest) {
+  CoordinationServiceOptions opts;
+  for (int i = 0; i < 300; ++i)
+    opts.tasks.push_back(absl::StrCat("/job:worker/replica:0/task:", i));
+  auto s = CoordinationServiceImpl::Create(opts);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::Status st = (*s)->RegisterTask(opts.tasks[0], 1, {}, "", absl::Milliseconds(50)).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(st.message(), HasSubstr("299 of 300 tasks never registered: "
+                                      "/job:worker/replica:0/task:1, "));
+  EXPECT_THAT(st.message(), HasSubstr("/job:worker/replica:0/task:16 and 283 more"));
+  EXPECT_LT(st.message().size(), 1024u);
+  st = (*s)->RegisterTask("/job:worker/replica:0/task:300", 1, {}, "", absl::Seconds(1)).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("and 284 more"));
+  EXPECT_LT(st.message().size(), 1024u);
+}
+
 TEST(CoordinationServiceTest, UnknownTaskRefused) {
   auto s = MakeService();
   absl::Status st =

@@ -2,6 +2,10 @@
 
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -11,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/quote.h"
 #include "base/status.h"
 #include "train/data/sources.h"
 
@@ -18,14 +23,41 @@ namespace strata {
 namespace data {
 namespace {
 
+std::string FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 // Reads a whole file through zlib, which passes plain files through
 // unchanged and inflates gzip ones (several concatenated members too).
-absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
-  errno = 0;
-  gzFile f = gzopen(path.c_str(), "rb");
+// Regular files only: a device (/dev/zero) never ends and a FIFO without a
+// writer blocks forever. Opened without blocking, checked by fstat on the
+// descriptor zlib then reads (no window to swap the file), and read up to
+// `max_bytes` after inflation, so that a gzip bomb cannot exhaust memory.
+absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path, int64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open CSV file '", path, "'"));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat CSV file '", path, "'"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CSV file '", path, "' is ", FileKind(st.st_mode),
+        "; only regular files are read (a device or FIFO may never end)"));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  gzFile f = gzdopen(fd, "rb");  // owns fd from here on
   if (f == nullptr) {
-    const int err = errno != 0 ? errno : ENOMEM;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open CSV file '", path, "'"));
+    ::close(fd);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot open CSV file '", path, "': out of memory"));
   }
   gzbuffer(f, 1 << 17);
   std::string out;
@@ -33,6 +65,12 @@ absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
   while (true) {
     const int n = gzread(f, buf, sizeof(buf));
     if (n > 0) {
+      if (static_cast<int64_t>(out.size()) + n > max_bytes) {
+        gzclose(f);
+        return absl::InvalidArgumentError(absl::StrCat(
+            "CSV file '", path, "' holds more than ", max_bytes,
+            " bytes (after decompression); CsvOptions::max_file_bytes bounds what is loaded"));
+      }
       out.append(buf, static_cast<size_t>(n));
       continue;
     }
@@ -66,17 +104,22 @@ struct Parsed {
   std::vector<int32_t> labels;
 };
 
-absl::Status ParseFile(const std::string& path, absl::string_view text, Parsed* p) {
+absl::Status ParseFile(const std::string& path, absl::string_view text, int64_t max_line_bytes,
+                       Parsed* p) {
   int64_t line_no = 0;
   bool first_line = true;
   std::vector<absl::string_view> fields;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_no;
-    line = absl::StripAsciiWhitespace(line);  // also drops a CR
-    if (line.empty()) continue;
     auto bad = [&](auto&&... why) {
       return absl::InvalidArgumentError(absl::StrCat("CSV file '", path, "' line ", line_no, ": ", why...));
     };
+    if (static_cast<int64_t>(line.size()) > max_line_bytes) {
+      return bad("longer than ", max_line_bytes, " bytes (", line.size(),
+                 "; CsvOptions::max_line_bytes): ", QuoteForMessage(line));
+    }
+    line = absl::StripAsciiWhitespace(line);  // also drops a CR
+    if (line.empty()) continue;
     fields = absl::StrSplit(line, ',');
     for (auto& f : fields) f = absl::StripAsciiWhitespace(f);
     const bool header_candidate = first_line;
@@ -94,14 +137,14 @@ absl::Status ParseFile(const std::string& path, absl::string_view text, Parsed* 
     for (int64_t c = 0; c + 1 < n; ++c) {
       double v;
       if (!ParseFinite(fields[c], &v) || std::fabs(v) > 3.4e38) {
-        return bad("column ", c + 1, " ('", fields[c], "') is not a finite number");
+        return bad("column ", c + 1, " (", QuoteForMessage(fields[c]), ") is not a finite number");
       }
       p->features.push_back(static_cast<float>(v));
     }
     double label;
     if (!ParseFinite(fields[n - 1], &label) || label != std::floor(label) || label < INT32_MIN ||
         label > INT32_MAX) {
-      return bad("label (column ", n, ") '", fields[n - 1], "' is not an int32 integer");
+      return bad("label (column ", n, ") ", QuoteForMessage(fields[n - 1]), " is not an int32 integer");
     }
     p->labels.push_back(static_cast<int32_t>(label));
   }
@@ -146,12 +189,17 @@ absl::StatusOr<DatasetPtr> LoadCsv(const std::vector<std::string>& files, const 
     return absl::InvalidArgumentError(
         absl::StrCat("LoadCsv: num_features must be >= 0, got ", options.num_features));
   }
+  if (options.max_file_bytes < 1 || options.max_line_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoadCsv: max_file_bytes and max_line_bytes must be >= 1, got ", options.max_file_bytes,
+        " and ", options.max_line_bytes));
+  }
   Parsed p;
   if (options.num_features > 0) p.num_cols = options.num_features + 1;
   std::vector<std::string> names;
   for (const std::string& path : files) {
-    STRATA_ASSIGN_OR_RETURN(std::string text, ReadMaybeGzip(path));
-    STRATA_RETURN_IF_ERROR(ParseFile(path, text, &p));
+    STRATA_ASSIGN_OR_RETURN(std::string text, ReadMaybeGzip(path, options.max_file_bytes));
+    STRATA_RETURN_IF_ERROR(ParseFile(path, text, options.max_line_bytes, &p));
     names.push_back(BaseName(path));
   }
   const int64_t n = static_cast<int64_t>(p.labels.size());

@@ -15,8 +15,13 @@
 // line of each file is a header, and skipped, if none of its fields is a
 // number. Every row must have the same number of columns (>= 2), every
 // feature must be a finite number and the label an integer in int32 range.
+// Only regular files are read (a device such as /dev/zero or a FIFO is
+// refused, never read forever); a file larger than max_file_bytes after
+// decompression, or a line longer than max_line_bytes, is an error.
 // Errors: NotFound for a missing file; InvalidArgument naming the file and
-// the 1-based line number for a bad row; DataLoss for a corrupt gzip stream.
+// the 1-based line number for a bad row, quoting at most 80 characters of
+// the culprit with control characters escaped (base/quote.h); DataLoss for
+// a corrupt gzip stream.
 //
 // Thread-safety: LoadCsv is a pure function; the dataset is immutable.
 #ifndef STRATA_TRAIN_DATA_CSV_H_
@@ -36,6 +41,10 @@ struct CsvOptions {
   // Expected number of feature columns (the label column excluded); 0 takes
   // it from the first data row.
   int64_t num_features = 0;
+  // Bounds on untrusted input: bytes per file after decompression (a gzip
+  // bomb stops here), bytes per line.
+  int64_t max_file_bytes = int64_t{4} << 30;
+  int64_t max_line_bytes = int64_t{1} << 20;
 };
 
 // Loads the files in order (InvalidArgument if `files` is empty or the

@@ -1,5 +1,7 @@
 #include "train/data/csv.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -129,6 +131,53 @@ TEST(CsvTest, MissingFileAndCorruptGzip) {
   flipped[flipped.size() / 2] ^= 0x55;
   s = LoadCsv({WritePlain("flip.csv.gz", flipped)}).status();
   EXPECT_FALSE(s.ok());
+}
+
+// Issue 23, defect 5: what is not a bounded regular file is refused, never
+// read forever or into unbounded memory, and a culprit is quoted briefly.
+TEST(CsvTest, DevicesFifosDirectoriesAndOversizedInputAreRefused) {
+  for (const char* dev : {"/dev/zero", "/dev/urandom"}) {
+    absl::Status s = LoadCsv({dev}).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "a character device")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), dev)) << s;
+  }
+  // A FIFO that no process writes: opening it must not block.
+  const std::string fifo = TempPath("nowriter.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  absl::Status s = LoadCsv({fifo}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "a FIFO")) << s;
+  unlink(fifo.c_str());
+  s = LoadCsv({::testing::TempDir()}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "a directory")) << s;
+
+  // A gzip bomb: 64 MiB of zeros compress to ~64 KiB; the bound stops the
+  // inflation, naming the file and the option.
+  CsvOptions small;
+  small.max_file_bytes = 1 << 20;
+  s = LoadCsv({WriteGzip("bomb.csv.gz", std::string(64 << 20, '0'))}, small).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "bomb.csv.gz")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "max_file_bytes")) << s;
+
+  // A 200 MB field: refused by the line bound, quoted in 80 characters.
+  std::string huge = "1,";
+  huge.append(200 << 20, '7');
+  huge += ",0\n";
+  s = LoadError(huge);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "line 1: longer than 1048576 bytes")) << s;
+  EXPECT_LT(s.message().size(), 400u);
+  // Escape sequences in a bad field come out escaped.
+  s = LoadError("1,\x1b[31mred\x07,0\n");
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "'\\x1b[31mred\\x07'")) << s;
+  EXPECT_FALSE(absl::StrContains(s.message(), "\x1b")) << s;
+  CsvOptions zero;
+  zero.max_line_bytes = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(LoadCsv({WritePlain("ok.csv", "1,0\n")}, zero).status()));
 }
 
 // The bundled digits set (data/digits): 1797 examples of 64 pixels, 0..16,
