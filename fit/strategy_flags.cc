@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "base/status.h"
 #include "runtime/device.h"
+#include "runtime/security/job_token.h"
 #include "strategy/cluster_resolver.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
@@ -29,6 +30,13 @@ ABSL_FLAG(double, heartbeat_timeout, 10,
           "multi_worker_mirrored: seconds without a heartbeat before a task is declared lost");
 ABSL_FLAG(double, startup_timeout, 120,
           "multi_worker_mirrored: seconds start-up waits for every task to register");
+ABSL_FLAG(std::string, job_token_file, "",
+          "multi_worker_mirrored: a file holding the job's token, the secret every task of the job "
+          "shares (default: the file named by STRATA_JOB_TOKEN_FILE, else STRATA_JOB_TOKEN, which "
+          "tools/launch sets; docs/cluster.md, \"Job token\")");
+ABSL_FLAG(bool, insecure_no_job_token, false,
+          "multi_worker_mirrored: run without a job token, serving anyone who can reach the "
+          "task's ports (prints a warning)");
 ABSL_FLAG(std::string, collective_transport, "auto",
           "multi_worker_mirrored: auto (shared memory when every task is on one host, else TCP), "
           "shm or tcp");
@@ -77,6 +85,8 @@ absl::StatusOr<StrategyConfig> StrategyConfigFromFlags() {
   c.heartbeat_timeout_seconds = absl::GetFlag(FLAGS_heartbeat_timeout);
   c.startup_timeout_seconds = absl::GetFlag(FLAGS_startup_timeout);
   c.collective_transport = absl::GetFlag(FLAGS_collective_transport);
+  c.job_token_file = absl::GetFlag(FLAGS_job_token_file);
+  c.insecure_no_job_token = absl::GetFlag(FLAGS_insecure_no_job_token);
   c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
   c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
   c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
@@ -165,6 +175,9 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
     mw.heartbeat_timeout = absl::Seconds(c.heartbeat_timeout_seconds);
     mw.startup_timeout = absl::Seconds(c.startup_timeout_seconds);
     mw.transport = c.collective_transport;
+    STRATA_ASSIGN_OR_RETURN(mw.job_token,
+                            ResolveJobToken(c.job_token_file, c.insecure_no_job_token));
+    mw.insecure_no_job_token = c.insecure_no_job_token;
     absl::StatusOr<std::unique_ptr<distribute::MultiWorkerMirroredStrategy>> m =
         distribute::MultiWorkerMirroredStrategy::Create(cluster, MirroredSpecs(c, machine), machine, options, mw);
     if (!m.ok()) return AnnotateStatus(m.status(), absl::StrCat(cluster.TaskPrefix(), ": "));

@@ -84,6 +84,10 @@ struct StrategyConfig {
   double heartbeat_timeout_seconds = 10;
   double startup_timeout_seconds = 120;
   std::string collective_transport = "auto";
+  // multi_worker_mirrored: a file holding the job's token ("": the
+  // environment's, runtime/security/job_token.h); run without one.
+  std::string job_token_file;
+  bool insecure_no_job_token = false;
   // Gradients are all-reduced in buckets of at most this many bytes
   // (StrategyOptions::gradient_bucket_bytes); 0 = one per gradient.
   // -1: 1 MiB for mirrored, smaller than the strategy's 25 MiB default: in

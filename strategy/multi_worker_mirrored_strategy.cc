@@ -109,6 +109,11 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
                                                    multi_worker.transport,
                                                    "' is not one of auto, shm, tcp"));
   }
+  std::optional<JobToken> job_token = multi_worker.job_token;
+  if (!job_token.has_value()) {
+    STRATA_ASSIGN_OR_RETURN(job_token,
+                            ResolveJobToken(/*token_file=*/"", multi_worker.insecure_no_job_token));
+  }
   // This worker's devices carry its task's name, as in TensorFlow.
   DeviceOptions machine = machine_in;
   machine.job = cluster.task_type();
@@ -147,6 +152,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   server_options.coordination.cluster_fingerprint = fingerprint;
   server_options.coordination.heartbeat_timeout = multi_worker.heartbeat_timeout;
   server_options.coordination.register_timeout = multi_worker.startup_timeout;
+  server_options.job_token = job_token;
   STRATA_ASSIGN_OR_RETURN(rt->server, GrpcServer::Start(server_options));
 
   // 2. Registration: waits for every task; returns their devices.
@@ -158,6 +164,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   client_options.cluster_fingerprint = fingerprint;
   client_options.incarnation = RandomIncarnation();
   client_options.register_timeout = multi_worker.startup_timeout;
+  client_options.job_token = job_token;
   STRATA_ASSIGN_OR_RETURN(rt->client, CoordinationClient::Connect(client_options));
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_devices, rt->client->Register());
   const int num_workers = static_cast<int>(tasks.size());

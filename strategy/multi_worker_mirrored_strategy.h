@@ -50,12 +50,14 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/security/job_token.h"
 #include "strategy/cluster_resolver.h"
 #include "strategy/mirrored_strategy.h"
 
@@ -73,6 +75,14 @@ struct MultiWorkerOptions {
   // "auto" (shared memory when every task's address has the same host,
   // else TCP), "shm" or "tcp".
   std::string transport = "auto";
+  // The job's token (runtime/security/job_token.h): the coordination
+  // service and the data plane serve only tasks that prove it. Unset: read
+  // from the environment (STRATA_JOB_TOKEN_FILE, STRATA_JOB_TOKEN; tools/
+  // launch sets the latter), and Create fails with FailedPrecondition saying
+  // where to put one if there is none, unless insecure_no_job_token (which
+  // prints a warning: anyone who reaches a port can end or steer the job).
+  std::optional<JobToken> job_token;
+  bool insecure_no_job_token = false;
 };
 
 class MultiWorkerMirroredStrategy : public MirroredStrategy {

@@ -205,6 +205,7 @@ Process SpawnIn(const std::string& ns, const std::vector<std::string>& args,
     if (!absl::StartsWith(*e, name)) env_s.push_back(*e);
   }
   env_s.push_back(env);
+  if (!HasJobToken({env})) env_s.push_back(JobTokenEnv());
   std::vector<char*> envp;
   for (std::string& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -145,6 +145,42 @@ TEST(MultiWorkerTest, AWorkerLaterThanTheHeartbeatTimeoutJoinsAndAMissingOneIsNa
       << Describe(e);
 }
 
+// Issue 23: a task started with another job token is refused at
+// registration (it exits at once saying so), the chief logs the refusal
+// naming the task it claimed to be, and the cluster names it as missing.
+TEST(MultiWorkerTest, AWorkerWithAnotherJobTokenIsRefusedAndNamed) {
+  const std::string dir = TempDir("wrong_token");
+  const std::string cluster = WorkerCluster(2);
+  std::vector<std::string> args = TrainFlags(10, TempDir("wrong_token_ckpt"));
+  args.push_back("--strategy=multi_worker_mirrored");
+  args.push_back("--startup_timeout=4");
+  auto tf_config = [&](int i) {
+    return absl::StrCat("TF_CONFIG={\"cluster\":", cluster, ",\"task\":{\"type\":\"worker\",\"index\":",
+                        i, "}}");
+  };
+  Process chief = Spawn(args, dir + "/stderr_0.txt", {tf_config(0)});
+  Process other = Spawn(args, dir + "/stderr_1.txt",
+                        {tf_config(1), "STRATA_JOB_TOKEN=some-other-jobs-token-0123456789"});
+  Exit e1 = Wait(other);
+  Exit e0 = Wait(chief);
+  EXPECT_NE(e1.code, 0) << Describe(e1);
+  EXPECT_TRUE(absl::StrContains(e1.err, "does not match this job's token")) << Describe(e1);
+  EXPECT_FALSE(absl::StrContains(e1.err, "some-other-jobs-token")) << Describe(e1);
+  EXPECT_NE(e0.code, 0) << Describe(e0);
+  EXPECT_TRUE(absl::StrContains(e0.err, "refused a call from")) << Describe(e0);
+  EXPECT_TRUE(absl::StrContains(e0.err, "claiming to be task '/job:worker/replica:0/task:1'"))
+      << Describe(e0);
+  EXPECT_TRUE(absl::StrContains(e0.err, "never registered: /job:worker/replica:0/task:1"))
+      << Describe(e0);
+
+  // No token anywhere: the trainer says where to put one, unless told to run
+  // without (with a warning).
+  std::vector<std::string> unset_env = {tf_config(0), "STRATA_JOB_TOKEN="};
+  Exit none = Wait(Spawn(args, dir + "/stderr_none.txt", unset_env));
+  EXPECT_EQ(none.code, 1) << Describe(none);
+  EXPECT_TRUE(absl::StrContains(none.err, "no job token")) << Describe(none);
+}
+
 // Kills (or freezes) worker 1 of a 3-worker cluster once training is under
 // way; the other two must exit non-zero naming it.
 void LoseWorkerMidRun(int signal_number, const std::string& name) {

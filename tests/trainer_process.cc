@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/security/job_token.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -44,11 +45,19 @@ bool WaitForCheckpoint(const std::string& dir, int64_t step) {
 
 std::string StdoutPathFor(const std::string& stderr_path) { return stderr_path + ".stdout"; }
 
+std::string JobTokenEnv() {
+  static const std::string* const entry =
+      new std::string(absl::StrCat(kJobTokenEnv, "=", JobToken::Generate().secret()));
+  return *entry;
+}
+
 Process Spawn(const std::vector<std::string>& args, const std::string& stderr_path,
               const std::vector<std::string>& env) {
   std::vector<std::string> with_data = args;
   with_data.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
-  return SpawnProgram(Runfile("tools/trainer"), with_data, stderr_path, env);
+  std::vector<std::string> with_token = env;
+  if (!HasJobToken(env)) with_token.push_back(JobTokenEnv());
+  return SpawnProgram(Runfile("tools/trainer"), with_data, stderr_path, with_token);
 }
 
 Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {

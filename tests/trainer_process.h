@@ -36,6 +36,11 @@ using Exit = WorkerExit;
 // `stderr_path`: the same path with ".stdout" appended.
 std::string StdoutPathFor(const std::string& stderr_path);
 
+// "STRATA_JOB_TOKEN=<token>": one job token for every trainer this test
+// process starts, so that they form clusters; Spawn adds it unless `env`
+// (or this process's environment) gives a token.
+std::string JobTokenEnv();
+
 // Starts the trainer with `args` (plus --digits_path to the bundled data);
 // stderr goes to `stderr_path`, stdout to StdoutPathFor(stderr_path). `env`
 // ("NAME=value") is added to (or replaces entries of) this process's

@@ -10,6 +10,7 @@
 // failed or could not start (the message names it); 128 + N when signal N
 // (SIGINT, SIGTERM) stopped the run.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "runtime/security/job_token.h"
 #include "tools/launch_lib.h"
 
 ABSL_FLAG(int32_t, num_workers, 0, "worker tasks to start (required, >= 1)");
@@ -85,6 +87,13 @@ int main(int argc, char** argv) {
   options.command.assign(argv + split + 1, argv + argc);
   if (absl::Status s = strata::ValidateLaunchOptions(options); !s.ok()) {
     return UsageError(std::string(s.message()));
+  }
+  // One job token for the cluster (runtime/security/job_token.h), which the
+  // tasks inherit through the environment, unless the caller gives one.
+  const char* token = std::getenv(strata::kJobTokenEnv);
+  const char* token_file = std::getenv(strata::kJobTokenFileEnv);
+  if ((token == nullptr || *token == '\0') && (token_file == nullptr || *token_file == '\0')) {
+    setenv(strata::kJobTokenEnv, strata::JobToken::Generate().secret().c_str(), 1);
   }
   return strata::RunCluster(options);
 }

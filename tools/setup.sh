@@ -23,7 +23,7 @@ packages=(
   build-essential pkg-config zlib1g-dev python3 python3-venv
   libeigen3-dev
   libprotobuf-dev protobuf-compiler
-  libgrpc++-dev protobuf-compiler-grpc
+  libgrpc++-dev protobuf-compiler-grpc libssl-dev
   libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "runtime/security/job_token.h"
 
 extern char** environ;
 
@@ -184,6 +185,17 @@ std::function<bool()> FileContains(const std::string& path, const std::string& t
   return [path, text] { return absl::StrContains(ReadFile(path), text); };
 }
 
+bool HasJobToken(const std::vector<std::string>& env) {
+  for (const char* name : {kJobTokenEnv, kJobTokenFileEnv}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return true;
+    for (const std::string& e : env) {
+      if (absl::StartsWith(e, absl::StrCat(name, "="))) return true;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<std::unique_ptr<ClusterRunner>> ClusterRunner::Start(const ClusterOptions& o) {
   if (o.program.empty()) return absl::InvalidArgumentError("ClusterRunner: no program");
   if (o.num_workers < 1) return absl::InvalidArgumentError("ClusterRunner: num_workers must be >= 1");
@@ -200,11 +212,17 @@ absl::StatusOr<std::unique_ptr<ClusterRunner>> ClusterRunner::Start(const Cluste
     order.push_back({it == o.start_delays.end() ? absl::ZeroDuration() : it->second, i});
   }
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // One job token for the cluster, as tools/launch makes, unless the caller
+  // or this process's environment supplies one.
+  std::vector<std::string> common_env = o.env;
+  if (!HasJobToken(o.env)) {
+    common_env.push_back(absl::StrCat(kJobTokenEnv, "=", JobToken::Generate().secret()));
+  }
   const absl::Time t0 = absl::Now();
   for (const auto& [delay, i] : order) {
     const absl::Duration wait = t0 + delay - absl::Now();
     if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
-    std::vector<std::string> env = o.env;
+    std::vector<std::string> env = common_env;
     env.push_back(absl::StrCat("TF_CONFIG={\"cluster\":", c->cluster_, ",\"task\":{\"type\":\"worker\",\"index\":", i,
                                "}}"));
     std::vector<std::string> args = o.args;

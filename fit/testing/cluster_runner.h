@@ -95,9 +95,15 @@ struct ClusterOptions {
   std::map<int, std::vector<std::string>> worker_args;
   // Worker index -> how long after the others it starts.
   std::map<int, absl::Duration> start_delays;
-  std::vector<std::string> env;    // added to every worker's environment
+  // Added to every worker's environment. Without a job token here or in
+  // this process's environment, Start makes one for the cluster.
+  std::vector<std::string> env;
   std::string log_dir;             // "": a fresh temporary directory
 };
+
+// Whether `env` ("NAME=value" entries) or this process's environment gives
+// a job token (STRATA_JOB_TOKEN or STRATA_JOB_TOKEN_FILE).
+bool HasJobToken(const std::vector<std::string>& env);
 
 class ClusterRunner {
  public:

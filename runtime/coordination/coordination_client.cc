@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "runtime/coordination/coordination_service.h"
+#include "runtime/security/rpc_auth.h"
 
 namespace strata {
 namespace {
@@ -89,11 +90,12 @@ absl::Status CoordinationClient::Annotate(const std::string& what, const absl::S
 }
 
 template <typename Method, typename Request, typename Response>
-absl::Status CoordinationClient::Call(Method method, const std::string& what,
+absl::Status CoordinationClient::Call(Method method, absl::string_view rpc, const std::string& what,
                                       const Request& request, Response* response,
                                       absl::Duration rpc_timeout, bool blocking) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + std::max(rpc_timeout, absl::Milliseconds(1))));
+  if (options_.job_token.has_value()) SignRpc(*options_.job_token, rpc, request, &ctx);
   {
     MutexLock l(&mu_);
     if (stopping_) {
@@ -145,7 +147,8 @@ absl::StatusOr<std::vector<std::string>> CoordinationClient::Register() {
     // before the RPC's own deadline.
     req.set_timeout_ms(
         std::max<int64_t>(1, ToMs(remaining - std::min(remaining / 10, absl::Seconds(1)))));
-    last = Call(&CoordinationService::Stub::RegisterTask, "RegisterTask", req, &resp, remaining,
+    last = Call(&CoordinationService::Stub::RegisterTask, "RegisterTask", "RegisterTask", req,
+                &resp, remaining,
                 /*blocking=*/true);
     if (last.ok()) break;
     // Unavailable: the chief is not up yet (or restarting its server); the
@@ -192,8 +195,8 @@ void CoordinationClient::HeartbeatLoop() {
       if (heartbeats_paused_) continue;
     }
     HeartbeatResponse resp;
-    const absl::Status s = Call(&CoordinationService::Stub::Heartbeat, "Heartbeat", req, &resp,
-                                std::max(interval, timeout / 2), /*blocking=*/false);
+    const absl::Status s = Call(&CoordinationService::Stub::Heartbeat, "Heartbeat", "Heartbeat",
+                                req, &resp, std::max(interval, timeout / 2), /*blocking=*/false);
     if (s.ok()) {
       last_ok = absl::Now();
       continue;
@@ -223,8 +226,8 @@ void CoordinationClient::PollLoop() {
   req.set_timeout_ms(ToMs(window));
   while (true) {
     PollForErrorResponse resp;
-    const absl::Status s = Call(&CoordinationService::Stub::PollForError, "PollForError", req,
-                                &resp, window + kRpcSlack, /*blocking=*/false);
+    const absl::Status s = Call(&CoordinationService::Stub::PollForError, "PollForError",
+                                "PollForError", req, &resp, window + kRpcSlack, /*blocking=*/false);
     if (s.ok() && resp.has_error()) {
       absl::StatusCode code = static_cast<absl::StatusCode>(resp.code());
       if (resp.code() <= 0 || resp.code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
@@ -292,7 +295,8 @@ absl::Status CoordinationClient::ReportError(const absl::Status& error) {
   req.set_code(static_cast<int>(error.code()));
   req.set_message(std::string(error.message()));
   ReportErrorResponse resp;
-  return Call(&CoordinationService::Stub::ReportError, "ReportError", req, &resp, absl::Seconds(10),
+  return Call(&CoordinationService::Stub::ReportError, "ReportError", "ReportError", req, &resp,
+              absl::Seconds(10),
               /*blocking=*/false);
 }
 
@@ -308,8 +312,9 @@ absl::Status CoordinationClient::WaitForBarrier(const std::string& id, absl::Dur
   req.set_timeout_ms(ToMs(timeout));
   for (const std::string& t : tasks) req.add_tasks(t);
   WaitForBarrierResponse resp;
-  return Call(&CoordinationService::Stub::WaitForBarrier, absl::StrCat("barrier '", id, "'"), req,
-              &resp, timeout + kRpcSlack, /*blocking=*/true);
+  return Call(&CoordinationService::Stub::WaitForBarrier, "WaitForBarrier",
+              absl::StrCat("barrier '", id, "'"), req, &resp, timeout + kRpcSlack,
+              /*blocking=*/true);
 }
 
 absl::Status CoordinationClient::Shutdown(absl::Duration timeout) {
@@ -328,7 +333,7 @@ absl::Status CoordinationClient::Shutdown(absl::Duration timeout) {
     req.set_task(options_.task);
     req.set_timeout_ms(ToMs(timeout));
     ShutdownTaskResponse resp;
-    s = Call(&CoordinationService::Stub::ShutdownTask, "ShutdownTask", req, &resp,
+    s = Call(&CoordinationService::Stub::ShutdownTask, "ShutdownTask", "ShutdownTask", req, &resp,
              timeout + kRpcSlack, /*blocking=*/true);
   }
   Stop();
@@ -340,8 +345,9 @@ absl::Status CoordinationClient::Insert(const std::string& key, const std::strin
   req.set_key(key);
   req.set_value(value);
   InsertKeyValueResponse resp;
-  return Call(&CoordinationService::Stub::InsertKeyValue, absl::StrCat("insert of key '", key, "'"),
-              req, &resp, absl::Seconds(30), /*blocking=*/false);
+  return Call(&CoordinationService::Stub::InsertKeyValue, "InsertKeyValue",
+              absl::StrCat("insert of key '", key, "'"), req, &resp, absl::Seconds(30),
+              /*blocking=*/false);
 }
 
 absl::StatusOr<std::string> CoordinationClient::Get(const std::string& key,
@@ -355,8 +361,8 @@ absl::StatusOr<std::string> CoordinationClient::Get(const std::string& key,
   req.set_key(key);
   req.set_timeout_ms(ToMs(timeout));
   GetKeyValueResponse resp;
-  STRATA_RETURN_IF_ERROR(Call(&CoordinationService::Stub::GetKeyValue, what, req, &resp,
-                              timeout + kRpcSlack,
+  STRATA_RETURN_IF_ERROR(Call(&CoordinationService::Stub::GetKeyValue, "GetKeyValue", what, req,
+                              &resp, timeout + kRpcSlack,
                               /*blocking=*/true));
   return std::move(*resp.mutable_value());
 }

@@ -45,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,7 @@
 #include "base/mutex.h"
 #include "proto/coordination.grpc.pb.h"
 #include "runtime/coordination/key_value_store.h"
+#include "runtime/security/job_token.h"
 
 namespace strata {
 
@@ -76,6 +78,9 @@ struct CoordinationClientOptions {
   absl::Duration heartbeat_interval = absl::ZeroDuration();
   // Largest message sent or received (the server's cap is the same by default).
   int max_message_bytes = 4 << 20;
+  // The job's token: every call carries its proof (runtime/security/
+  // rpc_auth.h). None: calls carry none, which a service with a token refuses.
+  std::optional<JobToken> job_token;
 };
 
 class CoordinationClient : public KeyValueStore {
@@ -134,10 +139,12 @@ class CoordinationClient : public KeyValueStore {
   // Runs one RPC with a deadline of `rpc_timeout`; the call is cancelled
   // when the client stops or, if `blocking` (a call that waits on other
   // tasks), when it learns of the cluster's error, which it then returns.
-  // `what` names the call in error messages.
+  // `rpc` is the method's name (signed with the request), `what` names the
+  // call in error messages.
   template <typename Method, typename Request, typename Response>
-  absl::Status Call(Method method, const std::string& what, const Request& request,
-                    Response* response, absl::Duration rpc_timeout, bool blocking);
+  absl::Status Call(Method method, absl::string_view rpc, const std::string& what,
+                    const Request& request, Response* response, absl::Duration rpc_timeout,
+                    bool blocking);
   // Adds context naming the service to an error of `what`.
   absl::Status Annotate(const std::string& what, const absl::Status& s) const;
 

@@ -1,12 +1,15 @@
 #include "runtime/coordination/coordination_service.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/quote.h"
 #include "base/status.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -434,6 +437,47 @@ absl::Duration BoundedTimeout(const grpc::ServerContext* ctx, int64_t timeout_ms
 
 }  // namespace
 
+grpc::Status CoordinationGrpcService::Authorize(const grpc::ServerContext& ctx,
+                                                absl::string_view method,
+                                                const google::protobuf::Message& request) {
+  const absl::Status s = verifier_.Check(method, request, ctx);
+  if (s.ok()) return grpc::Status::OK;
+  // Logged where the server runs (the caller may be an outsider that never
+  // reads its answer), at a bounded rate: a flood of refused calls must not
+  // become a flood of log lines.
+  constexpr int kLinesPerMinute = 20;
+  MutexLock l(&log_mu_);
+  const absl::Time now = absl::Now();
+  if (now - log_window_start_ >= absl::Minutes(1)) {
+    if (unlogged_ > 0) {
+      std::fprintf(stderr,
+                   "strata: coordination service on %s: %lld more refused calls not logged\n",
+                   address_.c_str(), static_cast<long long>(unlogged_));
+    }
+    log_window_start_ = now;
+    logged_in_window_ = 0;
+    unlogged_ = 0;
+  }
+  if (logged_in_window_ < kLinesPerMinute) {
+    ++logged_in_window_;
+    // The task the call claims to come from, unverified but telling when a
+    // task of the job was started with another token.
+    std::string claimed;
+    const google::protobuf::FieldDescriptor* task = request.GetDescriptor()->FindFieldByName("task");
+    if (task != nullptr && task->type() == google::protobuf::FieldDescriptor::TYPE_STRING &&
+        !task->is_repeated()) {
+      claimed = absl::StrCat(" claiming to be task ",
+                             QuoteForMessage(request.GetReflection()->GetString(request, task)));
+    }
+    std::fprintf(stderr, "strata: coordination service on %s: refused a call from %s%s: %s\n",
+                 address_.c_str(), QuoteForMessage(ctx.peer()).c_str(), claimed.c_str(),
+                 std::string(s.message()).c_str());
+  } else {
+    ++unlogged_;
+  }
+  return ToGrpcStatus(s);
+}
+
 grpc::Status CoordinationGrpcService::NotHosted() const {
   return ToGrpcStatus(absl::FailedPreconditionError(
       absl::StrCat("the server at ", address_,
@@ -443,6 +487,7 @@ grpc::Status CoordinationGrpcService::NotHosted() const {
 grpc::Status CoordinationGrpcService::RegisterTask(grpc::ServerContext* ctx,
                                                    const RegisterTaskRequest* req,
                                                    RegisterTaskResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx, "RegisterTask", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   absl::Duration timeout = absl::ZeroDuration();
   if (req->timeout_ms() > 0) {
@@ -459,8 +504,9 @@ grpc::Status CoordinationGrpcService::RegisterTask(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinationGrpcService::Heartbeat(grpc::ServerContext*, const HeartbeatRequest* req,
-                                                HeartbeatResponse*) {
+grpc::Status CoordinationGrpcService::Heartbeat(grpc::ServerContext* ctx,
+                                                const HeartbeatRequest* req, HeartbeatResponse*) {
+  if (grpc::Status a = Authorize(*ctx, "Heartbeat", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->Heartbeat(req->task(), req->incarnation()));
 }
@@ -468,15 +514,17 @@ grpc::Status CoordinationGrpcService::Heartbeat(grpc::ServerContext*, const Hear
 grpc::Status CoordinationGrpcService::WaitForBarrier(grpc::ServerContext* ctx,
                                                      const WaitForBarrierRequest* req,
                                                      WaitForBarrierResponse*) {
+  if (grpc::Status a = Authorize(*ctx, "WaitForBarrier", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->WaitForBarrier(req->barrier_id(), req->task(),
                                             BoundedTimeout(ctx, req->timeout_ms()),
                                             {req->tasks().begin(), req->tasks().end()}));
 }
 
-grpc::Status CoordinationGrpcService::InsertKeyValue(grpc::ServerContext*,
+grpc::Status CoordinationGrpcService::InsertKeyValue(grpc::ServerContext* ctx,
                                                      const InsertKeyValueRequest* req,
                                                      InsertKeyValueResponse*) {
+  if (grpc::Status a = Authorize(*ctx, "InsertKeyValue", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->InsertKeyValue(req->key(), req->value()));
 }
@@ -484,6 +532,7 @@ grpc::Status CoordinationGrpcService::InsertKeyValue(grpc::ServerContext*,
 grpc::Status CoordinationGrpcService::GetKeyValue(grpc::ServerContext* ctx,
                                                   const GetKeyValueRequest* req,
                                                   GetKeyValueResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx, "GetKeyValue", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   absl::StatusOr<std::string> v =
       impl_->GetKeyValue(req->key(), BoundedTimeout(ctx, req->timeout_ms()));
@@ -492,9 +541,10 @@ grpc::Status CoordinationGrpcService::GetKeyValue(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinationGrpcService::ReportError(grpc::ServerContext*,
+grpc::Status CoordinationGrpcService::ReportError(grpc::ServerContext* ctx,
                                                   const ReportErrorRequest* req,
                                                   ReportErrorResponse*) {
+  if (grpc::Status a = Authorize(*ctx, "ReportError", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   if (req->code() <= 0 || req->code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
     return ToGrpcStatus(absl::InvalidArgumentError(
@@ -507,6 +557,7 @@ grpc::Status CoordinationGrpcService::ReportError(grpc::ServerContext*,
 grpc::Status CoordinationGrpcService::PollForError(grpc::ServerContext* ctx,
                                                    const PollForErrorRequest* req,
                                                    PollForErrorResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx, "PollForError", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   absl::Status e;
   const absl::Status s =
@@ -523,6 +574,7 @@ grpc::Status CoordinationGrpcService::PollForError(grpc::ServerContext* ctx,
 grpc::Status CoordinationGrpcService::ShutdownTask(grpc::ServerContext* ctx,
                                                    const ShutdownTaskRequest* req,
                                                    ShutdownTaskResponse*) {
+  if (grpc::Status a = Authorize(*ctx, "ShutdownTask", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   return ToGrpcStatus(impl_->ShutdownTask(req->task(), BoundedTimeout(ctx, req->timeout_ms())));
 }

@@ -37,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -50,6 +51,8 @@
 #include "base/mutex.h"
 #include "proto/cluster.pb.h"
 #include "proto/coordination.grpc.pb.h"
+#include "runtime/security/job_token.h"
+#include "runtime/security/rpc_auth.h"
 
 namespace strata {
 
@@ -198,8 +201,13 @@ class CoordinationServiceImpl {
 // naming `address` (a gRPC sync server needs at least one service).
 class CoordinationGrpcService final : public CoordinationService::Service {
  public:
-  CoordinationGrpcService(CoordinationServiceImpl* impl, std::string address)
-      : impl_(impl), address_(std::move(address)) {}
+  // With a token every call must carry its proof (runtime/security/
+  // rpc_auth.h) and is refused with Unauthenticated otherwise, before the
+  // handler reads anything; refusals are logged (at most 20 a minute, then
+  // counted). No token: every call is served (--insecure_no_job_token).
+  CoordinationGrpcService(CoordinationServiceImpl* impl, std::string address,
+                          std::optional<JobToken> token = std::nullopt)
+      : impl_(impl), address_(std::move(address)), verifier_(std::move(token)) {}
 
   grpc::Status RegisterTask(grpc::ServerContext* ctx, const RegisterTaskRequest* req,
                             RegisterTaskResponse* resp) override;
@@ -220,9 +228,17 @@ class CoordinationGrpcService final : public CoordinationService::Service {
 
  private:
   grpc::Status NotHosted() const;
+  // OK, or the refusal to return (logged).
+  grpc::Status Authorize(const grpc::ServerContext& ctx, absl::string_view method,
+                         const google::protobuf::Message& request);
 
   CoordinationServiceImpl* const impl_;
   const std::string address_;
+  RpcVerifier verifier_;
+  Mutex log_mu_;
+  absl::Time log_window_start_ ABSL_GUARDED_BY(log_mu_) = absl::InfinitePast();
+  int logged_in_window_ ABSL_GUARDED_BY(log_mu_) = 0;
+  int64_t unlogged_ ABSL_GUARDED_BY(log_mu_) = 0;
 };
 
 // absl::Status <-> grpc::Status (the codes are the same numbers).

@@ -42,8 +42,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions 
     STRATA_ASSIGN_OR_RETURN(server->coordination_,
                             CoordinationServiceImpl::Create(std::move(options.coordination)));
   }
-  server->coordination_grpc_ =
-      std::make_unique<CoordinationGrpcService>(server->coordination_.get(), options.address);
+  server->coordination_grpc_ = std::make_unique<CoordinationGrpcService>(
+      server->coordination_.get(), options.address, std::move(options.job_token));
   builder.RegisterService(server->coordination_grpc_.get());
   for (grpc::Service* s : options.services) builder.RegisterService(s);
   // gRPC turns SO_REUSEPORT on by default, which would let a second server

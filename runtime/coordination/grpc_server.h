@@ -26,6 +26,7 @@
 #include <grpcpp/server.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct GrpcServerOptions {
   int max_message_bytes = kDefaultMaxMessageBytes;
   // More services to serve; not owned.
   std::vector<grpc::Service*> services;
+  // The job's token: the coordination service serves only calls that prove
+  // it (CoordinationGrpcService). None: it serves anyone.
+  std::optional<JobToken> job_token;
 };
 
 class GrpcServer {

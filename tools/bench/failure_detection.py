@@ -33,6 +33,7 @@ heartbeats 2, 5 and 10 s (the trainer's default), 3 repeats each.
 import argparse
 import json
 import os
+import secrets
 import shutil
 import signal
 import statistics
@@ -62,8 +63,11 @@ def start_cluster(trainer, workers, heartbeat, tmp):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     ckpt = os.path.join(tmp, "ckpt")
     procs, errs = [], []
+    # One job token for the cluster, as tools/launch makes (docs/cluster.md).
+    token = os.environ.get("STRATA_JOB_TOKEN") or secrets.token_hex(32)
     for i in range(workers):
         env = dict(os.environ)
+        env["STRATA_JOB_TOKEN"] = token
         env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
         err_path = os.path.join(tmp, f"stderr_{i}.txt")
         cmd = [trainer, "--strategy=multi_worker_mirrored", f"--heartbeat_timeout={heartbeat}",
