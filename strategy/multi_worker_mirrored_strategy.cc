@@ -212,6 +212,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
       o.host = hosts[worker];
       o.key_prefix = absl::StrCat(prefix, "/tcp");
       o.connect_timeout = multi_worker.startup_timeout;
+      o.job_token = job_token;
       STRATA_ASSIGN_OR_RETURN(transport, ConnectTcpTransport(worker, num_workers, *rt->client, o));
     }
   }

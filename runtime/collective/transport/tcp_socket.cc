@@ -23,7 +23,11 @@ namespace strata {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x4c485453;  // "STHL"
+// Version 1: the hello alone. Version 2: the job token's challenge-response
+// follows (see HandshakeText); a side with a token speaks only 2.
 constexpr uint32_t kHelloVersion = 1;
+constexpr uint32_t kHelloVersionWithToken = 2;
+constexpr size_t kNonceBytes = 16;
 // Accepted connections still owing their hello; the oldest is dropped
 // beyond this, so a flood of idle connections cannot exhaust descriptors.
 constexpr size_t kMaxPendingAccepts = 64;
@@ -36,6 +40,19 @@ struct Hello {
   int32_t size;
 };
 static_assert(sizeof(Hello) == 24, "wire layout");
+
+uint32_t HelloVersion(const TcpSocketOptions& o) {
+  return o.job_token != nullptr ? kHelloVersionWithToken : kHelloVersion;
+}
+
+// What each side's MAC covers: its role, the communicator, who connects to
+// whom, and both nonces (its peer's challenge first), so that a MAC answers
+// one challenge on one connection and cannot be replayed or reflected.
+std::string HandshakeText(absl::string_view role, uint64_t comm_id, int connector, int acceptor,
+                          int size, absl::string_view challenge, absl::string_view own_nonce) {
+  return absl::StrCat("strata-tcp-v2/", role, "/", comm_id, "/", connector, "->", acceptor, "/",
+                      size, "/", challenge, own_nonce);
+}
 
 int PollMs(absl::Time deadline, absl::Duration cap) {
   const absl::Duration left = std::min(deadline - absl::Now(), cap);
@@ -82,9 +99,9 @@ absl::Status ConfigureTcpSocket(int fd, const TcpSocketOptions& options) {
   }
   if (!SetCongestionControl(fd, cc)) {
     const int e = errno;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tcp transport: congestion control '", cc, "' refused by this host (", std::strerror(e),
-        "; see net.ipv4.tcp_allowed_congestion_control)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcp transport: congestion control '", cc, "' refused by this host (",
+                     std::strerror(e), "; see net.ipv4.tcp_allowed_congestion_control)"));
   }
   return absl::OkStatus();
 }
@@ -148,8 +165,8 @@ absl::StatusOr<std::pair<UniqueFd, int>> Listen(const std::string& host, int bac
   return last;
 }
 
-Hello MakeHello(uint64_t comm_id, int rank, int size) {
-  return Hello{kHelloMagic, kHelloVersion, comm_id, rank, size};
+Hello MakeHello(uint64_t comm_id, int rank, int size, uint32_t version) {
+  return Hello{kHelloMagic, version, comm_id, rank, size};
 }
 
 // Sends or receives exactly `n` bytes on a non-blocking socket by `deadline`.
@@ -179,7 +196,8 @@ absl::StatusOr<UniqueFd> ConnectPeer(int rank, int size, int peer, uint64_t comm
                                      const TcpSocketOptions& socket_options,
                                      const std::atomic<bool>& cancel) {
   const std::string key = absl::StrCat(key_prefix, "/addr/", peer);
-  absl::StatusOr<std::string> address = kv.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  absl::StatusOr<std::string> address =
+      kv.Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
   if (!address.ok()) {
     if (absl::IsDeadlineExceeded(address.status())) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -187,8 +205,8 @@ absl::StatusOr<UniqueFd> ConnectPeer(int rank, int size, int peer, uint64_t comm
           absl::FormatDuration(timeout), "; rank ", rank, " gave up waiting for it"));
     }
     return absl::Status(address.status().code(),
-                        absl::StrCat("tcp transport: looking up rank ", peer, "'s address: ",
-                                     address.status().message()));
+                        absl::StrCat("tcp transport: looking up rank ", peer,
+                                     "'s address: ", address.status().message()));
   }
   std::string host;
   int port;
@@ -219,50 +237,124 @@ absl::StatusOr<UniqueFd> ConnectPeer(int rank, int size, int peer, uint64_t comm
       }
     }
     freeaddrinfo(*res);
-    Hello mine = MakeHello(comm_id, rank, size), theirs{};
-    if (s.ok()) s = IoAll(fd.get(), reinterpret_cast<char*>(&mine), sizeof(mine), true, deadline);
-    if (s.ok()) s = IoAll(fd.get(), reinterpret_cast<char*>(&theirs), sizeof(theirs), false, deadline);
+    const uint32_t version = HelloVersion(socket_options);
+    const JobToken* token = socket_options.job_token;
+    // Hello, then with a token our challenge.
+    std::string out(sizeof(Hello), '\0');
+    const Hello mine = MakeHello(comm_id, rank, size, version);
+    std::memcpy(out.data(), &mine, sizeof(mine));
+    const std::string challenge = token != nullptr ? RandomBytes(kNonceBytes) : "";
+    out += challenge;
+    Hello theirs{};
+    if (s.ok()) s = IoAll(fd.get(), out.data(), out.size(), true, deadline);
+    if (s.ok())
+      s = IoAll(fd.get(), reinterpret_cast<char*>(&theirs), sizeof(theirs), false, deadline);
     if (s.ok()) {
-      if (theirs.magic != kHelloMagic || theirs.version != kHelloVersion ||
-          theirs.comm_id != comm_id || theirs.rank != peer || theirs.size != size) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "tcp transport: ", *address, " (published as rank ", peer,
-            ") answered as another communicator or rank (rank ", theirs.rank, " of ", theirs.size,
-            "); do all ranks use key prefix '", key_prefix, "'?"));
+      if (theirs.magic != kHelloMagic || theirs.version != version || theirs.comm_id != comm_id ||
+          theirs.rank != peer || theirs.size != size) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("tcp transport: ", *address, " (published as rank ", peer,
+                         ") answered as another communicator or rank (rank ", theirs.rank, " of ",
+                         theirs.size, "); do all ranks use key prefix '", key_prefix, "'?"));
       }
-      return fd;
+      if (token == nullptr) return fd;
+      // Their nonce and their answer to our challenge; then ours to theirs.
+      std::string answer(kNonceBytes + kMacBytes, '\0');
+      s = IoAll(fd.get(), answer.data(), answer.size(), false, deadline);
+      if (s.ok()) {
+        const std::string their_nonce = answer.substr(0, kNonceBytes);
+        if (!token->Verify(
+                HandshakeText("accept", comm_id, rank, peer, size, challenge, their_nonce),
+                absl::string_view(answer).substr(kNonceBytes))) {
+          return absl::UnauthenticatedError(absl::StrCat(
+              "tcp transport: ", *address, " (published as rank ", peer,
+              ") did not prove this job's token: is that task started with another job token, "
+              "or is another process listening there?"));
+        }
+        std::string mac = token->Sign(
+            HandshakeText("connect", comm_id, rank, peer, size, their_nonce, challenge));
+        s = IoAll(fd.get(), mac.data(), mac.size(), true, deadline);
+        if (s.ok()) return fd;
+      }
     }
     last_error = std::string(s.message());
     if (absl::Now() >= deadline) break;
     // Not listening yet, or it dropped us: try again shortly.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return absl::DeadlineExceededError(absl::StrCat("tcp transport: rank ", rank,
-                                                  " could not connect to rank ", peer, " at ",
-                                                  *address, " within ", absl::FormatDuration(timeout),
-                                                  " (last error: ", last_error, ")"));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "tcp transport: rank ", rank, " could not connect to rank ", peer, " at ", *address,
+      " within ", absl::FormatDuration(timeout), " (last error: ", last_error, ")"));
 }
 
-// Accepts ranks 0..rank-1 into fds; others and garbage are closed.
-absl::Status AcceptPeers(int listen_fd, int rank, int size, uint64_t comm_id, absl::Duration timeout,
-                         absl::Time deadline, const std::atomic<bool>& cancel,
+// Accepts ranks 0..rank-1 into fds; others, garbage and (with a token)
+// peers that fail its challenge are closed.
+absl::Status AcceptPeers(int listen_fd, int rank, int size, uint64_t comm_id,
+                         absl::Duration timeout, absl::Time deadline,
+                         const TcpSocketOptions& socket_options, const std::atomic<bool>& cancel,
                          std::vector<UniqueFd>* fds) {
+  const JobToken* token = socket_options.job_token;
+  const uint32_t version = HelloVersion(socket_options);
+  // What a connecting peer sends, in stages: its hello; with a token its
+  // challenge (then we answer) and its answer to ours.
   struct Pending {
     UniqueFd fd;
-    Hello hello;
+    char buf[sizeof(Hello) + kNonceBytes + kMacBytes];
     size_t got = 0;
+    size_t need = sizeof(Hello);
+    std::string nonce;  // ours, once we answered
   };
   std::deque<Pending> pending;
   int missing = rank;
+  // Moves `p` on by one stage; false: close it.
+  auto advance = [&](Pending& p) {
+    Hello h;
+    std::memcpy(&h, p.buf, sizeof(h));
+    if (h.magic != kHelloMagic || h.version != version || h.comm_id != comm_id || h.size != size ||
+        h.rank < 0 || h.rank >= rank || (*fds)[h.rank].valid()) {
+      return false;
+    }
+    if (token == nullptr || p.need == sizeof(Hello) + kNonceBytes) {
+      // Our hello, and with a token our nonce and answer to its challenge.
+      const Hello mine = MakeHello(comm_id, rank, size, version);
+      std::string out(reinterpret_cast<const char*>(&mine), sizeof(mine));
+      if (token != nullptr) {
+        p.nonce = RandomBytes(kNonceBytes);
+        const absl::string_view challenge(p.buf + sizeof(Hello), kNonceBytes);
+        out += p.nonce;
+        out +=
+            token->Sign(HandshakeText("accept", comm_id, h.rank, rank, size, challenge, p.nonce));
+      }
+      if (!IoAll(p.fd.get(), out.data(), out.size(), true, deadline).ok()) return false;
+      if (token != nullptr) {
+        p.need += kMacBytes;
+        return true;
+      }
+    } else if (p.need == sizeof(Hello)) {
+      p.need += kNonceBytes;
+      return true;
+    } else {
+      const absl::string_view challenge(p.buf + sizeof(Hello), kNonceBytes);
+      const absl::string_view mac(p.buf + sizeof(Hello) + kNonceBytes, kMacBytes);
+      if (!token->Verify(HandshakeText("connect", comm_id, h.rank, rank, size, p.nonce, challenge),
+                         mac)) {
+        return false;
+      }
+    }
+    (*fds)[h.rank] = std::move(p.fd);
+    --missing;
+    return false;  // done with it
+  };
   while (missing > 0 && !cancel.load()) {
     if (absl::Now() >= deadline) {
       std::vector<int> absent;
       for (int r = 0; r < rank; ++r) {
         if (!(*fds)[r].valid()) absent.push_back(r);
       }
-      return absl::DeadlineExceededError(absl::StrCat(
-          "tcp transport: rank(s) ", absl::StrJoin(absent, ", "), " never connected to rank ", rank,
-          " within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("tcp transport: rank(s) ", absl::StrJoin(absent, ", "),
+                       " never connected to rank ", rank, " within ", absl::FormatDuration(timeout),
+                       token != nullptr ? " (or connected without this job's token)" : ""));
     }
     std::vector<pollfd> pfds{{listen_fd, POLLIN, 0}};
     for (auto& p : pending) pfds.push_back({p.fd.get(), POLLIN, 0});
@@ -270,30 +362,19 @@ absl::Status AcceptPeers(int listen_fd, int rank, int size, uint64_t comm_id, ab
     for (size_t i = pending.size(); i-- > 0;) {
       if (!(pfds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Pending& p = pending[i];
-      const ssize_t r =
-          recv(p.fd.get(), reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, 0);
+      const ssize_t r = recv(p.fd.get(), p.buf + p.got, p.need - p.got, 0);
       if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       bool keep = r > 0;
       if (keep) p.got += static_cast<size_t>(r);
-      if (keep && p.got == sizeof(Hello)) {
-        const Hello& h = p.hello;
-        keep = false;
-        if (h.magic == kHelloMagic && h.version == kHelloVersion && h.comm_id == comm_id &&
-            h.size == size && h.rank >= 0 && h.rank < rank && !(*fds)[h.rank].valid()) {
-          Hello mine = MakeHello(comm_id, rank, size);
-          if (IoAll(p.fd.get(), reinterpret_cast<char*>(&mine), sizeof(mine), true, deadline).ok()) {
-            (*fds)[h.rank] = std::move(p.fd);
-            --missing;
-          }
-        }
-      }
+      if (keep && p.got == p.need) keep = advance(p);
       if (!keep || !p.fd.valid()) pending.erase(pending.begin() + i);
     }
     if (pfds[0].revents & POLLIN) {
       for (;;) {
         const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
-        pending.push_back(Pending{UniqueFd(fd), Hello{}, 0});
+        pending.emplace_back();
+        pending.back().fd = UniqueFd(fd);
         if (pending.size() > kMaxPendingAccepts) pending.pop_front();
       }
     }
@@ -350,9 +431,9 @@ absl::StatusOr<std::vector<UniqueFd>> EstablishTcpMesh(int rank, int size, KeyVa
   auto listening = Listen(host, size + 16, socket_options);
   if (!listening.ok()) return listening.status();
   UniqueFd listen_fd = std::move(listening->first);
-  const std::string published = absl::StrCat(
-      host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":",
-      listening->second);
+  const std::string published =
+      absl::StrCat(host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":",
+                   listening->second);
   if (absl::Status s = kv.Insert(absl::StrCat(key_prefix, "/addr/", rank), published); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("tcp transport: rank ", rank,
                                                " cannot publish its address: ", s.message()));
@@ -375,7 +456,7 @@ absl::StatusOr<std::vector<UniqueFd>> EstablishTcpMesh(int rank, int size, KeyVa
     });
   }
   absl::Status accepted = AcceptPeers(listen_fd.get(), rank, size, comm_id, timeout, deadline,
-                                      cancel, &fds);
+                                      socket_options, cancel, &fds);
   if (!accepted.ok()) cancel.store(true);
   for (auto& t : connectors) t.join();
   for (const absl::Status& s : status) {

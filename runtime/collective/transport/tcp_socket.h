@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runtime/coordination/key_value_store.h"
+#include "runtime/security/job_token.h"
 
 namespace strata {
 
@@ -64,7 +65,8 @@ uint64_t TcpCommunicatorId(absl::string_view key_prefix);
 // Splits "host:port" or "[v6 address]:port"; InvalidArgument naming `address`.
 absl::Status SplitHostPort(const std::string& address, std::string* host, int* port);
 
-// How the mesh's sockets are set up (besides TCP_NODELAY, always on).
+// How the mesh's sockets are set up (besides TCP_NODELAY, always on), and
+// whom they accept.
 struct TcpSocketOptions {
   // > 0: SO_SNDBUF and SO_RCVBUF.
   int buffer_bytes = 0;
@@ -74,6 +76,16 @@ struct TcpSocketOptions {
   // default stays); any other name is set, and a host that refuses it is
   // an InvalidArgument naming it.
   std::string congestion_control;
+  // Not null: every connection must prove this job token (not owned; must
+  // outlive EstablishTcpMesh). After the hellos (version 2) the connecting
+  // side sends a 16-byte challenge, the accepting side answers with its own
+  // nonce and HMAC-SHA256(token, "accept", communicator, ranks, both
+  // nonces), the connecting side checks it (Unauthenticated naming the
+  // address otherwise: a task with another token, or another process on the
+  // published port) and answers the other challenge the same way, which the
+  // accepting side checks before it takes the connection (else it closes it
+  // and goes on waiting for the real peer). The token never goes on the wire.
+  const JobToken* job_token = nullptr;
 };
 
 // Applies `options` to socket `fd`.

@@ -631,7 +631,10 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int siz
                           EstablishTcpMesh(rank, size, kv, options.host, options.key_prefix,
                                            options.connect_timeout,
                                            TcpSocketOptions{options.socket_buffer_bytes,
-                                                            options.congestion_control}));
+                                                            options.congestion_control,
+                                                            options.job_token.has_value()
+                                                                ? &*options.job_token
+                                                                : nullptr}));
   auto t = std::make_unique<tcp_internal::TcpTransport>(rank, size, options, std::move(fds));
   STRATA_RETURN_IF_ERROR(t->Start());
   return std::unique_ptr<Transport>(std::move(t));

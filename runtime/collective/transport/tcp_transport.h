@@ -50,12 +50,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/collective/transport/transport.h"
 #include "runtime/coordination/key_value_store.h"
+#include "runtime/security/job_token.h"
 
 namespace strata {
 
@@ -79,6 +81,9 @@ struct TcpTransportOptions {
   // namespaces, 2 ranks, 4 MiB all-reduce: 1.8-2.0 GB/s bus bandwidth under
   // bbr, 4.1-5.8 under reno.
   std::string congestion_control = "auto";
+  // The job's token: connections are set up only with peers that prove it
+  // (TcpSocketOptions::job_token). None: any peer that knows the hello.
+  std::optional<JobToken> job_token;
   // Messages up to this size are sent eagerly; larger ones wait for the
   // receiver's kReady.
   size_t eager_limit = 64 << 10;

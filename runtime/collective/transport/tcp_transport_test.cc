@@ -432,6 +432,78 @@ TEST(TcpTransportTest, GarbageOnTheListeningPortIsIgnored) {
   for (int fd : strays) close(fd);
 }
 
+// Issue 23: with a job token only peers that prove it get in. An outsider
+// that knows the hello but not the token (or speaks the token-less hello) is
+// dropped and set-up completes with the real peer; a rank started with
+// another token is refused naming the address, and its peer names it as
+// never connected.
+TEST(TcpTransportTest, WithAJobTokenOnlyPeersThatProveItConnect) {
+  const JobToken token = *JobToken::FromSecret("tcp-test-job-token-0123456789");
+  const JobToken other = *JobToken::FromSecret("another-jobs-token-0123456789");
+  auto with = [](const JobToken& t, absl::Duration timeout) {
+    TcpTransportOptions o = Options();
+    o.job_token = t;
+    o.connect_timeout = timeout;
+    return o;
+  };
+  struct {
+    uint32_t magic = 0x4c485453, version = 2;
+    uint64_t comm = TcpCommunicatorId("test/tcp#2");
+    int32_t rank = 0, size = 2;
+  } hello;
+  {
+    InMemoryKeyValueStore kv;
+    absl::StatusOr<std::unique_ptr<Transport>> t1;
+    std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, with(token, absl::Seconds(20))); });
+    auto address = kv.Get("test/tcp/addr/1", absl::Seconds(10));
+    ASSERT_TRUE(address.ok());
+    timeval tv{20, 0};
+    const int outsider = ConnectRaw(*address);
+    ASSERT_GE(outsider, 0);
+    setsockopt(outsider, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const std::string challenge(16, '\x42');
+    ASSERT_EQ(send(outsider, &hello, sizeof(hello), MSG_NOSIGNAL), 24);
+    ASSERT_EQ(send(outsider, challenge.data(), 16, MSG_NOSIGNAL), 16);
+    char answer[24 + 16 + 32];
+    ASSERT_EQ(recv(outsider, answer, sizeof(answer), MSG_WAITALL), 72);
+    const std::string forged(32, '\0');
+    ASSERT_EQ(send(outsider, forged.data(), 32, MSG_NOSIGNAL), 32);
+    char byte;
+    EXPECT_EQ(recv(outsider, &byte, 1, 0), 0) << "the forged answer was not refused";
+    const int tokenless = ConnectRaw(*address);
+    setsockopt(tokenless, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    hello.version = 1;
+    ASSERT_EQ(send(tokenless, &hello, sizeof(hello), MSG_NOSIGNAL), 24);
+    EXPECT_EQ(recv(tokenless, &byte, 1, 0), 0) << "a hello without the token was answered";
+    auto t0 = ConnectTcpTransport(0, 2, kv, with(token, absl::Seconds(20)));
+    rank1.join();
+    ASSERT_TRUE(t0.ok()) << t0.status();
+    ASSERT_TRUE(t1.ok()) << t1.status();
+    char x = 'k', y = 0;
+    PendingOps ops;
+    (*t1)->RecvAsync(0, 1, &y, 1, ops.Add());
+    (*t0)->SendAsync(1, 1, &x, 1, ops.Add());
+    EXPECT_TRUE(ops.Wait().ok());
+    EXPECT_EQ(y, 'k');
+    close(outsider);
+    close(tokenless);
+  }
+  {
+    InMemoryKeyValueStore kv;
+    absl::StatusOr<std::unique_ptr<Transport>> t1;
+    std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, with(other, absl::Seconds(3))); });
+    auto t0 = ConnectTcpTransport(0, 2, kv, with(token, absl::Seconds(3)));
+    rank1.join();
+    auto address = kv.Get("test/tcp/addr/1", absl::Seconds(1));
+    ASSERT_TRUE(address.ok());
+    EXPECT_TRUE(absl::IsUnauthenticated(t0.status())) << t0.status();
+    EXPECT_THAT(std::string(t0.status().message()), HasSubstr("did not prove this job's token"));
+    EXPECT_THAT(std::string(t0.status().message()), HasSubstr(*address));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(t1.status())) << t1.status();
+    EXPECT_THAT(std::string(t1.status().message()), HasSubstr("rank(s) 0 never connected"));
+  }
+}
+
 // A peer that completes the handshake and then sends bad frames: the
 // communicator aborts with DataLoss naming it; nothing is allocated for the
 // absurd size.
