@@ -142,13 +142,31 @@ absl::Status CoordinationServiceImpl::cluster_error() const {
   return error_;
 }
 
-bool CoordinationServiceImpl::AwaitLocked(const std::function<bool()>& done, absl::Time deadline) {
+bool CoordinationServiceImpl::AwaitLocked(const std::function<bool()>& done, absl::Time deadline,
+                                          const CallerGone& caller_gone) {
   // Every state change happens under mu_, whose Unlock wakes Await waiters,
-  // so a predicate over guarded state needs no condition variable.
-  mu_.AwaitWithTimeout(
-      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done() || !error_.ok() || stopped_; },
-      std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  // so a predicate over guarded state needs no condition variable. The
+  // caller's connection is not guarded state: it is looked at between
+  // slices of the wait.
+  ++blocked_calls_;
+  auto woken = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done() || !error_.ok() || stopped_; };
+  while (true) {
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+    const absl::Duration slice = caller_gone ? std::min(left, kCallerCheckPeriod) : left;
+    if (mu_.AwaitWithTimeout(woken, slice) || left <= slice) break;
+    if (caller_gone()) break;
+  }
+  --blocked_calls_;
   return done();
+}
+
+absl::Status CoordinationServiceImpl::CallerGoneError(const std::string& what) {
+  return absl::CancelledError(absl::StrCat(what, ": the caller went away"));
+}
+
+int CoordinationServiceImpl::blocked_calls() const {
+  MutexLock l(&mu_);
+  return blocked_calls_;
 }
 
 absl::Status CoordinationServiceImpl::AbortedCallLocked(const std::string& what) const {
@@ -168,7 +186,7 @@ bool CoordinationServiceImpl::AllRegisteredLocked() const {
 
 absl::StatusOr<RegisterResult> CoordinationServiceImpl::RegisterTask(
     const std::string& task, uint64_t incarnation, const std::vector<std::string>& devices,
-    const std::string& cluster_fingerprint, absl::Duration timeout) {
+    const std::string& cluster_fingerprint, absl::Duration timeout, const CallerGone& caller_gone) {
   STRATA_RETURN_IF_ERROR(CheckTask(task));
   if (timeout <= absl::ZeroDuration()) timeout = options_.register_timeout;
   const absl::Time deadline = absl::Now() + timeout;
@@ -216,8 +234,10 @@ absl::StatusOr<RegisterResult> CoordinationServiceImpl::RegisterTask(
     for (auto& [name, other] : tasks_) other.last_heartbeat = now;
   }
 
-  if (!AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return started_; }, deadline)) {
+  if (!AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return started_; }, deadline,
+                   caller_gone)) {
     if (!error_.ok() || stopped_) return AbortedCallLocked(absl::StrCat("registration of ", task));
+    if (absl::Now() < deadline) return CallerGoneError(absl::StrCat("registration of ", task));
     std::vector<std::string> missing;
     for (const std::string& name : options_.tasks) {
       if (tasks_[name].state == TaskState::kUnregistered) missing.push_back(name);
@@ -297,7 +317,8 @@ void CoordinationServiceImpl::CheckHeartbeats() {
 absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_id,
                                                      const std::string& task,
                                                      absl::Duration timeout,
-                                                     std::vector<std::string> participants) {
+                                                     std::vector<std::string> participants,
+                                                     const CallerGone& caller_gone) {
   STRATA_RETURN_IF_ERROR(CheckTask(task));
   if (participants.empty()) participants = options_.tasks;
   for (const std::string& p : participants) STRATA_RETURN_IF_ERROR(CheckTask(p));
@@ -327,8 +348,11 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
   b.arrived.insert(task);
   if (b.arrived.size() == b.participants.size()) b.done = true;
 
-  if (!AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b.done; }, b.deadline)) {
+  if (!AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b.done; }, b.deadline,
+                   caller_gone)) {
     if (!error_.ok() || stopped_) return AbortedCallLocked(what);
+    // Gone before the deadline: the others still wait (the task arrived).
+    if (absl::Now() < b.deadline) return CallerGoneError(what);
     std::vector<std::string> missing;
     for (const std::string& p : b.participants) {
       if (b.arrived.count(p) == 0) missing.push_back(p);
@@ -343,25 +367,43 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
 
 absl::Status CoordinationServiceImpl::InsertKeyValue(const std::string& key,
                                                      const std::string& value) {
-  MutexLock l(&mu_);
-  if (!values_.emplace(key, value).second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("key-value store: key '", key, "' already exists"));
+  if (value.size() > options_.max_value_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "key-value store: the value of key ", QuoteForMessage(key), " has ", value.size(),
+        " bytes, more than the ", options_.max_value_bytes, " a value may have"));
   }
+  MutexLock l(&mu_);
+  if (values_.count(key) > 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("key-value store: key ", QuoteForMessage(key), " already exists"));
+  }
+  if (values_.size() >= options_.max_keys ||
+      store_bytes_ + key.size() + value.size() > options_.max_store_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "key-value store: inserting key ", QuoteForMessage(key), " would exceed the store's ",
+        options_.max_keys, " keys or ", options_.max_store_bytes, " bytes (it holds ",
+        values_.size(), " keys, ", store_bytes_, " bytes)"));
+  }
+  store_bytes_ += key.size() + value.size();
+  values_.emplace(key, value);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> CoordinationServiceImpl::GetKeyValue(const std::string& key,
-                                                                 absl::Duration timeout) {
+                                                                 absl::Duration timeout,
+                                                                 const CallerGone& caller_gone) {
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock l(&mu_);
-  if (AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return values_.count(key) > 0; },
-                  deadline)) {
+  if (AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return values_.count(key) > 0; }, deadline,
+                  caller_gone)) {
     return values_.at(key);
   }
-  if (!error_.ok() || stopped_) return AbortedCallLocked(absl::StrCat("get of key '", key, "'"));
-  return absl::DeadlineExceededError(absl::StrCat(
-      "key-value store: key '", key, "' not inserted within ", absl::FormatDuration(timeout)));
+  const std::string what = absl::StrCat("get of key ", QuoteForMessage(key));
+  if (!error_.ok() || stopped_) return AbortedCallLocked(what);
+  if (absl::Now() < deadline) return CallerGoneError(what);
+  return absl::DeadlineExceededError(absl::StrCat("key-value store: key ", QuoteForMessage(key),
+                                                  " not inserted within ",
+                                                  absl::FormatDuration(timeout)));
 }
 
 absl::Status CoordinationServiceImpl::ReportError(const std::string& task,
@@ -380,12 +422,13 @@ absl::Status CoordinationServiceImpl::ReportError(const std::string& task,
 }
 
 absl::Status CoordinationServiceImpl::PollForError(const std::string& task, absl::Duration timeout,
-                                                   absl::Status* cluster_error) {
+                                                   absl::Status* cluster_error,
+                                                   const CallerGone& caller_gone) {
   *cluster_error = absl::OkStatus();
   STRATA_RETURN_IF_ERROR(CheckTask(task));
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock l(&mu_);
-  AwaitLocked([] { return false; }, deadline);
+  AwaitLocked([] { return false; }, deadline, caller_gone);
   if (!error_.ok()) {
     *cluster_error = error_;
     return absl::OkStatus();
@@ -394,8 +437,8 @@ absl::Status CoordinationServiceImpl::PollForError(const std::string& task, absl
   return absl::OkStatus();
 }
 
-absl::Status CoordinationServiceImpl::ShutdownTask(const std::string& task,
-                                                   absl::Duration timeout) {
+absl::Status CoordinationServiceImpl::ShutdownTask(const std::string& task, absl::Duration timeout,
+                                                   const CallerGone& caller_gone) {
   STRATA_RETURN_IF_ERROR(CheckTask(task));
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock l(&mu_);
@@ -408,11 +451,12 @@ absl::Status CoordinationServiceImpl::ShutdownTask(const std::string& task,
     }
     return true;
   };
-  const bool passed = AwaitLocked(all_arrived, deadline);
+  const bool passed = AwaitLocked(all_arrived, deadline, caller_gone);
   Task& t = tasks_[task];
   if (t.state != TaskState::kFailed) t.state = TaskState::kShutdown;
   if (passed) return absl::OkStatus();
   if (!error_.ok() || stopped_) return AbortedCallLocked(absl::StrCat("shutdown of ", task));
+  if (absl::Now() < deadline) return CallerGoneError(absl::StrCat("shutdown of ", task));
   std::vector<std::string> missing;
   for (const std::string& name : options_.tasks) {
     if (shutting_down_.count(name) == 0) missing.push_back(name);
@@ -433,6 +477,11 @@ absl::Duration BoundedTimeout(const grpc::ServerContext* ctx, int64_t timeout_ms
   // No deadline reads as time_point::max(), a few centuries away.
   t = std::min(t, absl::FromChrono(ctx->deadline()) - absl::Now());
   return std::max(t, absl::ZeroDuration());
+}
+
+// A blocked handler gives its thread back once its caller is gone.
+CallerGone CallerOf(grpc::ServerContext* ctx) {
+  return [ctx] { return ctx->IsCancelled(); };
 }
 
 }  // namespace
@@ -463,7 +512,8 @@ grpc::Status CoordinationGrpcService::Authorize(const grpc::ServerContext& ctx,
     // The task the call claims to come from, unverified but telling when a
     // task of the job was started with another token.
     std::string claimed;
-    const google::protobuf::FieldDescriptor* task = request.GetDescriptor()->FindFieldByName("task");
+    const google::protobuf::FieldDescriptor* task =
+        request.GetDescriptor()->FindFieldByName("task");
     if (task != nullptr && task->type() == google::protobuf::FieldDescriptor::TYPE_STRING &&
         !task->is_repeated()) {
       claimed = absl::StrCat(" claiming to be task ",
@@ -495,7 +545,7 @@ grpc::Status CoordinationGrpcService::RegisterTask(grpc::ServerContext* ctx,
   }
   absl::StatusOr<RegisterResult> r = impl_->RegisterTask(
       req->task(), req->incarnation(), {req->devices().begin(), req->devices().end()},
-      req->cluster_fingerprint(), timeout);
+      req->cluster_fingerprint(), timeout, CallerOf(ctx));
   if (!r.ok()) return ToGrpcStatus(r.status());
   for (std::string& d : r->devices) resp->add_devices(std::move(d));
   for (std::string& t : r->tasks) resp->add_tasks(std::move(t));
@@ -516,9 +566,9 @@ grpc::Status CoordinationGrpcService::WaitForBarrier(grpc::ServerContext* ctx,
                                                      WaitForBarrierResponse*) {
   if (grpc::Status a = Authorize(*ctx, "WaitForBarrier", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
-  return ToGrpcStatus(impl_->WaitForBarrier(req->barrier_id(), req->task(),
-                                            BoundedTimeout(ctx, req->timeout_ms()),
-                                            {req->tasks().begin(), req->tasks().end()}));
+  return ToGrpcStatus(
+      impl_->WaitForBarrier(req->barrier_id(), req->task(), BoundedTimeout(ctx, req->timeout_ms()),
+                            {req->tasks().begin(), req->tasks().end()}, CallerOf(ctx)));
 }
 
 grpc::Status CoordinationGrpcService::InsertKeyValue(grpc::ServerContext* ctx,
@@ -535,7 +585,7 @@ grpc::Status CoordinationGrpcService::GetKeyValue(grpc::ServerContext* ctx,
   if (grpc::Status a = Authorize(*ctx, "GetKeyValue", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
   absl::StatusOr<std::string> v =
-      impl_->GetKeyValue(req->key(), BoundedTimeout(ctx, req->timeout_ms()));
+      impl_->GetKeyValue(req->key(), BoundedTimeout(ctx, req->timeout_ms()), CallerOf(ctx));
   if (!v.ok()) return ToGrpcStatus(v.status());
   resp->set_value(std::move(*v));
   return grpc::Status::OK;
@@ -561,7 +611,7 @@ grpc::Status CoordinationGrpcService::PollForError(grpc::ServerContext* ctx,
   if (impl_ == nullptr) return NotHosted();
   absl::Status e;
   const absl::Status s =
-      impl_->PollForError(req->task(), BoundedTimeout(ctx, req->timeout_ms()), &e);
+      impl_->PollForError(req->task(), BoundedTimeout(ctx, req->timeout_ms()), &e, CallerOf(ctx));
   if (!s.ok()) return ToGrpcStatus(s);
   if (!e.ok()) {
     resp->set_has_error(true);
@@ -576,7 +626,8 @@ grpc::Status CoordinationGrpcService::ShutdownTask(grpc::ServerContext* ctx,
                                                    ShutdownTaskResponse*) {
   if (grpc::Status a = Authorize(*ctx, "ShutdownTask", *req); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
-  return ToGrpcStatus(impl_->ShutdownTask(req->task(), BoundedTimeout(ctx, req->timeout_ms())));
+  return ToGrpcStatus(
+      impl_->ShutdownTask(req->task(), BoundedTimeout(ctx, req->timeout_ms()), CallerOf(ctx)));
 }
 
 }  // namespace strata

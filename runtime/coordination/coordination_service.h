@@ -76,7 +76,19 @@ struct CoordinationServiceOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(10);
   // For registrations that ask for no timeout of their own.
   absl::Duration register_timeout = absl::Seconds(60);
+  // Bounds on the key-value store (ResourceExhausted naming the key past
+  // them): bytes of one value, keys, and bytes of all keys and values. The
+  // job's own entries are a few addresses and ids of at most a few hundred
+  // bytes each.
+  size_t max_value_bytes = 64 << 10;
+  size_t max_keys = 1 << 16;
+  size_t max_store_bytes = 64 << 20;
 };
+
+// Whether the caller of a blocking call has gone away (its RPC cancelled or
+// its connection lost): the call then returns Cancelled at once instead of
+// holding its thread until its timeout. Null: the caller never goes away.
+using CallerGone = std::function<bool()>;
 
 struct RegisterResult {
   std::vector<std::string> devices;  // every task's devices, in task order
@@ -104,7 +116,8 @@ class CoordinationServiceImpl {
   absl::StatusOr<RegisterResult> RegisterTask(const std::string& task, uint64_t incarnation,
                                               const std::vector<std::string>& devices,
                                               const std::string& cluster_fingerprint,
-                                              absl::Duration timeout);
+                                              absl::Duration timeout,
+                                              const CallerGone& caller_gone = nullptr);
 
   // Records that `task` is alive. FailedPrecondition if it is not
   // registered, already declared lost or gone; Aborted (and a cluster error)
@@ -118,13 +131,16 @@ class CoordinationServiceImpl {
   // An id names one barrier: calling a finished barrier again gives its
   // result.
   absl::Status WaitForBarrier(const std::string& barrier_id, const std::string& task,
-                              absl::Duration timeout, std::vector<std::string> participants);
+                              absl::Duration timeout, std::vector<std::string> participants,
+                              const CallerGone& caller_gone = nullptr);
 
-  // AlreadyExists naming the key if it was inserted before.
+  // AlreadyExists naming the key if it was inserted before;
+  // ResourceExhausted past the store's bounds (options).
   absl::Status InsertKeyValue(const std::string& key, const std::string& value);
   // The key's value once inserted; DeadlineExceeded naming the key after
   // `timeout`; the cluster's error if one happens first.
-  absl::StatusOr<std::string> GetKeyValue(const std::string& key, absl::Duration timeout);
+  absl::StatusOr<std::string> GetKeyValue(const std::string& key, absl::Duration timeout,
+                                          const CallerGone& caller_gone = nullptr);
 
   // Makes `error` (with `task` named) the cluster's error unless it has one.
   absl::Status ReportError(const std::string& task, const absl::Status& error);
@@ -134,15 +150,18 @@ class CoordinationServiceImpl {
   // poll's own status: Unavailable after Stop(), InvalidArgument for an
   // unknown task.
   absl::Status PollForError(const std::string& task, absl::Duration timeout,
-                            absl::Status* cluster_error);
+                            absl::Status* cluster_error, const CallerGone& caller_gone = nullptr);
 
   // The shutdown barrier: returns once every task that has not failed called
   // it; DeadlineExceeded naming the missing tasks after `timeout`. The
   // caller is no longer expected to heartbeat afterwards either way.
-  absl::Status ShutdownTask(const std::string& task, absl::Duration timeout);
+  absl::Status ShutdownTask(const std::string& task, absl::Duration timeout,
+                            const CallerGone& caller_gone = nullptr);
 
   // The cluster's first error; OK if none.
   absl::Status cluster_error() const;
+  // Calls blocked right now (for tests and diagnosis).
+  int blocked_calls() const;
   const std::vector<std::string>& tasks() const { return options_.tasks; }
 
   // Wakes every blocked call (they return Unavailable) and stops the
@@ -170,10 +189,14 @@ class CoordinationServiceImpl {
   absl::Status CheckTask(const std::string& task) const;
   // Sets the cluster's error if it has none yet.
   void SetErrorLocked(absl::Status error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits with mu_ held until `done()`, the deadline, a cluster error or
-  // Stop(). Returns done()'s final value.
-  bool AwaitLocked(const std::function<bool()>& done, absl::Time deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits with mu_ held until `done()`, the deadline, a cluster error,
+  // Stop() or the caller going away (checked every kCallerCheckPeriod).
+  // Returns done()'s final value.
+  bool AwaitLocked(const std::function<bool()>& done, absl::Time deadline,
+                   const CallerGone& caller_gone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr absl::Duration kCallerCheckPeriod = absl::Milliseconds(200);
+  // Cancelled for a call whose caller went away.
+  static absl::Status CallerGoneError(const std::string& what);
   // The status a blocked call returns when it was woken by an error or Stop.
   absl::Status AbortedCallLocked(const std::string& what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllRegisteredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -189,6 +212,8 @@ class CoordinationServiceImpl {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
+  size_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int blocked_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> shutting_down_ ABSL_GUARDED_BY(mu_);
 
   std::thread heartbeat_checker_;

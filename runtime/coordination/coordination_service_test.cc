@@ -299,6 +299,56 @@ TEST(CoordinationServiceTest, KeyValueInsertOnceAndBlockingGet) {
   EXPECT_THAT(missing.status().message(), HasSubstr("'nope'"));
 }
 
+// Issue 23, defect 3: the store is bounded per value, in keys and in bytes.
+TEST(CoordinationServiceTest, KeyValueStoreIsBounded) {
+  CoordinationServiceOptions opts;
+  opts.tasks = {kChief};
+  opts.max_value_bytes = 100;
+  opts.max_keys = 3;
+  opts.max_store_bytes = 250;
+  auto s = *CoordinationServiceImpl::Create(opts);
+  absl::Status st = s->InsertKeyValue("big", std::string(101, 'v'));
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr("'big' has 101 bytes, more than the 100"));
+  EXPECT_TRUE(s->InsertKeyValue("a", std::string(100, 'v')).ok());
+  EXPECT_TRUE(s->InsertKeyValue("b", std::string(100, 'v')).ok());
+  st = s->InsertKeyValue("c", std::string(100, 'v'));  // 303 bytes > 250
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_TRUE(s->InsertKeyValue("c", "v").ok());
+  st = s->InsertKeyValue("d", "v");  // a fourth key
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr("3 keys"));
+  // A key quoted in an error is bounded and escaped.
+  st = s->InsertKeyValue(std::string(5000, 'k') + "\x1b", "v");
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_LT(st.message().size(), 400u);
+}
+
+// Issue 23, defect 3: a blocked call whose caller went away gives its thread
+// back at once; a barrier is not failed for the others by it.
+TEST(CoordinationServiceTest, BlockedCallsReturnWhenTheirCallerIsGone) {
+  auto s = MakeService();
+  std::atomic<bool> gone{false};
+  CallerGone caller_gone = [&] { return gone.load(); };
+  absl::StatusOr<std::string> got;
+  absl::Status barrier;
+  std::thread get([&] { got = s->GetKeyValue("never", absl::Hours(1), caller_gone); });
+  std::thread wait([&] {
+    barrier = s->WaitForBarrier("b", kChief, absl::Hours(1), {kChief, kW0}, caller_gone);
+  });
+  while (s->blocked_calls() < 2) absl::SleepFor(absl::Milliseconds(5));
+  const absl::Time t0 = absl::Now();
+  gone = true;
+  get.join();
+  wait.join();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  EXPECT_EQ(s->blocked_calls(), 0);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled) << got.status();
+  EXPECT_EQ(barrier.code(), absl::StatusCode::kCancelled) << barrier;
+  // The chief had arrived: the barrier passes when kW0 comes.
+  EXPECT_TRUE(s->WaitForBarrier("b", kW0, absl::Seconds(5), {kChief, kW0}).ok());
+}
+
 TEST(CoordinationServiceTest, ReportedErrorAbortsBlockedCallsAndReachesPolls) {
   auto s = MakeService();
   std::thread getter([&] {

@@ -1,9 +1,11 @@
 #include "runtime/coordination/grpc_server.h"
 
 #include <grpc/grpc.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -49,6 +51,14 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions 
   // gRPC turns SO_REUSEPORT on by default, which would let a second server
   // share a taken port silently instead of failing here.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // The sync server runs each call on a thread of its own, and coordination
+  // calls block (registration, barriers, gets, error polls): bound the
+  // threads, so that a flood of calls meets RESOURCE_EXHAUSTED rather than
+  // exhausting the process. Each task holds at most a few calls at once.
+  grpc::ResourceQuota quota(absl::StrCat("strata-server-", options.address));
+  const int tasks = static_cast<int>(options.coordination.tasks.size());
+  quota.SetMaxThreads(std::min(kMaxServerThreads, 8 * tasks + 64));
+  builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   int bound_port = 0;

@@ -37,6 +37,10 @@ namespace strata {
 
 inline constexpr int kDefaultMaxMessageBytes = 4 << 20;
 
+// The most threads a server runs calls on (8 per coordinated task plus 64,
+// up to this).
+inline constexpr int kMaxServerThreads = 4096;
+
 struct GrpcServerOptions {
   // "host:port" ("[v6addr]:port" for IPv6) to listen on, as given.
   std::string address;

@@ -75,7 +75,7 @@ class JobTokenRpcTest : public ::testing::Test {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(why));
     for (const std::string& secret : {std::string(kSecret), std::string(kFingerprint),
-                                     std::string("1111"), std::string("2222")}) {
+                                      std::string("1111"), std::string("2222")}) {
       EXPECT_THAT(s.error_message(), Not(HasSubstr(secret)));
     }
   }
@@ -212,6 +212,40 @@ TEST_F(JobTokenRpcTest, AProofServesOnceForItsOwnMethodAndRequestWithinItsWindow
         proof.substr(0, proof.size() - 1) + "G"}) {
     ExpectRefused(insert("k1", bad), "malformed");
   }
+}
+
+// Issue 23, defect 3: blocking calls whose callers disconnect hold no
+// thread until their timeout.
+TEST_F(JobTokenRpcTest, BlockingCallsOfCallersThatLeaveAreReleased) {
+  const JobToken token = Token();
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::thread> calls;
+  constexpr int kCalls = 40;
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    grpc::ClientContext* ctx = contexts.back().get();
+    calls.emplace_back([this, ctx, &token] {
+      GetKeyValueRequest req;
+      req.set_key("never-inserted");
+      req.set_timeout_ms(3600 * 1000);
+      SignRpc(token, "GetKeyValue", req, ctx);
+      GetKeyValueResponse resp;
+      (void)stub_->GetKeyValue(ctx, req, &resp);
+    });
+  }
+  CoordinationServiceImpl* service = server_->coordination_service();
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  while (service->blocked_calls() < kCalls && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(service->blocked_calls(), kCalls);
+  for (auto& ctx : contexts) ctx->TryCancel();
+  for (auto& t : calls) t.join();
+  const absl::Time released_by = absl::Now() + absl::Seconds(10);
+  while (service->blocked_calls() > 0 && absl::Now() < released_by) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(service->blocked_calls(), 0);
 }
 
 }  // namespace
