@@ -129,6 +129,8 @@ class ClusterRunner {
   const std::string& log_dir() const { return log_dir_; }
   std::string StdoutPath(int index) const;
   std::string StderrPath(int index) const;
+  // Worker `index`'s process id (-1 if it could not start).
+  int pid(int index) const { return workers_.at(static_cast<size_t>(index)).pid; }
 
  private:
   ClusterRunner() = default;
