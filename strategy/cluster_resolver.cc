@@ -70,6 +70,15 @@ absl::StatusOr<int> CheckAddress(absl::string_view address, absl::string_view fi
           absl::StrCat(field, ": address \"", address, "\" has a bad host \"", host, "\""));
     }
   }
+  // The unspecified address means "every interface" to a listener and
+  // nothing a peer can dial (Linux quietly takes it as this machine): each
+  // task is reached at the address the cluster lists for it.
+  if (host == "0.0.0.0" || host == "::" || host == "0:0:0:0:0:0:0:0") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": address \"", address,
+        "\" is the unspecified address (listen on every interface), which other tasks cannot "
+        "dial; give the task's own host name or IP address"));
+  }
   int port_value = 0;
   bool digits = !port.empty() && port.size() <= 5;
   for (char c : port) digits = digits && absl::ascii_isdigit(static_cast<unsigned char>(c));
@@ -324,7 +333,8 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromTfConfig(absl::string_view tf_config)
     if (!i.ok()) return i.status();
     id.index = *i;
   } else if (index->is_number() && index->number() == std::floor(index->number()) &&
-             std::fabs(index->number()) < 1e9) {
+             std::fabs(index->number()) < 1e9 &&
+             !(index->number() == 0 && std::signbit(index->number()))) {
     // 1 and 1.0 (TensorFlow's int(1.0) is 1); Create rejects negatives.
     id.index = static_cast<int>(index->number());
   } else {

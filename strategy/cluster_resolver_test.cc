@@ -252,6 +252,11 @@ TEST(ClusterResolverTest, TaskIndexForms) {
                 "TF_CONFIG.task.index: expected a non-negative integer");
   ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker", "index": -1}})",
                 "task index -1 must be non-negative");
+  // Issue 23: -0 is not silently task 0.
+  ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker", "index": -0}})",
+                "TF_CONFIG.task.index: expected a non-negative integer");
+  ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker", "index": "-0"}})",
+                "is not a non-negative integer");
   ExpectInvalid("{" + cluster + R"(, "task": {"type": "worker"}})",
                 "TF_CONFIG.task.index: missing");
   ExpectInvalid("{" + cluster + R"(, "task": {"index": 0}})", "TF_CONFIG.task.type: missing");
@@ -326,6 +331,10 @@ TEST(ClusterResolverTest, BadAddresses) {
   ExpectInvalid(config(R"("a b:1")"), "has a bad host \"a b\"");
   ExpectInvalid(config(R"("::1:2")"), "write IPv6 as \"[addr]:port\"");
   ExpectInvalid(config(R"("[::1:2")"), "missing ']' or ':port'");
+  // Issue 23: the unspecified address is not one a peer can dial.
+  for (const char* any : {R"("0.0.0.0:2222")", R"("[::]:2222")"}) {
+    ExpectInvalid(config(any), "is the unspecified address");
+  }
   // Across jobs too.
   ExpectInvalid(
       R"({"cluster": {"chief": ["h:1"], "worker": ["h:1"]}, "task": {"type": "chief", "index": 0}})",

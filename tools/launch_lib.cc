@@ -39,6 +39,13 @@ constexpr size_t kMaxLine = 64 * 1024;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
+bool IsUnspecifiedAddress(const std::string& host) {
+  in_addr a4{};
+  in6_addr a6{};
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return a4.s_addr == INADDR_ANY;
+  return inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a6);
+}
+
 bool IsIpAddress(const std::string& host) {
   in6_addr a6;
   in_addr a4;
@@ -303,6 +310,12 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
   if (o.num_chiefs != 0 && o.num_chiefs != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--num_chiefs must be 0 or 1, got ", o.num_chiefs));
+  }
+  if (IsUnspecifiedAddress(o.host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--host: \"", o.host,
+        "\" is the unspecified address (every interface), which tasks cannot dial; give an "
+        "address of this machine (e.g. 127.0.0.1)"));
   }
   if (!IsIpAddress(o.host)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -309,6 +309,8 @@ TEST_F(LaunchTest, BadUsageIsAClearError) {
       {{"--num_workers=2", "--num_chiefs=2", "--", "true"}, "--num_chiefs must be 0 or 1"},
       {{"--num_workers=2", "--host=localhost", "--", "true"}, "--host: \"localhost\" is not"},
       {{"--num_workers=2", "--start_delays=0,x", "--", "true"}, "--start_delays: \"x\""},
+      {{"--num_workers=2", "--host=0.0.0.0", "--", "true"}, "is the unspecified address"},
+      {{"--num_workers=2", "--host=::", "--", "true"}, "is the unspecified address"},
       {{"--num_workers=2", "--start_delays=0", "--", "true"}, "--start_delays has 1 entries for 2"},
       {{"--num_workers=2", "--random_start_order=-1", "--", "true"}, "--random_start_order"},
       {{"--num_workers=2", "--", "no_such_program_for_launch_test"},

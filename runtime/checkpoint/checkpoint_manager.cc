@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/file_io.h"
+#include "base/quote.h"
 #include "base/status.h"
 #include "runtime/checkpoint/checkpoint_format.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
@@ -29,6 +30,32 @@ std::optional<int64_t> StepOfIndexFile(absl::string_view name) {
   }
   int64_t step;
   if (!absl::SimpleAtoi(name, &step)) return std::nullopt;
+  return step;
+}
+
+// A checkpoint's "global_step" metadata (when it has one) must be the step
+// of its name: a step that disagrees (a crafted 99999999999 would make a
+// trainer believe it had finished) makes the checkpoint as unusable as a
+// corrupt one.
+absl::Status CheckStepMatchesName(const CheckpointReader& r) {
+  absl::StatusOr<std::string> text = r.GetMetadata(CheckpointManager::kMetadataGlobalStep);
+  if (!text.ok()) return absl::OkStatus();
+  const std::optional<int64_t> named =
+      StepOfIndexFile(absl::StrCat(io::BaseName(r.prefix()), fmt::kIndexSuffix));
+  int64_t step = -1;
+  if (!named.has_value() || (absl::SimpleAtoi(*text, &step) && step == *named)) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat("checkpoint ", r.prefix(), ": its global_step ",
+                                          QuoteForMessage(*text), " disagrees with its name"));
+}
+
+// The step a file of the directory belongs to: "ckpt-<digits>..." -> digits.
+std::optional<int64_t> StepOfFile(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kCkptPrefix)) return std::nullopt;
+  const size_t end = name.find_first_not_of("0123456789");
+  int64_t step;
+  if (end == 0 || !absl::SimpleAtoi(name.substr(0, end), &step)) return std::nullopt;
   return step;
 }
 
@@ -80,7 +107,24 @@ absl::StatusOr<std::string> CheckpointManager::Save(
   }
   STRATA_RETURN_IF_ERROR(WritePointerFile());
   for (int64_t s : doomed) STRATA_RETURN_IF_ERROR(DeleteCheckpoint(Prefix(s)));
+  STRATA_RETURN_IF_ERROR(RemoveOrphans());
   return prefix;
+}
+
+absl::Status CheckpointManager::RemoveOrphans() {
+  // Only the saving manager writes the directory, and its own save is
+  // complete: every temporary file is a crashed write's, and every file of
+  // a step without a kept checkpoint a crashed save's or rotation's.
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDir(dir_));
+  for (const std::string& n : names) {
+    const std::optional<int64_t> step = StepOfFile(n);
+    const bool temporary = absl::StrContains(n, ".tmp");
+    const bool orphan =
+        (step.has_value() && (temporary || !std::binary_search(steps_.begin(), steps_.end(), *step))) ||
+        absl::StartsWith(n, absl::StrCat(kPointerFile, ".tmp"));
+    if (orphan) STRATA_RETURN_IF_ERROR(io::DeleteFile(io::JoinPath(dir_, n)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointManager::WritePointerFile() {
@@ -117,6 +161,7 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointManager::LoadLatestV
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     auto r = CheckpointReader::Open(*it);
     absl::Status s = r.ok() ? (*r)->VerifyAll() : r.status();
+    if (s.ok()) s = CheckStepMatchesName(**r);
     if (s.ok()) return r;
     if (skipped != nullptr) skipped->push_back(s);
     absl::StrAppend(&errors, errors.empty() ? "" : "; ", s.message());

@@ -48,7 +48,9 @@ class CheckpointManager {
                                                                    int max_to_keep);
 
   // Writes "<dir>/ckpt-<step>" (step >= 0), updates the pointer file, then
-  // deletes the oldest checkpoints beyond max_to_keep. Returns the prefix.
+  // deletes the oldest checkpoints beyond max_to_keep and whatever a crashed
+  // save or rotation left behind (temporary files, files of steps with no
+  // kept checkpoint). Returns the prefix.
   absl::StatusOr<std::string> Save(int64_t step,
                                    const std::vector<std::pair<std::string, Tensor>>& tensors,
                                    const std::map<std::string, std::string>& metadata = {});
@@ -72,6 +74,7 @@ class CheckpointManager {
       : dir_(std::move(dir)), max_to_keep_(max_to_keep) {}
   std::string Prefix(int64_t step) const;
   absl::Status WritePointerFile();  // mu_ held
+  absl::Status RemoveOrphans();     // mu_ held
 
   // Const after construction.
   const std::string dir_;

@@ -15,7 +15,6 @@
 namespace strata {
 namespace {
 
-
 std::string NewTempDir() { return io::MakeTempDir("mgr").value(); }
 
 std::vector<std::pair<std::string, Tensor>> Weights(int64_t step) {
@@ -63,8 +62,7 @@ TEST(CheckpointManagerTest, KeepsTheNewestAndMaintainsThePointerFile) {
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(*p, absl::StrCat(dir, "/ckpt-", step));
   }
-  EXPECT_EQ((*m)->checkpoints(),
-            (std::vector<std::string>{dir + "/ckpt-200", dir + "/ckpt-300"}));
+  EXPECT_EQ((*m)->checkpoints(), (std::vector<std::string>{dir + "/ckpt-200", dir + "/ckpt-300"}));
   EXPECT_EQ(*(*m)->Latest(), dir + "/ckpt-300");
   EXPECT_EQ(*LatestCheckpoint(dir), dir + "/ckpt-300");
   EXPECT_TRUE(FilesOf(dir, "ckpt-100").empty());
@@ -84,8 +82,7 @@ TEST(CheckpointManagerTest, KeepsTheNewestAndMaintainsThePointerFile) {
   ASSERT_TRUE(m2.ok());
   EXPECT_EQ((*m2)->checkpoints(), (*m)->checkpoints());
   ASSERT_TRUE((*m2)->Save(400, Weights(400)).ok());
-  EXPECT_EQ((*m2)->checkpoints(),
-            (std::vector<std::string>{dir + "/ckpt-300", dir + "/ckpt-400"}));
+  EXPECT_EQ((*m2)->checkpoints(), (std::vector<std::string>{dir + "/ckpt-300", dir + "/ckpt-400"}));
 }
 
 TEST(CheckpointManagerTest, ZeroKeepsAllAndNegativeIsRejected) {
@@ -151,6 +148,57 @@ TEST(CheckpointManagerTest, CorruptLatestFallsBackToPreviousGoodOne) {
   EXPECT_TRUE(absl::StrContains(s.message(), "ckpt-20")) << s;
 }
 
+// Issue 23, defect 7: a checkpoint whose global_step disagrees with its
+// name is refused like a corrupt one, and the previous one resumed.
+TEST(CheckpointManagerTest, AGlobalStepThatDisagreesWithTheNameIsRefused) {
+  const std::string dir = NewTempDir();
+  auto m = CheckpointManager::Create(dir, 3);
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE((*m)->Save(10, Weights(10)).ok());
+  ASSERT_TRUE((*m)->Save(20, Weights(20), {{"global_step", "99999999999"}}).ok());
+  std::vector<absl::Status> skipped;
+  auto r = (*m)->LoadLatestValid(&skipped);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->prefix(), dir + "/ckpt-10");
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_TRUE(absl::IsDataLoss(skipped[0])) << skipped[0];
+  EXPECT_TRUE(absl::StrContains(skipped[0].message(),
+                                "ckpt-20: its global_step '99999999999' disagrees with its name"))
+      << skipped[0];
+}
+
+// Issue 23, defect 7: what a crash during a save or a rotation left behind
+// goes at the next save; the kept checkpoints stay whole.
+TEST(CheckpointManagerTest, ASaveRemovesWhatCrashedSavesAndRotationsLeft) {
+  const std::string dir = NewTempDir();
+  auto m = CheckpointManager::Create(dir, 2);
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE((*m)->Save(10, Weights(10)).ok());
+  const std::vector<std::string> orphans = {
+      "ckpt-5.data-0123456789abcdef",       // a rotation that deleted the index, then crashed
+      "ckpt-15.data-0123456789abcdef.tmp",  // a save that crashed before its index
+      "ckpt-10.index.tmp-77",               // a save of a kept step that crashed
+      "checkpoint.tmp-42",                  // a pointer update that crashed
+  };
+  for (const std::string& n : orphans) {
+    auto f = io::WritableFile::Create(io::JoinPath(dir, n));
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append("left behind").ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  auto again = CheckpointManager::Create(dir, 2);  // as after a restart
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->Save(20, Weights(20)).ok());
+  for (const std::string& n : orphans) {
+    EXPECT_FALSE(io::FileExists(io::JoinPath(dir, n))) << n << " was left";
+  }
+  for (int step : {10, 20}) {
+    auto r = CheckpointReader::Open(absl::StrCat(dir, "/ckpt-", step));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE((*r)->VerifyAll().ok());
+  }
+}
+
 TEST(CheckpointManagerTest, ConcurrentSavesAndReadsAreSerialized) {
   const std::string dir = NewTempDir();
   auto m = CheckpointManager::Create(dir, 2);
@@ -165,8 +213,7 @@ TEST(CheckpointManagerTest, ConcurrentSavesAndReadsAreSerialized) {
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ((*m)->checkpoints(),
-            (std::vector<std::string>{dir + "/ckpt-303", dir + "/ckpt-304"}));
+  EXPECT_EQ((*m)->checkpoints(), (std::vector<std::string>{dir + "/ckpt-303", dir + "/ckpt-304"}));
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 #include "runtime/coordination/grpc_server.h"
 
 #include <grpc/grpc.h>
+#include <grpc/support/log.h>
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -29,7 +33,27 @@ absl::Status ParseHostPort(const std::string& address, std::string* host, int* p
   return absl::OkStatus();
 }
 
+namespace {
+
+// gRPC's own log lines (a failed bind prints a page of nested causes before
+// Strata's one-line error says the same) go to stderr only when the user
+// asks gRPC to log, by setting GRPC_VERBOSITY; every failure Strata cares
+// about reaches it as a status and is reported in its own words.
+void GrpcLog(gpr_log_func_args* args) {
+  static const bool wanted = std::getenv("GRPC_VERBOSITY") != nullptr;
+  if (!wanted) return;
+  std::fprintf(stderr, "grpc: %s:%d: %s\n", args->file, args->line, args->message);
+}
+
+}  // namespace
+
+void QuietGrpcLogs() {
+  static std::once_flag once;
+  std::call_once(once, [] { gpr_set_log_function(GrpcLog); });
+}
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions options) {
+  QuietGrpcLogs();
   std::string host;
   int port = 0;
   STRATA_RETURN_IF_ERROR(ParseHostPort(options.address, &host, &port));

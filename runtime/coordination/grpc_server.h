@@ -41,6 +41,10 @@ inline constexpr int kDefaultMaxMessageBytes = 4 << 20;
 // up to this).
 inline constexpr int kMaxServerThreads = 4096;
 
+// Routes gRPC's own log lines to stderr only when GRPC_VERBOSITY is set
+// (Start calls it; so does a client). Idempotent.
+void QuietGrpcLogs();
+
 struct GrpcServerOptions {
   // "host:port" ("[v6addr]:port" for IPv6) to listen on, as given.
   std::string address;
