@@ -183,3 +183,22 @@ TEST(TensorTest, BadProtosAreErrors) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Found by tools/fuzz.sh (checkpoint_fuzz): a dtype number from a file of
+// 2^31 - 1 recursed through "reference of a reference of ..." until the
+// stack overflowed. Numbers from 200 on are no dtype, not references.
+TEST(DataTypeTest, NamesOfReferenceAndUnknownDtypes) {
+  EXPECT_EQ(DataTypeString(DT_FLOAT), "float");
+  EXPECT_EQ(DataTypeString(static_cast<DataType>(101)), "float_ref");
+  EXPECT_TRUE(IsRefType(static_cast<DataType>(101)));
+  EXPECT_FALSE(IsRefType(static_cast<DataType>(200)));
+  EXPECT_EQ(DataTypeString(static_cast<DataType>(201)), "unknown dtype 201");
+  EXPECT_EQ(DataTypeString(static_cast<DataType>(2147483647)), "unknown dtype 2147483647");
+  EXPECT_EQ(DataTypeString(static_cast<DataType>(-5)), "unknown dtype -5");
+}
+
+}  // namespace
+}  // namespace strata

@@ -54,8 +54,12 @@ std::string DataTypeString(DataType dt);
 // Parses the short names above (and "half", "bfloat16").
 absl::StatusOr<DataType> DataTypeFromString(absl::string_view s);
 
-// True for reference dtypes (TensorFlow v1 variables): value + 100.
-inline bool IsRefType(DataType dt) { return static_cast<int>(dt) > 100; }
+// True for reference dtypes (TensorFlow v1 variables): the base type plus
+// 100 (DT_FLOAT_REF = 101, ...); from 200 on a number is no dtype at all,
+// not a reference to one.
+inline bool IsRefType(DataType dt) {
+  return static_cast<int>(dt) > 100 && static_cast<int>(dt) < 200;
+}
 
 template <typename T>
 struct DataTypeToEnum;

@@ -1,0 +1,7 @@
+
+
+xPlaceholder*
+dtype0
+
+nNegx*
+T0

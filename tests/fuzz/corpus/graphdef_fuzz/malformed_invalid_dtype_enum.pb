@@ -1,0 +1,4 @@
+
+
+xPlaceholder*
+dtype0M

@@ -1,0 +1,5 @@
+
+7
+xPlaceholder*
+shape:ûÿÿÿÿÿÿÿÿ*
+dtype0

@@ -1,0 +1,5 @@
+
+:
+xPlaceholder*
+shape:€€€€€€€€*
+dtype0

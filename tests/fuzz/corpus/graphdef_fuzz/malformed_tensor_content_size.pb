@@ -1,0 +1,5 @@
+
+5
+cConst*
+valueB"abcdefg*
+dtype0

@@ -1,0 +1,7 @@
+
+
+xPlaceholder*
+dtype0
+
+nNegxx*
+T0

@@ -1,0 +1,6 @@
+
+4
+xPlaceholder*
+shape:
+*
+dtype0

@@ -1,0 +1,8 @@
+
+
+xPlaceholder*
+dtype0
+.
+mmMatMulxx*
+T0*
+transpose_a

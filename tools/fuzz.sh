@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Fuzzes every target of tests/fuzz with libFuzzer (clang, AddressSanitizer,
+# UndefinedBehaviorSanitizer) for a fixed time each, starting from its
+# committed corpus, and reports executions per second and coverage. New
+# inputs go to a scratch directory, never into the committed corpus; a crash
+# is reported with its input (add it to tests/fuzz/corpus/<target>/ with the
+# fix, and <target>_corpus_test replays it from then on).
+#
+#   tools/fuzz.sh                       # 60 s per target
+#   tools/fuzz.sh --seconds=600         # the issue's 10 minutes per target
+#   tools/fuzz.sh --only=csv_fuzz,json_fuzz --seconds=30
+#
+# Builds in an output base of its own (~/.cache/strata_fuzz, or
+# $STRATA_FUZZ_OUTPUT_BASE): clang there, gcc in the main one, neither
+# discarding the other's cache. Exit status: 0 when no target crashed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=60 only="" 
+for arg in "$@"; do
+  case $arg in
+    --seconds=*) seconds=${arg#--seconds=} ;;
+    --only=*) only=${arg#--only=} ;;
+    *) echo "fuzz: unknown flag $arg (use --seconds=N or --only=a,b)" >&2; exit 2 ;;
+  esac
+done
+if ! [[ $seconds =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
+  echo "fuzz: --seconds must be a positive whole number, not '$seconds'" >&2
+  exit 2
+fi
+if ! command -v clang >/dev/null; then
+  echo "fuzz: clang is not installed (apt-get install clang)" >&2
+  exit 2
+fi
+
+targets=()
+for dir in tests/fuzz/corpus/*/; do
+  t=$(basename "$dir")
+  if [[ -n $only && ",$only," != *",$t,"* ]]; then continue; fi
+  targets+=("$t")
+done
+if (( ${#targets[@]} == 0 )); then
+  echo "fuzz: no target matches --only=$only" >&2
+  exit 2
+fi
+
+output_base=${STRATA_FUZZ_OUTPUT_BASE:-$HOME/.cache/strata_fuzz}
+echo "fuzz: building ${#targets[@]} targets with clang (output base $output_base)"
+labels=()
+for t in "${targets[@]}"; do labels+=("//tests/fuzz:$t"); done
+if ! bazel --output_base="$output_base" build --config=fuzz --symlink_prefix=bazel-fuzz- \
+    --noshow_progress "${labels[@]}" 2>/tmp/strata_fuzz_build.log; then
+  tail -30 /tmp/strata_fuzz_build.log >&2
+  echo "fuzz: build failed (whole log: /tmp/strata_fuzz_build.log)" >&2
+  exit 1
+fi
+
+scratch=$(mktemp -d /tmp/strata_fuzz.XXXXXX)
+crashed=0
+printf '%-20s %10s %12s %8s %8s  %s\n' target seconds "execs/s" cov ft result
+for t in "${targets[@]}"; do
+  mkdir -p "$scratch/$t/new" "$scratch/$t/artifacts"
+  log="$scratch/$t/log.txt"
+  bazel-fuzz-bin/tests/fuzz/"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$scratch/$t/artifacts/" \
+    "$scratch/$t/new" "tests/fuzz/corpus/$t" >"$log" 2>&1
+  rc=$?
+  execs=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
+  result=ok
+  if (( rc != 0 )); then
+    crashed=1
+    artifact=$(ls "$scratch/$t/artifacts/" 2>/dev/null | head -1)
+    result="CRASH (exit $rc): input $scratch/$t/artifacts/$artifact, log $log"
+  fi
+  printf '%-20s %10s %12s %8s %8s  %s\n' "$t" "$seconds" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$result"
+done
+echo "fuzz: scratch corpora and logs in $scratch"
+exit $crashed
