@@ -103,67 +103,53 @@ Usage UsageOf(int pid) {
   return u;
 }
 
+// One call of `rpc` with `req`, carrying a proof made with `sign_with` (null:
+// none), recorded in `out` under `method`.
+template <typename Request, typename Response>
+void Attack(CoordinationService::Stub& stub, const char* method,
+            grpc::Status (CoordinationService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                           Response*),
+            const Request& req, const JobToken* sign_with,
+            std::vector<std::pair<std::string, grpc::Status>>* out) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (sign_with != nullptr) SignRpc(*sign_with, method, req, &ctx);
+  Response resp;
+  out->emplace_back(method, (stub.*rpc)(&ctx, req, &resp));
+}
+
 // One outsider call of each kind; `sign_with` null: no proof at all.
 std::vector<std::pair<std::string, grpc::Status>> ControlPlaneAttacks(
     CoordinationService::Stub& stub, const JobToken* sign_with) {
+  using Stub = CoordinationService::Stub;
   std::vector<std::pair<std::string, grpc::Status>> out;
-  {
-    ReportErrorRequest req;
-    req.set_task(kW1);
-    req.set_code(13);
-    req.set_message("outsider: stop the job");
-    ReportErrorResponse resp;
-    grpc::ClientContext ctx;
-    if (sign_with != nullptr) SignRpc(*sign_with, "ReportError", req, &ctx);
-    out.emplace_back("ReportError", stub.ReportError(&ctx, req, &resp));
-  }
-  {
-    HeartbeatRequest req;
-    req.set_task(kW1);
-    req.set_incarnation(424242);
-    HeartbeatResponse resp;
-    grpc::ClientContext ctx;
-    if (sign_with != nullptr) SignRpc(*sign_with, "Heartbeat", req, &ctx);
-    out.emplace_back("Heartbeat", stub.Heartbeat(&ctx, req, &resp));
-  }
-  {
-    RegisterTaskRequest req;
-    req.set_task(kW1);
-    req.set_incarnation(7);
-    req.set_cluster_fingerprint("0000000000000000");
-    req.set_timeout_ms(100);
-    RegisterTaskResponse resp;
-    grpc::ClientContext ctx;
-    if (sign_with != nullptr) SignRpc(*sign_with, "RegisterTask", req, &ctx);
-    out.emplace_back("RegisterTask", stub.RegisterTask(&ctx, req, &resp));
-  }
-  {
-    ShutdownTaskRequest req;
-    req.set_task(kW1);
-    req.set_timeout_ms(1);
-    ShutdownTaskResponse resp;
-    grpc::ClientContext ctx;
-    if (sign_with != nullptr) SignRpc(*sign_with, "ShutdownTask", req, &ctx);
-    out.emplace_back("ShutdownTask", stub.ShutdownTask(&ctx, req, &resp));
-  }
-  {
-    InsertKeyValueRequest req;
-    req.set_key("outsider/addr/1");
-    req.set_value("127.0.0.1:1");
-    InsertKeyValueResponse resp;
-    grpc::ClientContext ctx;
-    if (sign_with != nullptr) SignRpc(*sign_with, "InsertKeyValue", req, &ctx);
-    out.emplace_back("InsertKeyValue", stub.InsertKeyValue(&ctx, req, &resp));
-  }
-  {
-    GetKeyValueRequest req;
-    req.set_key("outsider/addr/1");
-    req.set_timeout_ms(10);
-    GetKeyValueResponse resp;
-    grpc::ClientContext ctx;
-    if (sign_with != nullptr) SignRpc(*sign_with, "GetKeyValue", req, &ctx);
-    out.emplace_back("GetKeyValue", stub.GetKeyValue(&ctx, req, &resp));
-  }
+  ReportErrorRequest report;
+  report.set_task(kW1);
+  report.set_code(13);
+  report.set_message("outsider: stop the job");
+  Attack(stub, "ReportError", &Stub::ReportError, report, sign_with, &out);
+  HeartbeatRequest beat;
+  beat.set_task(kW1);
+  beat.set_incarnation(424242);
+  Attack(stub, "Heartbeat", &Stub::Heartbeat, beat, sign_with, &out);
+  RegisterTaskRequest reg;
+  reg.set_task(kW1);
+  reg.set_incarnation(7);
+  reg.set_cluster_fingerprint("0000000000000000");
+  reg.set_timeout_ms(100);
+  Attack(stub, "RegisterTask", &Stub::RegisterTask, reg, sign_with, &out);
+  ShutdownTaskRequest shutdown;
+  shutdown.set_task(kW1);
+  shutdown.set_timeout_ms(1);
+  Attack(stub, "ShutdownTask", &Stub::ShutdownTask, shutdown, sign_with, &out);
+  InsertKeyValueRequest insert;
+  insert.set_key("outsider/addr/1");
+  insert.set_value("127.0.0.1:1");
+  Attack(stub, "InsertKeyValue", &Stub::InsertKeyValue, insert, sign_with, &out);
+  GetKeyValueRequest get;
+  get.set_key("outsider/addr/1");
+  get.set_timeout_ms(10);
+  Attack(stub, "GetKeyValue", &Stub::GetKeyValue, get, sign_with, &out);
   return out;
 }
 

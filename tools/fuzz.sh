@@ -4,11 +4,14 @@
 # committed corpus, and reports executions per second and coverage. New
 # inputs go to a scratch directory, never into the committed corpus; a crash
 # is reported with its input (add it to tests/fuzz/corpus/<target>/ with the
-# fix, and <target>_corpus_test replays it from then on).
+# fix, and <target>_corpus_test replays it from then on); the scratch
+# directory is kept only then.
 #
 #   tools/fuzz.sh                       # 60 s per target
 #   tools/fuzz.sh --seconds=600         # the issue's 10 minutes per target
 #   tools/fuzz.sh --only=csv_fuzz,json_fuzz --seconds=30
+#   tools/fuzz.sh --seconds=10 --junit=FILE   # as tools/test.sh runs it: one
+#                                             # test case per target
 #
 # Builds in an output base of its own (~/.cache/strata_fuzz, or
 # $STRATA_FUZZ_OUTPUT_BASE): clang there, gcc in the main one, neither
@@ -16,20 +19,32 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=60 only="" 
+seconds=60 only="" junit=""
 for arg in "$@"; do
   case $arg in
     --seconds=*) seconds=${arg#--seconds=} ;;
     --only=*) only=${arg#--only=} ;;
-    *) echo "fuzz: unknown flag $arg (use --seconds=N or --only=a,b)" >&2; exit 2 ;;
+    --junit=*) junit=${arg#--junit=} ;;
+    *) echo "fuzz: unknown flag $arg (use --seconds=N, --only=a,b or --junit=FILE)" >&2; exit 2 ;;
   esac
 done
+cases=""
+xml_escape() { local m=${1//&/&amp;}; m=${m//</&lt;}; m=${m//>/&gt;}; printf '%s' "${m//\"/&quot;}"; }
+write_junit() {  # the cases so far, or one failed case named $1 with message $2
+  [[ -z $junit ]] && return 0
+  local extra=""
+  if [[ -n ${1:-} ]]; then
+    extra="  <testcase classname=\"fuzz\" name=\"$1\"><failure message=\"$(xml_escape "$2")\"/></testcase>"$'\n'
+  fi
+  printf '<testsuite name="fuzz">\n%s%s</testsuite>\n' "$cases" "$extra" >"$junit"
+}
 if ! [[ $seconds =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
   echo "fuzz: --seconds must be a positive whole number, not '$seconds'" >&2
   exit 2
 fi
 if ! command -v clang >/dev/null; then
-  echo "fuzz: clang is not installed (apt-get install clang)" >&2
+  echo "fuzz: clang is not installed (apt-get install clang libclang-rt-14-dev)" >&2
+  write_junit build "clang is not installed"
   exit 2
 fi
 
@@ -48,20 +63,25 @@ output_base=${STRATA_FUZZ_OUTPUT_BASE:-$HOME/.cache/strata_fuzz}
 echo "fuzz: building ${#targets[@]} targets with clang (output base $output_base)"
 labels=()
 for t in "${targets[@]}"; do labels+=("//tests/fuzz:$t"); done
-if ! bazel --output_base="$output_base" build --config=fuzz --symlink_prefix=bazel-fuzz- \
-    --noshow_progress "${labels[@]}" 2>/tmp/strata_fuzz_build.log; then
+# No convenience symlinks (--symlink_prefix=/): a bazel-fuzz-* link to the
+# other output base inside the workspace would be walked by `bazel build //...`.
+fuzz=(bazel --output_base="$output_base")
+if ! "${fuzz[@]}" build --config=fuzz --symlink_prefix=/ --noshow_progress "${labels[@]}" \
+    2>/tmp/strata_fuzz_build.log; then
   tail -30 /tmp/strata_fuzz_build.log >&2
   echo "fuzz: build failed (whole log: /tmp/strata_fuzz_build.log)" >&2
+  write_junit build "the clang build of the fuzz targets failed"
   exit 1
 fi
 
+bin=$("${fuzz[@]}" info --config=fuzz bazel-bin 2>/dev/null)
 scratch=$(mktemp -d /tmp/strata_fuzz.XXXXXX)
 crashed=0
 printf '%-20s %10s %12s %8s %8s  %s\n' target seconds "execs/s" cov ft result
 for t in "${targets[@]}"; do
   mkdir -p "$scratch/$t/new" "$scratch/$t/artifacts"
   log="$scratch/$t/log.txt"
-  bazel-fuzz-bin/tests/fuzz/"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "$bin/tests/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$scratch/$t/artifacts/" \
     "$scratch/$t/new" "tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
@@ -75,6 +95,17 @@ for t in "${targets[@]}"; do
     result="CRASH (exit $rc): input $scratch/$t/artifacts/$artifact, log $log"
   fi
   printf '%-20s %10s %12s %8s %8s  %s\n' "$t" "$seconds" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$result"
+  if [[ $result == ok ]]; then
+    cases+="  <testcase classname=\"fuzz\" name=\"$t\"/>"$'\n'
+  else
+    cases+="  <testcase classname=\"fuzz\" name=\"$t\"><failure message=\"$(xml_escape "$result")\"/></testcase>"$'\n'
+  fi
 done
-echo "fuzz: scratch corpora and logs in $scratch"
+write_junit
+rm -rf /tmp/strata_csv_fuzz_* /tmp/strata_ckpt_fuzz_*
+if (( crashed )); then
+  echo "fuzz: scratch corpora, crashing inputs and logs in $scratch"
+else
+  rm -rf "$scratch"
+fi
 exit $crashed

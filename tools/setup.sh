@@ -26,6 +26,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libssl-dev
   libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
 )
 if (( bench )); then
   # Peers for side-by-side benchmarks (see docs/performance.md).

@@ -8,7 +8,9 @@
 # configuration (`bazel build --config=cuda //...`: GPU code compiles and
 # links on every run, GPU or not) and runs the CUDA-only tests under it (the
 # tests whose target_compatible_with is cuda_only(): those tagged "gpu" skip
-# where there is no GPU). Their cases are counted in the same summary line.
+# where there is no GPU). Their cases are counted in the same summary line,
+# as are the layering probes (tools/layering_check.sh) and a 10-second
+# libFuzzer run of each fuzz target (tools/fuzz.sh, clang).
 #
 #   tools/test.sh                  # everything, optimized build
 #   tools/test.sh --config=asan    # under a sanitizer (extra args go to bazel;
@@ -51,7 +53,29 @@ layering_xml=$(mktemp)
 tools/layering_check.sh --junit="$layering_xml"
 summary_args+=(--junit="$layering_xml")
 
+# ThreadSanitizer over the collective executors and the coordination
+# service, each test run 3 times: their teardown races (issue 23, defect 6)
+# showed in 1 run of 7.
+tsan_rc=0
+if [[ $# -eq 0 ]]; then
+  tsan_log=$(mktemp)
+  bazel test --config=tsan --runs_per_test=3 --keep_going \
+    //runtime/collective:distributed_collective_executor_test \
+    //runtime/collective:local_collective_executor_test //runtime/collective:worker_pool_test \
+    //runtime/coordination:all 2>&1 | tee "$tsan_log"
+  tsan_rc=${PIPESTATUS[0]}
+  summary_args+=(--bazel_log="$tsan_log")
+fi
+
+# A short libFuzzer run of every parser of untrusted input (clang; the
+# corpora's replays ran above with the tests), one test case per target.
+if [[ $# -eq 0 ]]; then
+  fuzz_xml=$(mktemp)
+  tools/fuzz.sh --seconds=10 --junit="$fuzz_xml"
+  summary_args+=(--junit="$fuzz_xml")
+fi
+
 python3 tools/test_summary.py "${summary_args[@]}" "$@"
 summary_rc=$?
 
-if (( build_rc != 0 || test_rc != 0 || cuda_rc != 0 || summary_rc != 0 )); then exit 1; fi
+if (( build_rc != 0 || test_rc != 0 || cuda_rc != 0 || tsan_rc != 0 || summary_rc != 0 )); then exit 1; fi
