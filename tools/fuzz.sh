@@ -13,8 +13,8 @@
 #   tools/fuzz.sh --seconds=10 --junit=FILE   # as tools/test.sh runs it: one
 #                                             # test case per target
 #
-# Builds in an output base of its own (~/.cache/strata_fuzz, or
-# $STRATA_FUZZ_OUTPUT_BASE): clang there, gcc in the main one, neither
+# Builds in an output base of its own (~/.cache/strata_fuzz/<workspace hash>,
+# or $STRATA_FUZZ_OUTPUT_BASE): clang there, gcc in the main one, neither
 # discarding the other's cache. Exit status: 0 when no target crashed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +59,8 @@ if (( ${#targets[@]} == 0 )); then
   exit 2
 fi
 
-output_base=${STRATA_FUZZ_OUTPUT_BASE:-$HOME/.cache/strata_fuzz}
+# One output base per workspace (an output base serves one workspace).
+output_base=${STRATA_FUZZ_OUTPUT_BASE:-$HOME/.cache/strata_fuzz/$(pwd | md5sum | cut -c1-12)}
 echo "fuzz: building ${#targets[@]} targets with clang (output base $output_base)"
 labels=()
 for t in "${targets[@]}"; do labels+=("//tests/fuzz:$t"); done
