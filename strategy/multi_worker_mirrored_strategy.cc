@@ -1,6 +1,7 @@
 #include "strategy/multi_worker_mirrored_strategy.h"
 
 #include <cctype>
+#include <cstdio>
 #include <random>
 #include <utility>
 
@@ -113,6 +114,13 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   if (!job_token.has_value()) {
     STRATA_ASSIGN_OR_RETURN(job_token,
                             ResolveJobToken(/*token_file=*/"", multi_worker.insecure_no_job_token));
+  }
+  if (!job_token.has_value()) {
+    std::fprintf(stderr,
+                 "strata: WARNING: %s runs without a job token (--insecure_no_job_token): it "
+                 "serves anyone who can reach its ports, and any of them can end or steer the "
+                 "job\n",
+                 cluster.TaskPrefix().c_str());
   }
   // This worker's devices carry its task's name, as in TensorFlow.
   DeviceOptions machine = machine_in;

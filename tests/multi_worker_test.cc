@@ -179,6 +179,17 @@ TEST(MultiWorkerTest, AWorkerWithAnotherJobTokenIsRefusedAndNamed) {
   Exit none = Wait(Spawn(args, dir + "/stderr_none.txt", unset_env));
   EXPECT_EQ(none.code, 1) << Describe(none);
   EXPECT_TRUE(absl::StrContains(none.err, "no job token")) << Describe(none);
+  // --insecure_no_job_token: it runs, and says once what that means.
+  std::vector<std::string> insecure_args = args;
+  insecure_args.push_back("--insecure_no_job_token");
+  const std::string one = absl::StrCat("TF_CONFIG={\"cluster\":", WorkerCluster(1),
+                                       ",\"task\":{\"type\":\"worker\",\"index\":0}}");
+  Exit insecure = Wait(Spawn(insecure_args, dir + "/stderr_insecure.txt", {one, "STRATA_JOB_TOKEN="}));
+  EXPECT_EQ(insecure.code, 0) << Describe(insecure);
+  const std::string warning = "runs without a job token";
+  const size_t first = insecure.err.find(warning);
+  EXPECT_NE(first, std::string::npos) << Describe(insecure);
+  EXPECT_EQ(insecure.err.find(warning, first + 1), std::string::npos) << "warned twice";
 }
 
 // Kills (or freezes) worker 1 of a 3-worker cluster once training is under

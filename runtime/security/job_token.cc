@@ -93,12 +93,7 @@ absl::StatusOr<std::optional<JobToken>> ResolveJobToken(const std::string& token
     }
     return std::optional<JobToken>(*std::move(token));
   }
-  if (insecure) {
-    std::fprintf(stderr,
-                 "strata: WARNING: --insecure_no_job_token: this task serves anyone who can reach "
-                 "its ports; any of them can end or steer the job\n");
-    return std::optional<JobToken>();
-  }
+  if (insecure) return std::optional<JobToken>();
   return absl::FailedPreconditionError(absl::StrCat(
       "no job token: every task of a multi-worker job needs the same secret of at least ",
       kMinJobTokenBytes, " bytes, so that it serves only the job's own tasks. tools/launch sets ",

@@ -17,7 +17,7 @@
 // A file's content is the token, trailing whitespace dropped. A token has at
 // least 16 bytes. With none of them, start-up fails with an error saying
 // where to put one, unless `insecure` (--insecure_no_job_token) asks to run
-// without, which logs a warning.
+// without (MultiWorkerMirroredStrategy then warns, once).
 //
 // Thread-safety: a JobToken is immutable; Sign/Verify may run concurrently.
 #ifndef STRATA_RUNTIME_SECURITY_JOB_TOKEN_H_
