@@ -20,17 +20,21 @@ namespace fmt = checkpoint_format;
 
 constexpr char kCkptPrefix[] = "ckpt-";
 
-// "ckpt-<digits>.index" -> step.
-std::optional<int64_t> StepOfIndexFile(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, kCkptPrefix) || !absl::ConsumeSuffix(&name, fmt::kIndexSuffix)) {
-    return std::nullopt;
-  }
-  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+// "ckpt-<digits>" (a checkpoint's prefix base name) -> step.
+std::optional<int64_t> StepOfName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kCkptPrefix) || name.empty() ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return std::nullopt;
   }
   int64_t step;
   if (!absl::SimpleAtoi(name, &step)) return std::nullopt;
   return step;
+}
+
+// "ckpt-<digits>.index" -> step.
+std::optional<int64_t> StepOfIndexFile(absl::string_view name) {
+  if (!absl::ConsumeSuffix(&name, fmt::kIndexSuffix)) return std::nullopt;
+  return StepOfName(name);
 }
 
 // A checkpoint's "global_step" metadata (when it has one) must be the step
@@ -40,8 +44,7 @@ std::optional<int64_t> StepOfIndexFile(absl::string_view name) {
 absl::Status CheckStepMatchesName(const CheckpointReader& r) {
   absl::StatusOr<std::string> text = r.GetMetadata(CheckpointManager::kMetadataGlobalStep);
   if (!text.ok()) return absl::OkStatus();
-  const std::optional<int64_t> named =
-      StepOfIndexFile(absl::StrCat(io::BaseName(r.prefix()), fmt::kIndexSuffix));
+  const std::optional<int64_t> named = StepOfName(io::BaseName(r.prefix()));
   int64_t step = -1;
   if (!named.has_value() || (absl::SimpleAtoi(*text, &step) && step == *named)) {
     return absl::OkStatus();
