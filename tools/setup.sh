@@ -23,7 +23,7 @@ packages=(
   build-essential pkg-config zlib1g-dev python3 python3-venv
   libeigen3-dev
   libprotobuf-dev protobuf-compiler
-  libgrpc++-dev protobuf-compiler-grpc libssl-dev
+  libgrpc++-dev protobuf-compiler-grpc libssl-dev openssl
   libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
