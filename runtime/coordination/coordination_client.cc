@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "runtime/coordination/coordination_service.h"
+#include "runtime/security/grpc_credentials.h"
 #include "runtime/security/rpc_auth.h"
 
 namespace strata {
@@ -69,8 +70,8 @@ CoordinationClient::CoordinationClient(CoordinationClientOptions options)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ =
-      grpc::CreateCustomChannel(options_.service_address, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(options_.service_address,
+                                       ChannelCredentialsFor(options_.tls), args);
   stub_ = CoordinationService::NewStub(channel_);
   MutexLock l(&mu_);
   service_task_ = options_.service_task;

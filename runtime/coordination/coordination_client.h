@@ -58,6 +58,7 @@
 #include "proto/coordination.grpc.pb.h"
 #include "runtime/coordination/key_value_store.h"
 #include "runtime/security/job_token.h"
+#include "runtime/security/tls.h"
 
 namespace strata {
 
@@ -81,6 +82,10 @@ struct CoordinationClientOptions {
   // The job's token: every call carries its proof (runtime/security/
   // rpc_auth.h). None: calls carry none, which a service with a token refuses.
   std::optional<JobToken> job_token;
+  // Mutual TLS (runtime/security/tls.h) to a service that has it: this
+  // task's certificate, and the CA the service's must chain to and name
+  // the host of service_address. None: plaintext.
+  std::optional<TlsConfig> tls;
 };
 
 class CoordinationClient : public KeyValueStore {

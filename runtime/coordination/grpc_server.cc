@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "runtime/security/grpc_credentials.h"
 
 namespace strata {
 
@@ -86,7 +87,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions 
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   int bound_port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(options.address, ServerCredentialsFor(options.tls), &bound_port);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || bound_port == 0) {
     return absl::UnavailableError(absl::StrCat(

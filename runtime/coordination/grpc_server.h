@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/coordination/coordination_service.h"
+#include "runtime/security/tls.h"
 
 namespace strata {
 
@@ -58,6 +59,9 @@ struct GrpcServerOptions {
   // The job's token: the coordination service serves only calls that prove
   // it (CoordinationGrpcService). None: it serves anyone.
   std::optional<JobToken> job_token;
+  // Mutual TLS (runtime/security/tls.h): clients must present a certificate
+  // of the CA. None: plaintext.
+  std::optional<TlsConfig> tls;
 };
 
 class GrpcServer {
