@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "runtime/device.h"
 #include "runtime/security/job_token.h"
+#include "runtime/security/tls.h"
 #include "strategy/cluster_resolver.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
@@ -25,7 +26,8 @@ ABSL_FLAG(std::string, cluster_spec, "",
           "multi_worker_mirrored: the cluster as JSON, e.g. {\"worker\":[\"127.0.0.1:2222\","
           "\"127.0.0.1:2223\"]} (default: the TF_CONFIG environment variable)");
 ABSL_FLAG(std::string, task_type, "", "multi_worker_mirrored with --cluster_spec: chief or worker");
-ABSL_FLAG(std::string, task_index, "", "multi_worker_mirrored with --cluster_spec: this task's index");
+ABSL_FLAG(std::string, task_index, "",
+          "multi_worker_mirrored with --cluster_spec: this task's index");
 ABSL_FLAG(double, heartbeat_timeout, 10,
           "multi_worker_mirrored: seconds without a heartbeat before a task is declared lost");
 ABSL_FLAG(double, startup_timeout, 120,
@@ -37,14 +39,25 @@ ABSL_FLAG(std::string, job_token_file, "",
 ABSL_FLAG(bool, insecure_no_job_token, false,
           "multi_worker_mirrored: run without a job token, serving anyone who can reach the "
           "task's ports (prints a warning)");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "multi_worker_mirrored: mutual TLS on the control and TCP data planes: this task's "
+          "certificate, PEM (with --tls_key_file and --tls_ca_file; default: STRATA_TLS_CERT_FILE; "
+          "docs/cluster.md, \"Mutual TLS\")");
+ABSL_FLAG(std::string, tls_key_file, "",
+          "multi_worker_mirrored: this task's private key for --tls_cert_file, PEM, unencrypted "
+          "(default: STRATA_TLS_KEY_FILE)");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "multi_worker_mirrored: the CA certificate(s), PEM, every task's certificate must chain "
+          "to (default: STRATA_TLS_CA_FILE)");
 ABSL_FLAG(std::string, collective_transport, "auto",
           "multi_worker_mirrored: auto (shared memory when every task is on one host, else TCP), "
           "shm or tcp");
-ABSL_FLAG(std::string, devices, "",
-          "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1 (GPUs need a "
-          "build with --config=cuda; docs/gpu.md). Default: one_device /cpu:0; mirrored and "
-          "multi_worker_mirrored every CPU device of --num_cpu_devices if given, else every GPU, "
-          "else /cpu:0");
+ABSL_FLAG(
+    std::string, devices, "",
+    "comma-separated devices in replica order, e.g. /cpu:0,/cpu:1 or /gpu:0,/gpu:1 (GPUs need a "
+    "build with --config=cuda; docs/gpu.md). Default: one_device /cpu:0; mirrored and "
+    "multi_worker_mirrored every CPU device of --num_cpu_devices if given, else every GPU, "
+    "else /cpu:0");
 ABSL_FLAG(int32_t, num_cpu_devices, 0,
           "virtual CPU devices simulating a multi-device machine (0: as many as --devices names, "
           "at least 1)");
@@ -52,8 +65,9 @@ ABSL_FLAG(int64_t, gradient_bucket_bytes, -1,
           "gradients are all-reduced in buckets of at most this many bytes, the last layers' "
           "first, overlapping the backward pass (0: one per gradient; -1: 1 MiB for mirrored, 0 "
           "for multi_worker_mirrored)");
-ABSL_FLAG(int32_t, intra_op_threads, 0,
-          "threads inside each op, per device (0: all cores divided by the CPU devices, at least 1)");
+ABSL_FLAG(
+    int32_t, intra_op_threads, 0,
+    "threads inside each op, per device (0: all cores divided by the CPU devices, at least 1)");
 ABSL_FLAG(int32_t, inter_op_threads, 0,
           "threads running independent ops side by side (0: none on one device, one per replica "
           "with several)");
@@ -66,8 +80,8 @@ absl::StatusOr<std::vector<std::string>> ParseDeviceList(const std::string& text
   if (text.empty()) return out;
   for (absl::string_view d : absl::StrSplit(text, ',')) {
     if (d.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--devices=", text, ": an empty device name (e.g. --devices=/cpu:0,/cpu:1)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices=", text, ": an empty device name (e.g. --devices=/cpu:0,/cpu:1)"));
     }
     out.emplace_back(d);
   }
@@ -87,6 +101,9 @@ absl::StatusOr<StrategyConfig> StrategyConfigFromFlags() {
   c.collective_transport = absl::GetFlag(FLAGS_collective_transport);
   c.job_token_file = absl::GetFlag(FLAGS_job_token_file);
   c.insecure_no_job_token = absl::GetFlag(FLAGS_insecure_no_job_token);
+  c.tls_files.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  c.tls_files.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  c.tls_files.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
   c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
   c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
   c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
@@ -97,9 +114,11 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
   auto bad = [](const std::string& flag, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
   };
-  if (c.strategy != "one_device" && c.strategy != "mirrored" && c.strategy != "multi_worker_mirrored") {
-    return bad("strategy", absl::StrCat("unknown strategy '", c.strategy,
-                                        "'; expected one_device, mirrored or multi_worker_mirrored"));
+  if (c.strategy != "one_device" && c.strategy != "mirrored" &&
+      c.strategy != "multi_worker_mirrored") {
+    return bad("strategy",
+               absl::StrCat("unknown strategy '", c.strategy,
+                            "'; expected one_device, mirrored or multi_worker_mirrored"));
   }
   if (!(c.heartbeat_timeout_seconds > 0 && c.heartbeat_timeout_seconds <= 3600)) {
     return bad("heartbeat_timeout", "must be in (0, 3600] seconds");
@@ -107,12 +126,14 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
   if (!(c.startup_timeout_seconds > 0 && c.startup_timeout_seconds <= 86400)) {
     return bad("startup_timeout", "must be in (0, 86400] seconds");
   }
-  if (c.collective_transport != "auto" && c.collective_transport != "shm" && c.collective_transport != "tcp") {
+  if (c.collective_transport != "auto" && c.collective_transport != "shm" &&
+      c.collective_transport != "tcp") {
     return bad("collective_transport", absl::StrCat("unknown transport '", c.collective_transport,
                                                     "'; expected auto, shm or tcp"));
   }
   if (c.num_cpu_devices < 0 || c.num_cpu_devices > kMaxCpuDevices) {
-    return bad("num_cpu_devices", absl::StrCat(c.num_cpu_devices, " is not in [0, ", kMaxCpuDevices, "]"));
+    return bad("num_cpu_devices",
+               absl::StrCat(c.num_cpu_devices, " is not in [0, ", kMaxCpuDevices, "]"));
   }
   for (const std::string& d : c.devices) {
     if (d.empty()) return bad("devices", "an empty device name");
@@ -132,8 +153,9 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
 
 int NumCpuDevices(const StrategyConfig& c) {
   if (c.num_cpu_devices > 0) return c.num_cpu_devices;
-  const int gpus = static_cast<int>(std::count_if(c.devices.begin(), c.devices.end(),
-                                                  [](const std::string& d) { return distribute::AnyGpu({d}); }));
+  const int gpus =
+      static_cast<int>(std::count_if(c.devices.begin(), c.devices.end(),
+                                     [](const std::string& d) { return distribute::AnyGpu({d}); }));
   return std::max<int>(1, static_cast<int>(c.devices.size()) - gpus);
 }
 
@@ -158,19 +180,22 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
   machine.num_cpu_devices = NumCpuDevices(c);
   machine.intra_op_threads_per_device = c.intra_op_threads;
   distribute::StrategyOptions options;
-  options.gradient_bucket_bytes = c.gradient_bucket_bytes >= 0              ? c.gradient_bucket_bytes
+  options.gradient_bucket_bytes = c.gradient_bucket_bytes >= 0            ? c.gradient_bucket_bytes
                                   : c.strategy == "multi_worker_mirrored" ? 0
                                                                           : int64_t{1} << 20;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> s;
   if (c.strategy == "one_device") {
-    s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine, options);
+    s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,
+                                              options);
   } else if (c.strategy == "multi_worker_mirrored") {
     // The cluster first: a bad TF_CONFIG or --cluster_spec fails before any
     // network traffic, naming the field.
-    const bool from_flags = !c.cluster_spec.empty() || !c.task_type.empty() || !c.task_index.empty();
-    STRATA_ASSIGN_OR_RETURN(ClusterSpec cluster, from_flags
-                                                     ? ClusterSpecFromFlags(c.cluster_spec, c.task_type, c.task_index)
-                                                     : ClusterSpecFromEnvironment());
+    const bool from_flags =
+        !c.cluster_spec.empty() || !c.task_type.empty() || !c.task_index.empty();
+    STRATA_ASSIGN_OR_RETURN(ClusterSpec cluster,
+                            from_flags
+                                ? ClusterSpecFromFlags(c.cluster_spec, c.task_type, c.task_index)
+                                : ClusterSpecFromEnvironment());
     distribute::MultiWorkerOptions mw;
     mw.heartbeat_timeout = absl::Seconds(c.heartbeat_timeout_seconds);
     mw.startup_timeout = absl::Seconds(c.startup_timeout_seconds);
@@ -178,8 +203,10 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
     STRATA_ASSIGN_OR_RETURN(mw.job_token,
                             ResolveJobToken(c.job_token_file, c.insecure_no_job_token));
     mw.insecure_no_job_token = c.insecure_no_job_token;
+    STRATA_ASSIGN_OR_RETURN(mw.tls, ResolveTls(c.tls_files));
     absl::StatusOr<std::unique_ptr<distribute::MultiWorkerMirroredStrategy>> m =
-        distribute::MultiWorkerMirroredStrategy::Create(cluster, MirroredSpecs(c, machine), machine, options, mw);
+        distribute::MultiWorkerMirroredStrategy::Create(cluster, MirroredSpecs(c, machine), machine,
+                                                        options, mw);
     if (!m.ok()) return AnnotateStatus(m.status(), absl::StrCat(cluster.TaskPrefix(), ": "));
     return std::unique_ptr<distribute::Strategy>(*std::move(m));
   } else {
@@ -187,15 +214,16 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
   }
   if (!s.ok() && distribute::AnyGpu(c.devices)) {
     // Likely a GPU that is not there (no GPU, too few, a build without CUDA).
-    return absl::Status(s.status().code(),
-                        absl::StrCat("--devices=", absl::StrJoin(c.devices, ","), ": ", s.status().message(),
-                                     " (GPUs need a binary built with --config=cuda on a machine with GPUs; "
-                                     "docs/gpu.md)"));
+    return absl::Status(
+        s.status().code(),
+        absl::StrCat("--devices=", absl::StrJoin(c.devices, ","), ": ", s.status().message(),
+                     " (GPUs need a binary built with --config=cuda on a machine with GPUs; "
+                     "docs/gpu.md)"));
   }
   if (!s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--devices=", absl::StrJoin(c.devices, ","), ": ",
-                                                   s.status().message(),
-                                                   " (--num_cpu_devices=N simulates a machine of N CPU devices)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--devices=", absl::StrJoin(c.devices, ","), ": ", s.status().message(),
+                     " (--num_cpu_devices=N simulates a machine of N CPU devices)"));
   }
   return s;
 }

@@ -45,6 +45,7 @@
 #include "absl/flags/declare.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/security/tls.h"
 #include "strategy/strategy.h"
 
 // The flags (defined in strategy_flags.cc), for absl::GetFlag / SetFlag.
@@ -88,6 +89,9 @@ struct StrategyConfig {
   // environment's, runtime/security/job_token.h); run without one.
   std::string job_token_file;
   bool insecure_no_job_token = false;
+  // multi_worker_mirrored: mutual TLS (runtime/security/tls.h); empty
+  // fields: the environment's; none anywhere: no TLS.
+  TlsFiles tls_files;
   // Gradients are all-reduced in buckets of at most this many bytes
   // (StrategyOptions::gradient_bucket_bytes); 0 = one per gradient.
   // -1: 1 MiB for mirrored, smaller than the strategy's 25 MiB default: in

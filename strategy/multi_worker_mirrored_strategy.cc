@@ -100,9 +100,9 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     const MultiWorkerOptions& multi_worker) {
   const int worker = cluster.worker_id();
   if (worker < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MultiWorkerMirroredStrategy: task ", cluster.TaskPrefix(),
-        " does not train (only chief and worker tasks do)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MultiWorkerMirroredStrategy: task ", cluster.TaskPrefix(),
+                     " does not train (only chief and worker tasks do)"));
   }
   if (multi_worker.transport != "auto" && multi_worker.transport != "shm" &&
       multi_worker.transport != "tcp") {
@@ -121,6 +121,14 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
                  "serves anyone who can reach its ports, and any of them can end or steer the "
                  "job\n",
                  cluster.TaskPrefix().c_str());
+  }
+  std::optional<TlsConfig> tls = multi_worker.tls;
+  if (!tls.has_value()) {
+    absl::StatusOr<std::optional<TlsConfig>> from_env = ResolveTls(TlsFiles{});
+    if (!from_env.ok()) {
+      return AnnotateStatus(from_env.status(), absl::StrCat(cluster.TaskPrefix(), ": "));
+    }
+    tls = *std::move(from_env);
   }
   // This worker's devices carry its task's name, as in TensorFlow.
   DeviceOptions machine = machine_in;
@@ -161,6 +169,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   server_options.coordination.heartbeat_timeout = multi_worker.heartbeat_timeout;
   server_options.coordination.register_timeout = multi_worker.startup_timeout;
   server_options.job_token = job_token;
+  server_options.tls = tls;
   STRATA_ASSIGN_OR_RETURN(rt->server, GrpcServer::Start(server_options));
 
   // 2. Registration: waits for every task; returns their devices.
@@ -173,6 +182,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   client_options.incarnation = RandomIncarnation();
   client_options.register_timeout = multi_worker.startup_timeout;
   client_options.job_token = job_token;
+  client_options.tls = tls;
   STRATA_ASSIGN_OR_RETURN(rt->client, CoordinationClient::Connect(client_options));
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_devices, rt->client->Register());
   const int num_workers = static_cast<int>(tasks.size());
@@ -221,6 +231,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
       o.key_prefix = absl::StrCat(prefix, "/tcp");
       o.connect_timeout = multi_worker.startup_timeout;
       o.job_token = job_token;
+      o.tls = tls;
       STRATA_ASSIGN_OR_RETURN(transport, ConnectTcpTransport(worker, num_workers, *rt->client, o));
     }
   }
@@ -231,7 +242,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // collectives.
   CoordinationClient* client = rt->client.get();
   auto report = [client, task_names](const absl::Status& s) {
-    (void)client->ReportError(absl::Status(s.code(), NameRanks(std::string(s.message()), task_names)));
+    (void)client->ReportError(
+        absl::Status(s.code(), NameRanks(std::string(s.message()), task_names)));
   };
   if (use_nccl) {
     // NCCL's unique ids go through the coordination service's store, under
@@ -300,9 +312,7 @@ absl::Status MultiWorkerMirroredStrategy::NameTasks(const absl::Status& status) 
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
 
-std::string MultiWorkerMirroredStrategy::transport_kind() const {
-  return runtime_->transport_kind;
-}
+std::string MultiWorkerMirroredStrategy::transport_kind() const { return runtime_->transport_kind; }
 
 absl::Status MultiWorkerMirroredStrategy::cluster_error() const {
   return runtime_->client->error();
@@ -337,8 +347,8 @@ Output MultiWorkerMirroredStrategy::SyncInitialValue(const strata::Scope& scope,
       ops::CollectiveAttrs().TimeoutSeconds(options().collective_timeout_seconds);
   const strata::Scope s = scope.WithDevice(devices()[0]);
   if (is_chief()) {
-    return ops::CollectiveBcastSend(s.WithOpName("broadcast_initial_value"), initial,
-                                    num_workers(), worker_group_key(), key, attrs);
+    return ops::CollectiveBcastSend(s.WithOpName("broadcast_initial_value"), initial, num_workers(),
+                                    worker_group_key(), key, attrs);
   }
   return ops::CollectiveBcastRecv(s.WithOpName("broadcast_initial_value"), args.dtype, args.shape,
                                   num_workers(), worker_group_key(), key, attrs);

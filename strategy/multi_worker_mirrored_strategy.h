@@ -58,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/security/job_token.h"
+#include "runtime/security/tls.h"
 #include "strategy/cluster_resolver.h"
 #include "strategy/mirrored_strategy.h"
 
@@ -83,6 +84,12 @@ struct MultiWorkerOptions {
   // prints a warning: anyone who reaches a port can end or steer the job).
   std::optional<JobToken> job_token;
   bool insecure_no_job_token = false;
+  // Mutual TLS (runtime/security/tls.h) on the coordination service's
+  // gRPC and the TCP data plane (shared memory stays on one host). Unset:
+  // from the environment (STRATA_TLS_CERT_FILE, STRATA_TLS_KEY_FILE,
+  // STRATA_TLS_CA_FILE), else none. Every task's certificate must name
+  // the host of its address in the cluster spec.
+  std::optional<TlsConfig> tls;
 };
 
 class MultiWorkerMirroredStrategy : public MirroredStrategy {

@@ -30,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "runtime/security/test_certs.h"
 #include "tests/trainer_process.h"
 
 extern char** environ;
@@ -102,6 +103,84 @@ TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess)
   }
   if (HasFailure()) return;
   EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
+}
+
+// Mutual TLS (docs/cluster.md, "Mutual TLS"), certificates made here by
+// openssl and given the way a Kubernetes or Slurm job would (environment
+// variables naming files): 2 workers over TCP end with the weights of one
+// process; a worker whose certificate is of another CA is refused at
+// registration, and the chief names it as missing; a certificate that does
+// not match its key fails at start-up naming the file.
+TEST(MultiWorkerTcpTest, WithMutualTlsTwoWorkersTrainAndAForeignCertificateIsRefused) {
+  const std::string one = OneProcessCheckpoint();
+  const std::string dir = TempDir("tcp_tls");
+  auto ca = MakeTestCa(dir, "job");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto other_ca = MakeTestCa(dir, "other");
+  ASSERT_TRUE(other_ca.ok()) << other_ca.status();
+  std::vector<TlsFiles> certs;
+  for (const char* name : {"w0", "w1"}) {
+    auto f = MakeTestCert(*ca, name, "IP:127.0.0.1");
+    ASSERT_TRUE(f.ok()) << f.status();
+    certs.push_back(*f);
+  }
+  auto foreign = MakeTestCert(*other_ca, "foreign", "IP:127.0.0.1");
+  ASSERT_TRUE(foreign.ok()) << foreign.status();
+  auto env = [](const TlsFiles& f) {
+    return std::vector<std::string>{absl::StrCat("STRATA_TLS_CERT_FILE=", f.cert_file),
+                                    absl::StrCat("STRATA_TLS_KEY_FILE=", f.key_file),
+                                    absl::StrCat("STRATA_TLS_CA_FILE=", f.ca_file)};
+  };
+  {
+    const std::string ckpt = TempDir("tcp_tls_ckpt");
+    const std::vector<int> ports = FreePorts(2);
+    const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", ports[0]),
+                                            absl::StrCat("127.0.0.1:", ports[1])};
+    std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, ckpt), 2);
+    flags.push_back("--collective_transport=tcp");
+    std::vector<Process> tasks;
+    for (int i = 0; i < 2; ++i) {
+      std::vector<std::string> e = env(certs[i]);
+      e.push_back(TfConfig(addrs, i));
+      tasks.push_back(Spawn(flags, absl::StrCat(dir, "/stderr_", i, ".txt"), e));
+    }
+    for (int i = 0; i < 2; ++i) {
+      Exit e = Wait(tasks[i]);
+      EXPECT_EQ(e.code, 0) << "worker " << i << " " << Describe(e);
+    }
+    if (HasFailure()) return;
+    EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
+  }
+  {
+    const std::vector<int> ports = FreePorts(2);
+    const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", ports[0]),
+                                            absl::StrCat("127.0.0.1:", ports[1])};
+    std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, TempDir("tls_foreign")), 2);
+    flags.push_back("--startup_timeout=4");
+    std::vector<std::string> e0 = env(certs[0]), e1 = env(*foreign);
+    e0.push_back(TfConfig(addrs, 0));
+    e1.push_back(TfConfig(addrs, 1));
+    Process chief = Spawn(flags, dir + "/stderr_chief.txt", e0);
+    Process intruder = Spawn(flags, dir + "/stderr_foreign.txt", e1);
+    Exit x1 = Wait(intruder);
+    Exit x0 = Wait(chief);
+    EXPECT_NE(x1.code, 0) << Describe(x1);
+    EXPECT_TRUE(absl::StrContains(x1.err, "andshake failed")) << Describe(x1);
+    EXPECT_NE(x0.code, 0) << Describe(x0);
+    EXPECT_TRUE(absl::StrContains(x0.err, "never registered: /job:worker/replica:0/task:1"))
+        << Describe(x0);
+  }
+  {
+    TlsFiles mismatched = certs[0];
+    mismatched.key_file = certs[1].key_file;
+    std::vector<std::string> e = env(mismatched);
+    e.push_back(TfConfig({absl::StrCat("127.0.0.1:", FreePorts(1)[0])}, 0));
+    Exit x = Wait(Spawn(WorkerFlags(TrainFlags(1, TempDir("tls_bad_key")), 2),
+                        dir + "/stderr_bad_key.txt", e));
+    EXPECT_EQ(x.code, 1) << Describe(x);
+    EXPECT_TRUE(absl::StrContains(x.err, "w1.key is not the private key of --tls_cert_file"))
+        << Describe(x);
+  }
 }
 
 // Runs `command` through the shell; returns its exit status, its stderr in

@@ -324,9 +324,13 @@ ssize_t TlsStream::WriteLocked(const char* data, size_t bytes) {
   size_t done = 0;
   ERR_clear_error();
   const int r = SSL_write_ex(ssl_, data, bytes, &done);
-  if (r == 1) return static_cast<ssize_t>(done);
+  if (r == 1) {
+    pending_write_ = 0;
+    return static_cast<ssize_t>(done);
+  }
   const int e = SSL_get_error(ssl_, r);
   if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+    pending_write_ = std::max(pending_write_, bytes);
     errno = EAGAIN;
     return -1;
   }
@@ -377,7 +381,14 @@ ssize_t TlsStream::Writev(const iovec* iov, int n) {
 
 bool TlsStream::HasBufferedInput() {
   MutexLock l(&mu_);
-  return SSL_has_pending(ssl_) == 1;
+  // Decrypted bytes only: a partial record's raw bytes wait for the rest,
+  // which the socket reports.
+  return SSL_pending(ssl_) > 0;
+}
+
+size_t TlsStream::pending_write_bytes() const {
+  MutexLock l(&mu_);
+  return pending_write_;
 }
 
 std::string TlsStream::error() const {

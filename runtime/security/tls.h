@@ -129,6 +129,10 @@ class TlsStream {
   // Whether Readv would return bytes without reading the socket (decrypted
   // bytes left from an earlier record): poll/epoll cannot see them.
   bool HasBufferedInput();
+  // Bytes of the stream a Writev that ended in EAGAIN handed to OpenSSL,
+  // which sends them whatever comes next (0 after a write that completed):
+  // a caller that gives up on queued data must still send these.
+  size_t pending_write_bytes() const;
   // What the last failure was (OpenSSL's reason, and the certificate check's).
   std::string error() const;
 
@@ -146,6 +150,7 @@ class TlsStream {
   std::string error_ ABSL_GUARDED_BY(mu_);
   // Small iovecs are gathered here into one record.
   std::string gather_ ABSL_GUARDED_BY(mu_);
+  size_t pending_write_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Runs the handshakes of `streams` (each on its own socket) together until

@@ -34,7 +34,7 @@ namespace tcp_internal {
 thread_local const TcpTransport* tls_driver = nullptr;
 
 TcpTransport::TcpTransport(int rank, int size, const TcpTransportOptions& options,
-                           std::vector<UniqueFd> fds)
+                           std::vector<UniqueFd> fds, std::vector<std::unique_ptr<TlsStream>> tls)
     : rank_(rank),
       size_(size),
       options_(options),
@@ -47,6 +47,7 @@ TcpTransport::TcpTransport(int rank, int size, const TcpTransportOptions& option
     peers_[r] = std::make_unique<Peer>();
     peers_[r]->rank = r;
     peers_[r]->fd = std::move(fds[r]);
+    if (!tls.empty()) peers_[r]->tls = std::move(tls[r]);
     peers_[r]->in.resize(kInputBufferBytes);
   }
 }
@@ -104,10 +105,16 @@ TcpTransport::~TcpTransport() {
     {
       MutexLock l(&p->out_mu);
       std::deque<OutFrame> keep;
+      // Under TLS, bytes handed to a write that waits for room go out
+      // whatever follows: the frames holding them stay whole too.
+      const size_t handed = p->tls ? p->tls->pending_write_bytes() : 0;
+      size_t covered = 0;
       for (size_t i = 0; i < p->out.size(); ++i) {
         OutFrame& f = p->out[i];
         if (f.done) done.emplace_back(std::move(f.done), cancelled);
-        if (i == 0 && f.written > 0) {
+        const bool started = covered < handed || (i == 0 && f.written > 0);
+        covered += sizeof(FrameHeader) + f.payload_bytes - f.written;
+        if (started) {
           f.owned.assign(f.data(), f.payload_bytes);
           f.owns_payload = true;
           keep.push_back(std::move(f));
@@ -134,8 +141,8 @@ TcpTransport::~TcpTransport() {
 
 absl::Status TcpTransport::CheckPeer(int peer, const char* what) const {
   if (peer < 0 || peer >= size_ || peer == rank_) {
-    return absl::InternalError(absl::StrCat("tcp transport: rank ", rank_, " cannot ", what, " rank ",
-                                            peer, " in a group of ", size_));
+    return absl::InternalError(absl::StrCat("tcp transport: rank ", rank_, " cannot ", what,
+                                            " rank ", peer, " in a group of ", size_));
   }
   return absl::OkStatus();
 }
@@ -181,7 +188,8 @@ void TcpTransport::Send(int dst, uint64_t tag, const void* data, size_t bytes, C
         error = absl::InternalError(absl::StrCat("tcp transport: second send from rank ", rank_,
                                                  " to ", dst, " with tag ", tag));
       } else {
-        large_sends_.emplace(k, PendingSend{static_cast<const char*>(data), bytes, std::move(done)});
+        large_sends_.emplace(k,
+                             PendingSend{static_cast<const char*>(data), bytes, std::move(done)});
         return;  // waits for the receiver's kReady
       }
     }
@@ -296,8 +304,8 @@ void TcpTransport::PeerLost(Peer& p, const std::string& reason) {
     MutexLock l(&mu_);
     clean = !peer_closed_[p.rank].ok();
   }
-  const absl::Status s = absl::UnavailableError(
-      absl::StrCat("tcp transport: rank ", rank_, " lost its connection to rank ", p.rank, ": ", reason));
+  const absl::Status s = absl::UnavailableError(absl::StrCat(
+      "tcp transport: rank ", rank_, " lost its connection to rank ", p.rank, ": ", reason));
   if (clean) {
     FailPeer(p.rank, s);
   } else {
@@ -383,6 +391,28 @@ void TcpTransport::UpdateEpoll(Peer& p) {
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev);
 }
 
+ssize_t TcpTransport::ReadSome(Peer& p, const iovec* iov, int n) {
+  if (p.tls) return p.tls->Readv(iov, n);
+  return readv(p.fd.get(), iov, n);
+}
+
+ssize_t TcpTransport::WriteSome(Peer& p, const iovec* iov, int n) {
+  if (p.tls) return p.tls->Writev(iov, n);
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = n;
+  return sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+std::string TcpTransport::IoError(const Peer& p, int err) {
+  if (p.tls && err == EPROTO) return absl::StrCat("TLS: ", p.tls->error());
+  return std::strerror(err);
+}
+
+bool TcpTransport::BufferedInput(Peer& p) {
+  return p.tls && !p.in_closed.load() && p.tls->HasBufferedInput();
+}
+
 bool TcpTransport::FlushLocked(Peer& p, std::vector<Completion>* done) {
   while (!p.out.empty()) {
     iovec iov[kMaxIov];
@@ -400,19 +430,15 @@ bool TcpTransport::FlushLocked(Peer& p, std::vector<Completion>* done) {
         iov[n++] = {const_cast<char*>(f.data()) + pay, f.payload_bytes - pay};
       }
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n;
-    ssize_t w = sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = WriteSome(p, iov, n);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         SetWriteInterest(p, true);
         return false;
       }
-      p.out_error = absl::UnavailableError(absl::StrCat("tcp transport: rank ", rank_,
-                                                        " cannot send to rank ", p.rank, ": ",
-                                                        std::strerror(errno)));
+      p.out_error = absl::UnavailableError(absl::StrCat(
+          "tcp transport: rank ", rank_, " cannot send to rank ", p.rank, ": ", IoError(p, errno)));
       for (auto& f : p.out) {
         if (f.done) done->emplace_back(std::move(f.done), p.out_error);
       }
@@ -422,7 +448,7 @@ bool TcpTransport::FlushLocked(Peer& p, std::vector<Completion>* done) {
     }
     size_t left = static_cast<size_t>(w);
     while (left > 0 || (!p.out.empty() && p.out.front().written ==
-                                               sizeof(FrameHeader) + p.out.front().payload_bytes)) {
+                                              sizeof(FrameHeader) + p.out.front().payload_bytes)) {
       OutFrame& f = p.out.front();
       const size_t total = sizeof(FrameHeader) + f.payload_bytes;
       const size_t step = std::min(left, total - f.written);
@@ -554,8 +580,16 @@ void TcpTransport::Drive(const std::function<bool()>& done) {
   while (!done()) {
     fds.clear();
     who.clear();
+    // Bytes TLS decrypted already are read now: poll() cannot see them.
+    bool buffered = false;
     for (auto& p : peers_) {
       if (!p) continue;
+      if (BufferedInput(*p)) {
+        MutexLock l(&p->in_mu);
+        if (!p->in_closed.load()) HandleReadable(*p);
+        buffered = buffered || BufferedInput(*p);
+        idle_since = Nanos();
+      }
       short events = p->in_closed.load() ? 0 : POLLIN;
       {
         MutexLock l(&p->out_mu);
@@ -568,7 +602,7 @@ void TcpTransport::Drive(const std::function<bool()>& done) {
     // Poll without blocking for `spin` after the last progress (the next
     // message of a ring step usually comes within it), then sleep in poll()
     // on the sockets themselves: the kernel wakes this thread directly.
-    const bool sleep = Nanos() - idle_since >= spin_ns_;
+    const bool sleep = !buffered && Nanos() - idle_since >= spin_ns_;
     if (sleep) {
       driver_sleeping_.store(true);
       if (done()) {
@@ -617,7 +651,42 @@ void TcpTransport::Drive(const std::function<bool()>& done) {
 
 }  // namespace tcp_internal
 
-absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int size, KeyValueStore& kv,
+namespace {
+
+// TLS over every connection of the mesh: this rank connected to the higher
+// ranks, so it is their client and checks that their certificates name the
+// hosts they published.
+absl::StatusOr<std::vector<std::unique_ptr<TlsStream>>> ShakeHands(
+    int rank, int size, KeyValueStore& kv, const TcpTransportOptions& options,
+    const std::vector<UniqueFd>& fds) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const TlsContext> ctx, TlsContext::Create(*options.tls));
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  std::vector<std::unique_ptr<TlsStream>> tls(size);
+  std::vector<TlsStream*> streams;
+  std::vector<std::string> names;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    STRATA_ASSIGN_OR_RETURN(std::string address,
+                            kv.Get(absl::StrCat(options.key_prefix, "/addr/", p),
+                                   std::max(absl::Seconds(1), deadline - absl::Now())));
+    std::string host;
+    int port = 0;
+    STRATA_RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
+    tls[p] = ctx->NewStream(fds[p].get(), /*is_client=*/p > rank, host);
+    streams.push_back(tls[p].get());
+    names.push_back(absl::StrCat("rank ", p, " (", address, ")"));
+  }
+  absl::Status s = TlsHandshakeAll(streams, names, deadline);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("tcp transport: rank ", rank, ": ", s.message()));
+  }
+  return tls;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int size,
+                                                               KeyValueStore& kv,
                                                                const TcpTransportOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
@@ -627,15 +696,18 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int siz
     return absl::InvalidArgumentError(
         "tcp transport: options.host is empty (give the address this task listens on)");
   }
-  STRATA_ASSIGN_OR_RETURN(std::vector<UniqueFd> fds,
-                          EstablishTcpMesh(rank, size, kv, options.host, options.key_prefix,
-                                           options.connect_timeout,
-                                           TcpSocketOptions{options.socket_buffer_bytes,
-                                                            options.congestion_control,
-                                                            options.job_token.has_value()
-                                                                ? &*options.job_token
-                                                                : nullptr}));
-  auto t = std::make_unique<tcp_internal::TcpTransport>(rank, size, options, std::move(fds));
+  STRATA_ASSIGN_OR_RETURN(
+      std::vector<UniqueFd> fds,
+      EstablishTcpMesh(
+          rank, size, kv, options.host, options.key_prefix, options.connect_timeout,
+          TcpSocketOptions{options.socket_buffer_bytes, options.congestion_control,
+                           options.job_token.has_value() ? &*options.job_token : nullptr}));
+  std::vector<std::unique_ptr<TlsStream>> tls;
+  if (options.tls.has_value()) {
+    STRATA_ASSIGN_OR_RETURN(tls, ShakeHands(rank, size, kv, options, fds));
+  }
+  auto t = std::make_unique<tcp_internal::TcpTransport>(rank, size, options, std::move(fds),
+                                                        std::move(tls));
   STRATA_RETURN_IF_ERROR(t->Start());
   return std::unique_ptr<Transport>(std::move(t));
 }

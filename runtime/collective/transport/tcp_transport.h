@@ -58,6 +58,7 @@
 #include "runtime/collective/transport/transport.h"
 #include "runtime/coordination/key_value_store.h"
 #include "runtime/security/job_token.h"
+#include "runtime/security/tls.h"
 
 namespace strata {
 
@@ -84,6 +85,12 @@ struct TcpTransportOptions {
   // The job's token: connections are set up only with peers that prove it
   // (TcpSocketOptions::job_token). None: any peer that knows the hello.
   std::optional<JobToken> job_token;
+  // Mutual TLS (runtime/security/tls.h): after the hellos (and the token's
+  // challenges) every connection is a TLS 1.3 session; the connecting rank
+  // checks that the peer's certificate names the host it published, both
+  // check that it chains to the CA. A peer that fails is named
+  // (Unauthenticated). None: plaintext.
+  std::optional<TlsConfig> tls;
   // Messages up to this size are sent eagerly; larger ones wait for the
   // receiver's kReady.
   size_t eager_limit = 64 << 10;
@@ -104,7 +111,8 @@ struct TcpTransportOptions {
 
 // Connects rank `rank` of `size` ranks. Every rank must call it with the same
 // size and key_prefix; it returns once this rank is connected to every peer.
-absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int size, KeyValueStore& kv,
+absl::StatusOr<std::unique_ptr<Transport>> ConnectTcpTransport(int rank, int size,
+                                                               KeyValueStore& kv,
                                                                const TcpTransportOptions& options);
 
 }  // namespace strata

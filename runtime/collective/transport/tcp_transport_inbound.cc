@@ -22,8 +22,9 @@ void TcpTransport::Loop() {
   epoll_event events[64];
   const int64_t spin_ns = absl::ToInt64Nanoseconds(options_.poll_spin);
   absl::Time spin_until = absl::InfinitePast();
+  bool buffered = false;
   while (!stop_.load()) {
-    const bool spinning = spin_ns > 0 && absl::Now() < spin_until;
+    const bool spinning = buffered || (spin_ns > 0 && absl::Now() < spin_until);
     const int n = epoll_wait(epoll_fd_.get(), events, 64, spinning ? 0 : -1);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -45,9 +46,23 @@ void TcpTransport::Loop() {
         if (!p.in_closed.load()) HandleReadable(p);
       }
     }
+    buffered = ServeBufferedInput();
     if (aborted_.load()) FailAllClaimed(AbortStatus());
   }
   FailAllClaimed(absl::CancelledError("tcp transport destroyed"));
+}
+
+bool TcpTransport::ServeBufferedInput() {
+  bool left = false;
+  for (auto& p : peers_) {
+    if (!p || !BufferedInput(*p)) continue;
+    // A driver serves the sockets now: it reads these too.
+    if (io_paused_.load()) return false;
+    MutexLock l(&p->in_mu);
+    if (!p->in_closed.load()) HandleReadable(*p);
+    left = left || BufferedInput(*p);
+  }
+  return left;
 }
 
 void TcpTransport::FailAllClaimed(const absl::Status& s) {
@@ -92,11 +107,12 @@ void TcpTransport::HandleReadable(Peer& p) {
     if (!ConsumeInput(p)) return;
     iovec iov[2];
     int n = 0;
-    const bool direct = p.in_payload && p.remaining >= kDirectReadMin && p.target != Target::kDiscard;
+    const bool direct =
+        p.in_payload && p.remaining >= kDirectReadMin && p.target != Target::kDiscard;
     if (direct) iov[n++] = {p.dst, p.remaining};
     if (p.in_begin == p.in_end) p.in_begin = p.in_end = 0;
     iov[n++] = {p.in.data() + p.in_end, std::min(kBufferedReadBytes, p.in.size() - p.in_end)};
-    const ssize_t r = readv(p.fd.get(), iov, n);
+    const ssize_t r = ReadSome(p, iov, n);
     if (r > 0) {
       size_t got = static_cast<size_t>(r);
       if (direct) {
@@ -110,7 +126,7 @@ void TcpTransport::HandleReadable(Peer& p) {
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    const std::string reason = r == 0 ? "connection closed" : std::strerror(errno);
+    const std::string reason = r == 0 ? "connection closed" : IoError(p, errno);
     StopReading(p);
     PeerLost(p, reason);
     return;
@@ -243,8 +259,8 @@ bool TcpTransport::StartFrame(Peer& p) {
       break;
     case kClose:
       p.in_payload = false;
-      FailPeer(p.rank, absl::UnavailableError(absl::StrCat("tcp transport: rank ", p.rank,
-                                                           " closed its transport")));
+      FailPeer(p.rank, absl::UnavailableError(
+                           absl::StrCat("tcp transport: rank ", p.rank, " closed its transport")));
       break;
     default:
       violation = absl::StrCat("a frame of unknown kind ", h.kind);

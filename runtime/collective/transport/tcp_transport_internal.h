@@ -12,6 +12,7 @@
 #define STRATA_RUNTIME_COLLECTIVE_TRANSPORT_TCP_TRANSPORT_INTERNAL_H_
 
 #include <sys/epoll.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <atomic>
@@ -32,6 +33,7 @@
 #include "runtime/collective/transport/tcp_socket.h"
 #include "runtime/collective/transport/tcp_transport.h"
 #include "runtime/collective/transport/transport.h"
+#include "runtime/security/tls.h"
 
 namespace strata {
 namespace tcp_internal {
@@ -87,7 +89,9 @@ inline absl::StatusCode CodeFromWire(uint32_t code) {
 
 class TcpTransport : public Transport {
  public:
-  TcpTransport(int rank, int size, const TcpTransportOptions& options, std::vector<UniqueFd> fds);
+  // tls: empty, or a finished TLS session per peer over fds[peer].
+  TcpTransport(int rank, int size, const TcpTransportOptions& options, std::vector<UniqueFd> fds,
+               std::vector<std::unique_ptr<TlsStream>> tls = {});
   ~TcpTransport() override;
   absl::Status Start();
 
@@ -142,6 +146,9 @@ class TcpTransport : public Transport {
   struct Peer {
     int rank = -1;
     UniqueFd fd;
+    // Null: plaintext. Else every byte goes through it (it serializes the
+    // reader under in_mu and the writer under out_mu itself).
+    std::unique_ptr<TlsStream> tls;
     // Outbound: whoever holds out_mu writes; out_armed while the socket is
     // full, and then whoever serves the socket (the I/O thread through
     // EPOLLOUT, or a driving waiter) continues.
@@ -171,7 +178,8 @@ class TcpTransport : public Transport {
   void Send(int dst, uint64_t tag, const void* data, size_t bytes, Callback done);
   void Recv(int src, uint64_t tag, void* data, size_t bytes, Callback done);
   absl::Status CheckPeer(int peer, const char* what) const;
-  absl::Status MismatchError(int src, int dst, uint64_t tag, uint64_t sent, uint64_t expected) const;
+  absl::Status MismatchError(int src, int dst, uint64_t tag, uint64_t sent,
+                             uint64_t expected) const;
   absl::Status AbortStatus() const { return abort_status_; }  // once aborted_ is set
   void AbortImpl(const absl::Status& status, bool broadcast);
   void PeerLost(Peer& p, const std::string& reason);
@@ -189,8 +197,18 @@ class TcpTransport : public Transport {
   void Flush(Peer& p);
   static OutFrame ControlFrame(FrameKind kind, uint64_t tag, uint64_t bytes);
 
+  // The socket calls, through TLS where there is one: as readv/sendmsg
+  // (errno set); what a failure was.
+  static ssize_t ReadSome(Peer& p, const iovec* iov, int n);
+  static ssize_t WriteSome(Peer& p, const iovec* iov, int n);
+  static std::string IoError(const Peer& p, int err);
+  // Whether TLS holds decrypted bytes of p that poll/epoll cannot see.
+  static bool BufferedInput(Peer& p);
+
   // Inbound (the I/O thread, or a driver), under p.in_mu.
   void Loop();
+  // Reads the peers whose TLS holds bytes; whether any still does.
+  bool ServeBufferedInput();
   void HandleReadable(Peer& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.in_mu);
   bool ConsumeInput(Peer& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.in_mu);
   bool StartFrame(Peer& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p.in_mu);

@@ -31,6 +31,8 @@
 #include "runtime/collective/file_key_value_store.h"
 #include "runtime/collective/transport/tcp_socket.h"
 #include "runtime/coordination/key_value_store.h"
+#include "runtime/security/test_certs.h"
+#include "runtime/security/tls.h"
 
 namespace strata {
 namespace {
@@ -80,7 +82,8 @@ absl::Status Recv(Transport& t, int src, uint64_t tag, void* data, size_t bytes)
 
 std::vector<char> Pattern(size_t bytes, int seed) {
   std::vector<char> v(bytes);
-  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<char>((i * 131 + seed * 17 + (i >> 12)) & 0xff);
+  for (size_t i = 0; i < bytes; ++i)
+    v[i] = static_cast<char>((i * 131 + seed * 17 + (i >> 12)) & 0xff);
   return v;
 }
 
@@ -124,9 +127,9 @@ TEST(TcpTransportTest, KindRankSize) {
   EXPECT_EQ(t[1]->size(), 2);
 }
 
-TEST(TcpTransportTest, EverySizeInEitherOrder) {
+void EverySizeInEitherOrder(const TcpTransportOptions& options) {
   InMemoryKeyValueStore kv;
-  auto t = ConnectThreads(2, kv);
+  auto t = ConnectThreads(2, kv, options);
   ASSERT_TRUE(t[0] && t[1]);
   uint64_t tag = 0;
   for (size_t bytes : kSizes) {
@@ -156,14 +159,18 @@ TEST(TcpTransportTest, EverySizeInEitherOrder) {
   }
 }
 
+TEST(TcpTransportTest, EverySizeInEitherOrder) { EverySizeInEitherOrder(Options()); }
+
 // Many tags in flight on three ranks, each pair in both directions, sends
 // and receives posted in different shuffled orders from several threads.
-TEST(TcpTransportTest, ConcurrentTagsInAnyOrder) {
+void ConcurrentTagsInAnyOrder(const TcpTransportOptions& options) {
   InMemoryKeyValueStore kv;
   constexpr int kRanks = 3, kTags = 24;
-  auto t = ConnectThreads(kRanks, kv);
+  auto t = ConnectThreads(kRanks, kv, options);
   for (auto& x : t) ASSERT_TRUE(x);
-  auto bytes_of = [](int tag) -> size_t { return tag % 3 == 0 ? (200 << 10) + tag : 100 + tag * 37; };
+  auto bytes_of = [](int tag) -> size_t {
+    return tag % 3 == 0 ? (200 << 10) + tag : 100 + tag * 37;
+  };
   std::vector<std::vector<char>> sent, received;
   struct Op {
     int self, peer, tag;
@@ -206,6 +213,8 @@ TEST(TcpTransportTest, ConcurrentTagsInAnyOrder) {
   for (size_t i = 0; i < sent.size(); ++i) EXPECT_TRUE(sent[i] == received[i]) << "message " << i;
 }
 
+TEST(TcpTransportTest, ConcurrentTagsInAnyOrder) { ConcurrentTagsInAnyOrder(Options()); }
+
 // Runs the registered ring all-reduce of `count` floats on rank `r`; checks
 // the result against the directly computed sum.
 absl::Status RingAllReduce(Transport& t, int64_t count) {
@@ -229,16 +238,17 @@ absl::Status RingAllReduce(Transport& t, int64_t count) {
     float want = 0;
     for (int q = 0; q < n; ++q) want += static_cast<float>((q * 7 + i * 13) % 41 - 20);
     if (out[i] != want) {
-      return absl::InternalError(absl::StrCat("rank ", r, " element ", i, ": ", out[i], " != ", want));
+      return absl::InternalError(
+          absl::StrCat("rank ", r, " element ", i, ": ", out[i], " != ", want));
     }
   }
   return absl::OkStatus();
 }
 
-TEST(TcpTransportTest, RingAllReduceOverThreads) {
+void RingAllReduceOverThreads(const TcpTransportOptions& options) {
   for (int n : {2, 3, 4}) {
     InMemoryKeyValueStore kv;
-    auto t = ConnectThreads(n, kv);
+    auto t = ConnectThreads(n, kv, options);
     for (auto& x : t) ASSERT_TRUE(x);
     for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{(1 << 20) + 3}}) {
       SCOPED_TRACE(absl::StrCat(n, " ranks, ", count, " floats"));
@@ -252,6 +262,8 @@ TEST(TcpTransportTest, RingAllReduceOverThreads) {
     }
   }
 }
+
+TEST(TcpTransportTest, RingAllReduceOverThreads) { RingAllReduceOverThreads(Options()); }
 
 TEST(TcpTransportTest, SizeMismatchIsRejectedNamingThePeer) {
   for (size_t bytes : {size_t{100}, size_t{1} << 20}) {
@@ -320,7 +332,8 @@ TEST(TcpTransportTest, ConnectTimeoutNamesTheMissingRank) {
     auto t = ConnectTcpTransport(1, 2, kv, o);
     ASSERT_FALSE(t.ok());
     EXPECT_TRUE(absl::IsDeadlineExceeded(t.status())) << t.status();
-    EXPECT_THAT(std::string(t.status().message()), HasSubstr("rank(s) 0 never connected to rank 1"));
+    EXPECT_THAT(std::string(t.status().message()),
+                HasSubstr("rank(s) 0 never connected to rank 1"));
   }
 }
 
@@ -368,7 +381,8 @@ TEST(TcpTransportTest, CongestionControlOfTheMesh) {
   const bool pacing = host_default.rfind("bbr", 0) == 0;
   for (const std::string& got : names(mesh("auto", "cc/auto"))) {
     if (pacing) {
-      EXPECT_TRUE(got == "cubic" || got == "reno") << got << " (host default " << host_default << ")";
+      EXPECT_TRUE(got == "cubic" || got == "reno")
+          << got << " (host default " << host_default << ")";
     } else {
       EXPECT_EQ(got, host_default);
     }
@@ -504,6 +518,112 @@ TEST(TcpTransportTest, WithAJobTokenOnlyPeersThatProveItConnect) {
   }
 }
 
+// ---- Mutual TLS ----
+
+// Certificates of one CA for 127.0.0.1, and one of another CA (made once).
+struct TestTls {
+  TlsConfig job, job2, foreign;
+};
+const TestTls& Certificates() {
+  static const TestTls* tls = [] {
+    auto* t = new TestTls;
+    auto dir = io::MakeTempDir("tcp_tls");
+    auto ca = MakeTestCa(*dir, "job");
+    auto other = MakeTestCa(*dir, "other");
+    auto load = [](const absl::StatusOr<TlsFiles>& f) {
+      EXPECT_TRUE(f.ok()) << f.status();
+      auto c = LoadTlsConfig(*f);
+      EXPECT_TRUE(c.ok()) << c.status();
+      return c.value_or(TlsConfig{});
+    };
+    EXPECT_TRUE(ca.ok() && other.ok());
+    t->job = load(MakeTestCert(*ca, "rank", "IP:127.0.0.1"));
+    t->job2 = load(MakeTestCert(*ca, "rank2", "IP:127.0.0.1"));
+    t->foreign = load(MakeTestCert(*other, "foreign", "IP:127.0.0.1"));
+    return t;
+  }();
+  return *tls;
+}
+
+void DrivenEverySizeBothWays(const TcpTransportOptions& options);  // below
+
+TcpTransportOptions TlsOptions(const TlsConfig& tls = Certificates().job) {
+  TcpTransportOptions o = Options();
+  o.tls = tls;
+  return o;
+}
+
+// Every byte through TLS: each message size either way round (small
+// frames gathered into records, large ones split into many, writes that
+// meet a full socket retried), concurrent tags, the ring, driven waits.
+TEST(TcpTransportTlsTest, EverySizeInEitherOrder) { EverySizeInEitherOrder(TlsOptions()); }
+TEST(TcpTransportTlsTest, ConcurrentTagsInAnyOrder) { ConcurrentTagsInAnyOrder(TlsOptions()); }
+TEST(TcpTransportTlsTest, RingAllReduceOverThreads) { RingAllReduceOverThreads(TlsOptions()); }
+TEST(TcpTransportTlsTest, DrivenEverySizeBothWays) { DrivenEverySizeBothWays(TlsOptions()); }
+
+// Ranks with different certificates of the job's CA talk; with the token
+// as well.
+TEST(TcpTransportTlsTest, WithTheTokenToo) {
+  InMemoryKeyValueStore kv;
+  TcpTransportOptions a = TlsOptions(Certificates().job), b = TlsOptions(Certificates().job2);
+  a.job_token = b.job_token = *JobToken::FromSecret("tcp-test-job-token-0123456789");
+  absl::StatusOr<std::unique_ptr<Transport>> t1;
+  std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, b); });
+  auto t0 = ConnectTcpTransport(0, 2, kv, a);
+  rank1.join();
+  ASSERT_TRUE(t0.ok()) << t0.status();
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  const std::vector<char> x = Pattern(1 << 20, 3);
+  std::vector<char> y(x.size());
+  PendingOps ops;
+  (*t1)->RecvAsync(0, 1, y.data(), y.size(), ops.Add());
+  (*t0)->SendAsync(1, 1, x.data(), x.size(), ops.Add());
+  EXPECT_TRUE(ops.Wait().ok());
+  EXPECT_TRUE(x == y);
+}
+
+// A rank whose certificate is of another CA fails set-up, and so does the
+// rank it meets, naming it.
+TEST(TcpTransportTlsTest, AForeignCertificateIsRefusedNamingTheRank) {
+  for (int foreign_rank : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("foreign rank ", foreign_rank));
+    InMemoryKeyValueStore kv;
+    std::vector<absl::StatusOr<std::unique_ptr<Transport>>> t(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        TcpTransportOptions o =
+            TlsOptions(r == foreign_rank ? Certificates().foreign : Certificates().job);
+        o.connect_timeout = absl::Seconds(10);
+        t[r] = ConnectTcpTransport(r, 2, kv, o);
+      });
+    }
+    for (auto& th : ranks) th.join();
+    const int honest = 1 - foreign_rank;
+    EXPECT_TRUE(absl::IsUnauthenticated(t[honest].status())) << t[honest].status();
+    EXPECT_THAT(std::string(t[honest].status().message()),
+                HasSubstr(absl::StrCat("TLS handshake with rank ", foreign_rank, " (127.0.0.1:")));
+    EXPECT_FALSE(t[foreign_rank].ok());
+  }
+}
+
+// A rank without TLS meeting one with: both fail, neither hangs.
+TEST(TcpTransportTlsTest, APlaintextRankFailsSetUp) {
+  InMemoryKeyValueStore kv;
+  TcpTransportOptions plain = Options(), tls = TlsOptions();
+  plain.connect_timeout = tls.connect_timeout = absl::Seconds(5);
+  absl::StatusOr<std::unique_ptr<Transport>> t1;
+  std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, plain); });
+  auto t0 = ConnectTcpTransport(0, 2, kv, tls);
+  EXPECT_FALSE(t0.ok());
+  // The plaintext rank connected before TLS began; its first exchange fails.
+  if (t1.ok()) {
+    char x = 1;
+    EXPECT_FALSE(Send(**t1, 0, 1, &x, 1).ok());
+  }
+  rank1.join();
+}
+
 // A peer that completes the handshake and then sends bad frames: the
 // communicator aborts with DataLoss naming it; nothing is allocated for the
 // absurd size.
@@ -546,9 +666,9 @@ TEST(TcpTransportTest, MalformedFramesAbortNamingThePeer) {
 
 // ---- Waits that drive the sockets (DriveUntil) ----
 
-TEST(TcpTransportDriveTest, EverySizeBothWays) {
+void DrivenEverySizeBothWays(const TcpTransportOptions& options) {
   InMemoryKeyValueStore kv;
-  auto t = ConnectThreads(2, kv);
+  auto t = ConnectThreads(2, kv, options);
   ASSERT_TRUE(t[0] && t[1]);
   for (size_t bytes : kSizes) {
     SCOPED_TRACE(absl::StrCat(bytes, " bytes"));
@@ -571,6 +691,8 @@ TEST(TcpTransportDriveTest, EverySizeBothWays) {
     }
   }
 }
+
+TEST(TcpTransportDriveTest, EverySizeBothWays) { DrivenEverySizeBothWays(Options()); }
 
 // Several threads of each rank wait at once: one drives, the others sleep
 // until their operations are done or take over when it leaves.
@@ -601,7 +723,8 @@ TEST(TcpTransportDriveTest, ConcurrentDrivenWaitsOnOneTransport) {
     }
   }
   for (auto& th : threads) th.join();
-  for (size_t i = 0; i < status.size(); ++i) EXPECT_TRUE(status[i].ok()) << "thread " << i << ": " << status[i];
+  for (size_t i = 0; i < status.size(); ++i)
+    EXPECT_TRUE(status[i].ok()) << "thread " << i << ": " << status[i];
 }
 
 // A driven wait leaves the I/O thread idle; operations waited for the plain
@@ -613,9 +736,11 @@ TEST(TcpTransportDriveTest, PlainWaitsAfterADrivenOne) {
   ASSERT_TRUE(t[0] && t[1]);
   std::vector<char> a = Pattern(1000, 1), b(1000);
   std::thread peer([&] {
-    EXPECT_TRUE(Drive(*t[1], [&](const AddOp& add) { t[1]->RecvAsync(0, 1, b.data(), 1000, add()); }).ok());
+    EXPECT_TRUE(
+        Drive(*t[1], [&](const AddOp& add) { t[1]->RecvAsync(0, 1, b.data(), 1000, add()); }).ok());
   });
-  EXPECT_TRUE(Drive(*t[0], [&](const AddOp& add) { t[0]->SendAsync(1, 1, a.data(), 1000, add()); }).ok());
+  EXPECT_TRUE(
+      Drive(*t[0], [&](const AddOp& add) { t[0]->SendAsync(1, 1, a.data(), 1000, add()); }).ok());
   peer.join();
   EXPECT_TRUE(a == b);
   for (size_t bytes : {size_t{100}, size_t{2} << 20}) {
@@ -647,7 +772,8 @@ TEST(TcpTransportDriveTest, AbortEndsADrivenWait) {
   EXPECT_TRUE(absl::IsCancelled(s)) << s;
   EXPECT_EQ(s.message(), "step 3 cancelled");
   // The peer hears of it too, while driving.
-  const absl::Status peer = Drive(*t[1], [&](const AddOp& add) { t[1]->RecvAsync(0, 9, buf.data(), 10, add()); });
+  const absl::Status peer =
+      Drive(*t[1], [&](const AddOp& add) { t[1]->RecvAsync(0, 9, buf.data(), 10, add()); });
   EXPECT_EQ(peer.message(), "step 3 cancelled");
 }
 
@@ -655,7 +781,8 @@ TEST(TcpTransportDriveTest, AbortEndsADrivenWait) {
 
 // Runs `body(rank)` in `n - 1` forked children (ranks 1..n-1) and in this
 // process (rank 0); a child reports through its exit code.
-void RunProcesses(int n, const std::function<absl::Status(int)>& body, std::vector<pid_t>* kids_out = nullptr,
+void RunProcesses(int n, const std::function<absl::Status(int)>& body,
+                  std::vector<pid_t>* kids_out = nullptr,
                   const std::function<void(const std::vector<pid_t>&)>& parent_body = nullptr) {
   std::vector<pid_t> kids;
   for (int r = 1; r < n; ++r) {
