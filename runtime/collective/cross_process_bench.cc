@@ -63,6 +63,7 @@
 #include "runtime/collective/transport/shm_transport.h"
 #include "runtime/collective/transport/tcp_transport.h"
 #include "runtime/collective/transport/transport.h"
+#include "runtime/security/tls.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "process counts to run, comma-separated");
 ABSL_FLAG(std::string, transport, "shm", "what connects the processes: shm or tcp");
@@ -104,6 +105,11 @@ ABSL_FLAG(bool, in_place, true,
           "output)");
 ABSL_FLAG(int, tcp_in_place_slots, strata::kPipelinedRingInPlaceSlots,
           "tcp: the pipelined ring's receive slots when in place");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "tcp: mutual TLS with this certificate (and --tls_key_file, --tls_ca_file; "
+          "runtime/security/tls.h); reported as strata-tcp-tls");
+ABSL_FLAG(std::string, tls_key_file, "", "tcp: the key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_ca_file, "", "tcp: the CA peers' certificates chain to");
 ABSL_FLAG(int64_t, min_bytes, 4096, "smallest all-reduce, bytes");
 ABSL_FLAG(int64_t, max_bytes, int64_t{64} << 20, "largest all-reduce, bytes (x4 steps)");
 ABSL_FLAG(int64_t, budget_bytes, int64_t{1} << 30, "bytes all-reduced per size (sets iterations)");
@@ -112,6 +118,11 @@ ABSL_FLAG(int64_t, max_iters, 2000, "most timed iterations per size");
 
 namespace strata {
 namespace {
+
+bool UsesTls() {
+  return !absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_key_file).empty() ||
+         !absl::GetFlag(FLAGS_tls_ca_file).empty();
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -172,6 +183,11 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
   options.congestion_control = absl::GetFlag(FLAGS_tcp_congestion);
   if (absl::GetFlag(FLAGS_sockbuf_kib) >= 0) {
     options.socket_buffer_bytes = static_cast<int>(absl::GetFlag(FLAGS_sockbuf_kib) << 10);
+  }
+  if (UsesTls()) {
+    STRATA_ASSIGN_OR_RETURN(options.tls, LoadTlsConfig(TlsFiles{absl::GetFlag(FLAGS_tls_cert_file),
+                                                                absl::GetFlag(FLAGS_tls_key_file),
+                                                                absl::GetFlag(FLAGS_tls_ca_file)}));
   }
   return ConnectTcpTransport(rank, n, kv, options);
 }
@@ -253,8 +269,8 @@ absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& sc
       const double mc = memcpy_gbps.at(bytes);
       std::printf("%6d %10lld %12.2f %10.3f %10.3f %10.3f %10.3f\n", n,
                   static_cast<long long>(bytes), worst * 1e6, algbw, busbw, mc, busbw / mc);
-      std::printf("RESULT impl=strata-%s ranks=%d bytes=%lld time_us=%.2f busbw_gbps=%.3f\n",
-                  t->kind(), n, static_cast<long long>(bytes), worst * 1e6, busbw);
+      std::printf("RESULT impl=strata-%s%s ranks=%d bytes=%lld time_us=%.2f busbw_gbps=%.3f\n",
+                  t->kind(), UsesTls() ? "-tls" : "", n, static_cast<long long>(bytes), worst * 1e6, busbw);
       std::fflush(stdout);
     }
     return absl::OkStatus();

@@ -30,6 +30,7 @@ SECTIONS = [  # key, title, issue
     ("failure", "Failure detection", "issue 5"),
     ("fit", "Training library: Fit's cost per step", "issue 18"),
     ("lm", "Transformer language model training", "issue 19"),
+    ("security", "What mutual TLS costs the TCP all-reduce", "issue 23"),
 ]
 
 
@@ -514,10 +515,23 @@ def section_lm(d, plots_dir):
             + md_table(["threads", "Strata tokens/s", "PyTorch tokens/s", "Strata / PyTorch"], rows))
 
 
+def section_security(d, plots_dir):
+    rows = [[size_label(r["bytes"]), f"{r['plain_busbw_gbps']:.3f}", f"{r['tls_busbw_gbps']:.3f}",
+             f"**{r['ratio']:.2f}x**"] for r in d["results"]]
+    aes = d.get("aes_gcm_gbps_one_core")
+    return (f"`tools/bench/tls_cost.py`: `cross_process_bench --transport=tcp`, {d['ranks']} processes over "
+            f"loopback, with and without `--tls_cert_file/--tls_key_file/--tls_ca_file` ({d['cipher']}; "
+            f"certificates made by openssl), {d['rounds']} interleaved rounds, each side's median bus "
+            f"bandwidth. The issue sets no bar: this is the price of encryption"
+            + (f" (AES-128-GCM alone, `openssl speed`, one core: {aes:.2f} GB/s; each rank encrypts what it "
+               f"sends and decrypts what it receives)" if aes else "") + ".\n\n"
+            + md_table(["size", "plaintext busbw GB/s", "TLS busbw GB/s", "TLS / plaintext"], rows))
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
                "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
-               "lm": section_lm}
+               "lm": section_lm, "security": section_security}
 
 
 def read_note(notes_dir, name):

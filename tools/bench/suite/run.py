@@ -14,6 +14,7 @@ tools/bench, each writing its figures with --json_out:
   multiworker   multiworker_throughput.py --scaling: 1 and 2 workers vs DDP, TF MWMS
   mirrored      mirrored_throughput.py   Mirrored x2 vs one device and TF MirroredStrategy
   failure       failure_detection.py     a killed / frozen worker vs the heartbeat timeout
+  security      tls_cost.py              TCP all-reduce with mutual TLS vs plaintext
 
 samples the load average every 2 s, writes everything to docs/perf/results.json
 and generates docs/performance.md and docs/perf/*.svg from it (report.py).
@@ -204,6 +205,13 @@ def bench_fit(ctx):
     return json.loads(lines[-1])
 
 
+def bench_security(ctx):
+    out = os.path.join(ctx["tmp"], "security.json")
+    cmd = [sys.executable, "tls_cost.py", f"--strata={ctx['bin']}/cross_process_bench", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
 def bench_lm(ctx):
     out = os.path.join(ctx["tmp"], "lm.json")
     cmd = [sys.executable, "lm_throughput.py", f"--lm_bench={ctx['bin']}/lm_bench", f"--json_out={out}"]
@@ -219,13 +227,14 @@ NEEDS = {
     "multiworker": ["trainer", "launch"], "mirrored": ["trainer"], "failure": ["trainer", "launch"],
     "fit": ["fit_bench"],
     "lm": ["lm_bench"],
+    "security": ["cross_process_bench"],
 }
 
 BENCHMARKS = [
     ("engine", bench_engine), ("training", bench_training), ("inprocess", bench_inprocess),
     ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
-    ("lm", bench_lm),
+    ("lm", bench_lm), ("security", bench_security),
 ]
 
 
