@@ -37,10 +37,12 @@ class ABSL_LOCKABLE Mutex {
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() {
-    // Await() waiters re-check their predicates after any release.
-    const bool wake = waiters_ > 0;
+    // Await() waiters re-check their predicates after any release. They are
+    // told before the release, not after: a waiter may return and destroy
+    // the object holding this mutex as soon as it can lock it, which must
+    // not be while this thread still signals its condition variable.
+    if (waiters_ > 0) changed_.notify_all();
     mu_.unlock();
-    if (wake) changed_.notify_all();
   }
   bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
   // Shared locking is exclusive here; readers are never starved or reordered.

@@ -18,6 +18,12 @@
 // client) stays checked. gRPC locks with absl::Mutex, whose
 // deadlock-detection graph (GraphCycles) is uninstrumented the same way;
 // Strata itself never uses absl::Mutex.
+//
+// OpenSSL (libssl, libcrypto: TLS, under gRPC's SSL credentials and the TCP
+// transport's TlsStream) is uninstrumented too: its reference counts and
+// shared contexts are atomics TSan cannot see. Calls from inside it are
+// ignored; Strata's use of it (TlsStream serializes each session under a
+// pthread mutex) stays checked.
 extern "C" const char* __tsan_default_suppressions() {
   return "race:absl::debian3::Status::\n"
          "race:absl::debian3::status_internal::\n"
@@ -39,6 +45,8 @@ extern "C" const char* __tsan_default_suppressions() {
          "called_from_lib:libre2.so\n"
          "called_from_lib:libcares.so\n"
          "called_from_lib:libaddress_sorting.so\n"
+         "called_from_lib:libssl.so.3\n"
+         "called_from_lib:libcrypto.so.3\n"
          "race:absl::debian3::synchronization_internal::\n"
          "race:absl::debian3::Mutex::\n"
          "race:grpc::\n"

@@ -155,13 +155,17 @@ TEST(MultiWorkerTcpTest, WithMutualTlsTwoWorkersTrainAndAForeignCertificateIsRef
     const std::vector<int> ports = FreePorts(2);
     const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", ports[0]),
                                             absl::StrCat("127.0.0.1:", ports[1])};
+    // The chief waits longer than the intruder, so that the intruder's last
+    // attempt meets the chief's TLS (not a closed port).
     std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, TempDir("tls_foreign")), 2);
-    flags.push_back("--startup_timeout=4");
+    std::vector<std::string> chief_flags = flags, intruder_flags = flags;
+    chief_flags.push_back("--startup_timeout=8");
+    intruder_flags.push_back("--startup_timeout=4");
     std::vector<std::string> e0 = env(certs[0]), e1 = env(*foreign);
     e0.push_back(TfConfig(addrs, 0));
     e1.push_back(TfConfig(addrs, 1));
-    Process chief = Spawn(flags, dir + "/stderr_chief.txt", e0);
-    Process intruder = Spawn(flags, dir + "/stderr_foreign.txt", e1);
+    Process chief = Spawn(chief_flags, dir + "/stderr_chief.txt", e0);
+    Process intruder = Spawn(intruder_flags, dir + "/stderr_foreign.txt", e1);
     Exit x1 = Wait(intruder);
     Exit x0 = Wait(chief);
     EXPECT_NE(x1.code, 0) << Describe(x1);

@@ -1,7 +1,12 @@
 #include "runtime/coordination/coordination_service.h"
 
+#include <grpcpp/support/server_callback.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -107,21 +112,26 @@ absl::StatusOr<std::unique_ptr<CoordinationServiceImpl>> CoordinationServiceImpl
 
 CoordinationServiceImpl::CoordinationServiceImpl(CoordinationServiceOptions options)
     : options_(std::move(options)) {
+  max_waiting_calls_ = options_.max_waiting_calls > 0 ? options_.max_waiting_calls
+                                                      : 64 * options_.tasks.size() + 1024;
   {
     MutexLock l(&mu_);
     for (const std::string& t : options_.tasks) tasks_[t];
   }
-  heartbeat_checker_ = std::thread([this] { CheckHeartbeats(); });
+  timer_ = std::thread([this] { TimerLoop(); });
 }
 
 CoordinationServiceImpl::~CoordinationServiceImpl() { Stop(); }
 
 void CoordinationServiceImpl::Stop() {
+  Runnables run;
   {
     MutexLock l(&mu_);
     stopped_ = true;
+    WakeLocked(&run);
   }
-  if (heartbeat_checker_.joinable()) heartbeat_checker_.join();
+  RunAll(run);
+  if (timer_.joinable()) timer_.join();
 }
 
 absl::Status CoordinationServiceImpl::CheckTask(const std::string& task) const {
@@ -142,22 +152,157 @@ absl::Status CoordinationServiceImpl::cluster_error() const {
   return error_;
 }
 
-bool CoordinationServiceImpl::AwaitLocked(const std::function<bool()>& done, absl::Time deadline,
-                                          const CallerGone& caller_gone) {
-  // Every state change happens under mu_, whose Unlock wakes Await waiters,
-  // so a predicate over guarded state needs no condition variable. The
-  // caller's connection is not guarded state: it is looked at between
-  // slices of the wait.
-  ++blocked_calls_;
-  auto woken = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done() || !error_.ok() || stopped_; };
-  while (true) {
-    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
-    const absl::Duration slice = caller_gone ? std::min(left, kCallerCheckPeriod) : left;
-    if (mu_.AwaitWithTimeout(woken, slice) || left <= slice) break;
-    if (caller_gone()) break;
+// ---- Waits ----
+
+WaitId CoordinationServiceImpl::StartWaitLocked(Waiter w, Runnables* run) {
+  WaitEnd end;
+  if (w.ready()) {
+    end = WaitEnd::kReady;
+  } else if (!error_.ok() || stopped_) {
+    end = WaitEnd::kAborted;
+  } else if (absl::Now() >= w.deadline) {
+    end = WaitEnd::kDeadline;
+  } else if (waiters_.size() >= max_waiting_calls_) {
+    end = WaitEnd::kRefused;
+  } else {
+    const WaitId id = next_wait_id_++;
+    waiters_.emplace(id, std::move(w));
+    timer_changed_ = true;
+    return id;
   }
-  --blocked_calls_;
-  return done();
+  run->push_back(w.finish(end));
+  return kNoWait;
+}
+
+void CoordinationServiceImpl::WakeLocked(Runnables* run) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      WaitEnd end;
+      if (it->second.ready()) {
+        end = WaitEnd::kReady;
+      } else if (!error_.ok() || stopped_) {
+        end = WaitEnd::kAborted;
+      } else {
+        ++it;
+        continue;
+      }
+      Waiter w = std::move(it->second);
+      it = waiters_.erase(it);
+      run->push_back(w.finish(end));
+      changed = true;
+    }
+  }
+}
+
+void CoordinationServiceImpl::ExpireLocked(absl::Time now, Runnables* run) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    Waiter w = std::move(it->second);
+    it = waiters_.erase(it);
+    run->push_back(w.finish(WaitEnd::kDeadline));
+  }
+  // A barrier's timeout readies the barrier's other waiters.
+  WakeLocked(run);
+}
+
+void CoordinationServiceImpl::RunAll(Runnables& run) {
+  for (auto& r : run) r();
+  run.clear();
+}
+
+void CoordinationServiceImpl::CancelWait(WaitId id) {
+  Runnables run;
+  {
+    MutexLock l(&mu_);
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    Waiter w = std::move(it->second);
+    waiters_.erase(it);
+    run.push_back(w.finish(WaitEnd::kCancelled));
+    WakeLocked(&run);
+  }
+  RunAll(run);
+}
+
+template <typename T>
+T CoordinationServiceImpl::Block(const std::function<WaitId(std::function<void(T)>)>& start,
+                                 const CallerGone& caller_gone) {
+  // Shared with `done`, which may run on another thread after this returns
+  // (it touches the state last, and the state outlives both).
+  struct State {
+    Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    std::optional<T> result ABSL_GUARDED_BY(mu);
+  };
+  auto state = std::make_shared<State>();
+  const WaitId id = start([state](T r) {
+    MutexLock l(&state->mu);
+    state->result.emplace(std::move(r));
+    state->finished = true;
+  });
+  MutexLock l(&state->mu);
+  auto finished = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state->finished; };
+  while (!finished()) {
+    if (!caller_gone) {
+      state->mu.Await(finished);
+      break;
+    }
+    if (state->mu.AwaitWithTimeout(finished, kCallerCheckPeriod)) break;
+    if (caller_gone()) {
+      state->mu.Unlock();
+      CancelWait(id);
+      state->mu.Lock();
+    }
+  }
+  return *std::move(state->result);
+}
+
+void CoordinationServiceImpl::TimerLoop() {
+  const absl::Duration period =
+      std::min(absl::Seconds(1), std::max(absl::Milliseconds(10), options_.heartbeat_timeout / 10));
+  absl::Time next_check = absl::Now() + period;
+  mu_.Lock();
+  while (!stopped_) {
+    absl::Time wake = next_check;
+    for (const auto& [id, w] : waiters_) wake = std::min(wake, w.deadline);
+    timer_changed_ = false;
+    mu_.AwaitWithTimeout([&]()
+                             ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopped_ || timer_changed_; },
+                         std::max(wake - absl::Now(), absl::ZeroDuration()));
+    if (stopped_) break;
+    Runnables run;
+    const absl::Time now = absl::Now();
+    if (now >= next_check) {
+      CheckHeartbeatsLocked(now);
+      next_check = now + period;
+    }
+    ExpireLocked(now, &run);
+    if (!run.empty()) {
+      mu_.Unlock();
+      RunAll(run);
+      mu_.Lock();
+    }
+  }
+  mu_.Unlock();
+}
+
+void CoordinationServiceImpl::CheckHeartbeatsLocked(absl::Time now) {
+  for (const std::string& name : options_.tasks) {
+    Task& t = tasks_[name];
+    if (!started_ || t.state != TaskState::kRegistered ||
+        now - t.last_heartbeat <= options_.heartbeat_timeout) {
+      continue;
+    }
+    t.state = TaskState::kFailed;
+    SetErrorLocked(
+        absl::UnavailableError(absl::StrCat("task ", name, " lost: no heartbeat for ",
+                                            absl::FormatDuration(options_.heartbeat_timeout))));
+  }
+  // (ExpireLocked, next, wakes the waits the error ends.)
 }
 
 absl::Status CoordinationServiceImpl::CallerGoneError(const std::string& what) {
@@ -166,7 +311,7 @@ absl::Status CoordinationServiceImpl::CallerGoneError(const std::string& what) {
 
 int CoordinationServiceImpl::blocked_calls() const {
   MutexLock l(&mu_);
-  return blocked_calls_;
+  return static_cast<int>(waiters_.size());
 }
 
 absl::Status CoordinationServiceImpl::AbortedCallLocked(const std::string& what) const {
@@ -177,6 +322,16 @@ absl::Status CoordinationServiceImpl::AbortedCallLocked(const std::string& what)
   return absl::Status(error_.code(), absl::StrCat(what, " aborted: ", error_.message()));
 }
 
+absl::Status CoordinationServiceImpl::EndedLocked(WaitEnd end, const std::string& what) const {
+  if (end == WaitEnd::kRefused) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": the coordination service on ", options_.service_task, " has ",
+                     max_waiting_calls_, " calls waiting already, its limit"));
+  }
+  if (!error_.ok() || stopped_) return AbortedCallLocked(what);
+  return CallerGoneError(what);
+}
+
 bool CoordinationServiceImpl::AllRegisteredLocked() const {
   for (const auto& [name, t] : tasks_) {
     if (t.state == TaskState::kUnregistered) return false;
@@ -184,134 +339,163 @@ bool CoordinationServiceImpl::AllRegisteredLocked() const {
   return true;
 }
 
+// ---- The calls ----
+
 absl::StatusOr<RegisterResult> CoordinationServiceImpl::RegisterTask(
     const std::string& task, uint64_t incarnation, const std::vector<std::string>& devices,
     const std::string& cluster_fingerprint, absl::Duration timeout, const CallerGone& caller_gone) {
-  STRATA_RETURN_IF_ERROR(CheckTask(task));
+  return Block<absl::StatusOr<RegisterResult>>(
+      [&](std::function<void(absl::StatusOr<RegisterResult>)> done) {
+        return RegisterTaskAsync(task, incarnation, devices, cluster_fingerprint, timeout,
+                                 std::move(done));
+      },
+      caller_gone);
+}
+
+WaitId CoordinationServiceImpl::RegisterTaskAsync(
+    const std::string& task, uint64_t incarnation, const std::vector<std::string>& devices,
+    const std::string& cluster_fingerprint, absl::Duration timeout,
+    std::function<void(absl::StatusOr<RegisterResult>)> done) {
+  if (absl::Status s = CheckTask(task); !s.ok()) {
+    done(s);
+    return kNoWait;
+  }
   if (timeout <= absl::ZeroDuration()) timeout = options_.register_timeout;
   const absl::Time deadline = absl::Now() + timeout;
-  MutexLock l(&mu_);
-  if (!options_.cluster_fingerprint.empty() &&
-      cluster_fingerprint != options_.cluster_fingerprint) {
-    // Put out as the cluster's error too: tasks whose specs disagree must all
-    // fail fast, not wait for a registration that cannot complete.
-    absl::Status err = absl::InvalidArgumentError(absl::StrCat(
-        "task ", task, " has a different cluster spec than ", options_.service_task,
-        ": cluster fingerprint ", cluster_fingerprint.empty() ? "(none)" : cluster_fingerprint,
-        " vs ", options_.cluster_fingerprint));
-    SetErrorLocked(err);
-    return err;
-  }
-  if (!error_.ok()) return AbortedCallLocked(absl::StrCat("registration of ", task));
-  Task& t = tasks_[task];
-  if (t.state != TaskState::kUnregistered && t.incarnation != incarnation) {
-    if (started_) {
-      absl::Status err = absl::AbortedError(absl::StrCat("task ", task, " restarted (incarnation ",
-                                                         t.incarnation, " -> ", incarnation, ")"));
-      t.state = TaskState::kFailed;
-      SetErrorLocked(err);
-      return err;
+  Runnables run;
+  WaitId id = kNoWait;
+  {
+    MutexLock l(&mu_);
+    absl::Status refused = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+      if (!options_.cluster_fingerprint.empty() &&
+          cluster_fingerprint != options_.cluster_fingerprint) {
+        // Put out as the cluster's error too: tasks whose specs disagree
+        // must all fail fast, not wait for a registration that cannot
+        // complete.
+        absl::Status err = absl::InvalidArgumentError(absl::StrCat(
+            "task ", task, " has a different cluster spec than ", options_.service_task,
+            ": cluster fingerprint ", cluster_fingerprint.empty() ? "(none)" : cluster_fingerprint,
+            " vs ", options_.cluster_fingerprint));
+        SetErrorLocked(err);
+        return err;
+      }
+      if (!error_.ok()) return AbortedCallLocked(absl::StrCat("registration of ", task));
+      Task& t = tasks_[task];
+      if (t.state != TaskState::kUnregistered && t.incarnation != incarnation) {
+        if (started_) {
+          absl::Status err = absl::AbortedError(absl::StrCat(
+              "task ", task, " restarted (incarnation ", t.incarnation, " -> ", incarnation, ")"));
+          t.state = TaskState::kFailed;
+          SetErrorLocked(err);
+          return err;
+        }
+        // Before the cluster started nothing depends on the old process:
+        // the new one simply takes its place.
+      }
+      if (t.state == TaskState::kFailed || t.state == TaskState::kShutdown) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("task ", task, " registered after it ",
+                         t.state == TaskState::kFailed ? "failed" : "shut down"));
+      }
+      t.state = TaskState::kRegistered;
+      t.incarnation = incarnation;
+      t.devices = devices;
+      t.last_heartbeat = absl::Now();
+      if (AllRegisteredLocked()) {
+        // Heartbeats are judged from the start on: a task waiting here sends
+        // none (its client starts beating when registration returns), so a
+        // clock started at its own registration would call an early task
+        // lost while it waits for a late one.
+        started_ = true;
+        const absl::Time now = absl::Now();
+        for (auto& [name, other] : tasks_) other.last_heartbeat = now;
+      }
+      return absl::OkStatus();
+    }();
+    if (!refused.ok()) {
+      WakeLocked(&run);  // the cluster's error (if it became one) ends the others' waits
+      run.push_back([done, refused] { done(refused); });
+    } else {
+      Waiter w;
+      w.ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return started_; };
+      w.deadline = deadline;
+      w.finish = [this, task, timeout, done](WaitEnd end)
+                     ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
+        const std::string what = absl::StrCat("registration of ", task);
+        absl::StatusOr<RegisterResult> r;
+        if (end == WaitEnd::kReady) {
+          RegisterResult result;
+          for (const std::string& name : options_.tasks) {
+            const Task& other = tasks_[name];
+            result.devices.insert(result.devices.end(), other.devices.begin(), other.devices.end());
+          }
+          result.tasks = options_.tasks;
+          result.service_task = options_.service_task;
+          result.heartbeat_timeout = options_.heartbeat_timeout;
+          r = std::move(result);
+        } else if (end == WaitEnd::kDeadline && error_.ok() && !stopped_) {
+          std::vector<std::string> missing;
+          for (const std::string& name : options_.tasks) {
+            if (tasks_[name].state == TaskState::kUnregistered) missing.push_back(name);
+          }
+          r = absl::DeadlineExceededError(absl::StrCat(
+              what, " timed out after ", absl::FormatDuration(timeout), ": ", missing.size(),
+              " of ", options_.tasks.size(), " tasks never registered: ", JoinAtMost(missing)));
+        } else {
+          r = EndedLocked(end, what);
+        }
+        return [done, r = std::move(r)] { done(r); };
+      };
+      id = StartWaitLocked(std::move(w), &run);
+      WakeLocked(&run);  // this registration may have been the last one
     }
-    // Before the cluster started nothing depends on the old process: the new
-    // one simply takes its place.
   }
-  if (t.state == TaskState::kFailed || t.state == TaskState::kShutdown) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("task ", task, " registered after it ",
-                     t.state == TaskState::kFailed ? "failed" : "shut down"));
-  }
-  t.state = TaskState::kRegistered;
-  t.incarnation = incarnation;
-  t.devices = devices;
-  t.last_heartbeat = absl::Now();
-  if (AllRegisteredLocked()) {
-    // Heartbeats are judged from the start on: a task blocked here sends
-    // none (its client starts beating when registration returns), so a
-    // clock started at its own registration would call an early task lost
-    // while it waits for a late one.
-    started_ = true;
-    const absl::Time now = absl::Now();
-    for (auto& [name, other] : tasks_) other.last_heartbeat = now;
-  }
-
-  if (!AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return started_; }, deadline,
-                   caller_gone)) {
-    if (!error_.ok() || stopped_) return AbortedCallLocked(absl::StrCat("registration of ", task));
-    if (absl::Now() < deadline) return CallerGoneError(absl::StrCat("registration of ", task));
-    std::vector<std::string> missing;
-    for (const std::string& name : options_.tasks) {
-      if (tasks_[name].state == TaskState::kUnregistered) missing.push_back(name);
-    }
-    return absl::DeadlineExceededError(
-        absl::StrCat("registration of ", task, " timed out after ", absl::FormatDuration(timeout),
-                     ": ", missing.size(), " of ", options_.tasks.size(),
-                     " tasks never registered: ", JoinAtMost(missing)));
-  }
-  RegisterResult result;
-  for (const std::string& name : options_.tasks) {
-    const Task& other = tasks_[name];
-    result.devices.insert(result.devices.end(), other.devices.begin(), other.devices.end());
-  }
-  result.tasks = options_.tasks;
-  result.service_task = options_.service_task;
-  result.heartbeat_timeout = options_.heartbeat_timeout;
-  return result;
+  RunAll(run);
+  return id;
 }
 
 absl::Status CoordinationServiceImpl::Heartbeat(const std::string& task, uint64_t incarnation) {
   STRATA_RETURN_IF_ERROR(CheckTask(task));
-  MutexLock l(&mu_);
-  Task& t = tasks_[task];
-  switch (t.state) {
-    case TaskState::kUnregistered:
-      return absl::FailedPreconditionError(
-          absl::StrCat("heartbeat from task ", task, ", which has not registered"));
-    case TaskState::kFailed:
-      return absl::FailedPreconditionError(absl::StrCat(
-          "heartbeat from task ", task, ", which has already failed: ", error_.message()));
-    case TaskState::kShutdown:
-      // Sent before the task had the shutdown barrier's answer (it stops its
-      // heartbeats once it has): on its way out, not in error. Failing it
-      // made the task's client abort its own passing ShutdownTask.
-      if (t.incarnation == incarnation) return absl::OkStatus();
-      return absl::FailedPreconditionError(
-          absl::StrCat("heartbeat from task ", task, ", which has shut down"));
-    case TaskState::kRegistered:
-      break;
-  }
-  if (t.incarnation != incarnation) {
-    absl::Status err = absl::AbortedError(absl::StrCat("task ", task, " restarted (incarnation ",
-                                                       t.incarnation, " -> ", incarnation, ")"));
-    if (started_) {
-      t.state = TaskState::kFailed;
-      SetErrorLocked(err);
-    }
-    return err;
-  }
-  t.last_heartbeat = absl::Now();
-  return absl::OkStatus();
-}
-
-void CoordinationServiceImpl::CheckHeartbeats() {
-  const absl::Duration period =
-      std::min(absl::Seconds(1), std::max(absl::Milliseconds(10), options_.heartbeat_timeout / 10));
-  MutexLock l(&mu_);
-  while (!stopped_) {
-    mu_.AwaitWithTimeout([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopped_; }, period);
-    if (stopped_) break;
-    const absl::Time now = absl::Now();
-    for (const std::string& name : options_.tasks) {
-      Task& t = tasks_[name];
-      if (!started_ || t.state != TaskState::kRegistered ||
-          now - t.last_heartbeat <= options_.heartbeat_timeout) {
-        continue;
+  Runnables run;
+  absl::Status s;
+  {
+    MutexLock l(&mu_);
+    s = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+      Task& t = tasks_[task];
+      switch (t.state) {
+        case TaskState::kUnregistered:
+          return absl::FailedPreconditionError(
+              absl::StrCat("heartbeat from task ", task, ", which has not registered"));
+        case TaskState::kFailed:
+          return absl::FailedPreconditionError(absl::StrCat(
+              "heartbeat from task ", task, ", which has already failed: ", error_.message()));
+        case TaskState::kShutdown:
+          // Sent before the task had the shutdown barrier's answer (it stops
+          // its heartbeats once it has): on its way out, not in error.
+          // Failing it made the task's client abort its own passing
+          // ShutdownTask.
+          if (t.incarnation == incarnation) return absl::OkStatus();
+          return absl::FailedPreconditionError(
+              absl::StrCat("heartbeat from task ", task, ", which has shut down"));
+        case TaskState::kRegistered:
+          break;
       }
-      t.state = TaskState::kFailed;
-      SetErrorLocked(
-          absl::UnavailableError(absl::StrCat("task ", name, " lost: no heartbeat for ",
-                                              absl::FormatDuration(options_.heartbeat_timeout))));
-    }
+      if (t.incarnation != incarnation) {
+        absl::Status err = absl::AbortedError(absl::StrCat(
+            "task ", task, " restarted (incarnation ", t.incarnation, " -> ", incarnation, ")"));
+        if (started_) {
+          t.state = TaskState::kFailed;
+          SetErrorLocked(err);
+        }
+        return err;
+      }
+      t.last_heartbeat = absl::Now();
+      return absl::OkStatus();
+    }();
+    WakeLocked(&run);
   }
+  RunAll(run);
+  return s;
 }
 
 absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_id,
@@ -319,50 +503,99 @@ absl::Status CoordinationServiceImpl::WaitForBarrier(const std::string& barrier_
                                                      absl::Duration timeout,
                                                      std::vector<std::string> participants,
                                                      const CallerGone& caller_gone) {
-  STRATA_RETURN_IF_ERROR(CheckTask(task));
-  if (participants.empty()) participants = options_.tasks;
-  for (const std::string& p : participants) STRATA_RETURN_IF_ERROR(CheckTask(p));
-  const std::set<std::string> wanted(participants.begin(), participants.end());
+  return Block<absl::Status>(
+      [&](std::function<void(absl::Status)> done) {
+        return WaitForBarrierAsync(barrier_id, task, timeout, participants, std::move(done));
+      },
+      caller_gone);
+}
+
+WaitId CoordinationServiceImpl::WaitForBarrierAsync(const std::string& barrier_id,
+                                                    const std::string& task, absl::Duration timeout,
+                                                    std::vector<std::string> participants,
+                                                    std::function<void(absl::Status)> done) {
   const std::string what = absl::StrCat("barrier '", barrier_id, "'");
-  if (wanted.count(task) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
+  absl::Status invalid = CheckTask(task);
+  if (participants.empty()) participants = options_.tasks;
+  for (const std::string& p : participants) {
+    if (invalid.ok()) invalid = CheckTask(p);
+  }
+  const std::set<std::string> wanted(participants.begin(), participants.end());
+  if (invalid.ok() && wanted.count(task) == 0) {
+    invalid = absl::InvalidArgumentError(absl::StrCat(
         what, ": task ", task, " is not one of its tasks (", JoinAtMost(participants), ")"));
   }
-  MutexLock l(&mu_);
-  if (!error_.ok() || stopped_) return AbortedCallLocked(what);
-  auto [it, created] = barriers_.try_emplace(barrier_id);
-  Barrier& b = it->second;
-  if (created) {
-    b.participants = wanted;
-    b.deadline = absl::InfiniteFuture();
-  } else if (b.participants != wanted) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": task ", task, " expects tasks {", JoinAtMost(participants),
-                     "} but it was started with {",
-                     JoinAtMost({b.participants.begin(), b.participants.end()}), "}"));
+  if (!invalid.ok()) {
+    done(invalid);
+    return kNoWait;
   }
-  if (b.done) return b.result;
-  // The earliest deadline of the arrivals: a task that gives up fails the
-  // barrier for all, so that every task sees the same outcome.
-  b.deadline = std::min(b.deadline, absl::Now() + timeout);
-  b.arrived.insert(task);
-  if (b.arrived.size() == b.participants.size()) b.done = true;
-
-  if (!AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return b.done; }, b.deadline,
-                   caller_gone)) {
-    if (!error_.ok() || stopped_) return AbortedCallLocked(what);
-    // Gone before the deadline: the others still wait (the task arrived).
-    if (absl::Now() < b.deadline) return CallerGoneError(what);
-    std::vector<std::string> missing;
-    for (const std::string& p : b.participants) {
-      if (b.arrived.count(p) == 0) missing.push_back(p);
+  Runnables run;
+  WaitId id = kNoWait;
+  {
+    MutexLock l(&mu_);
+    absl::Status immediate;
+    bool answered = false;
+    if (!error_.ok() || stopped_) {
+      immediate = AbortedCallLocked(what);
+      answered = true;
+    } else {
+      auto [it, created] = barriers_.try_emplace(barrier_id);
+      Barrier& b = it->second;
+      if (created) {
+        b.participants = wanted;
+        b.deadline = absl::InfiniteFuture();
+      } else if (b.participants != wanted) {
+        immediate = absl::InvalidArgumentError(
+            absl::StrCat(what, ": task ", task, " expects tasks {", JoinAtMost(participants),
+                         "} but it was started with {",
+                         JoinAtMost({b.participants.begin(), b.participants.end()}), "}"));
+        answered = true;
+      }
+      if (!answered && b.done) {
+        immediate = b.result;
+        answered = true;
+      }
+      if (!answered) {
+        // The earliest deadline of the arrivals: a task that gives up fails
+        // the barrier for all, so that every task sees the same outcome.
+        b.deadline = std::min(b.deadline, absl::Now() + timeout);
+        b.arrived.insert(task);
+        if (b.arrived.size() == b.participants.size()) b.done = true;
+        Waiter w;
+        w.ready = [this, barrier_id]()
+                      ABSL_NO_THREAD_SAFETY_ANALYSIS { return barriers_[barrier_id].done; };
+        w.deadline = b.deadline;
+        w.finish = [this, barrier_id, what, done](WaitEnd end)
+                       ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
+          Barrier& b = barriers_[barrier_id];
+          absl::Status r;
+          if (end == WaitEnd::kReady) {
+            r = b.result;
+          } else if (end == WaitEnd::kDeadline && error_.ok() && !stopped_) {
+            std::vector<std::string> missing;
+            for (const std::string& p : b.participants) {
+              if (b.arrived.count(p) == 0) missing.push_back(p);
+            }
+            b.done = true;
+            b.result = absl::DeadlineExceededError(
+                absl::StrCat(what, " timed out: ", missing.size(), " of ", b.participants.size(),
+                             " tasks did not arrive: ", JoinAtMost(missing)));
+            r = b.result;
+          } else {
+            // Gone before the deadline: the others still wait (the task
+            // arrived).
+            r = EndedLocked(end, what);
+          }
+          return [done, r] { done(r); };
+        };
+        id = StartWaitLocked(std::move(w), &run);
+        WakeLocked(&run);  // the last arrival readies the others
+      }
     }
-    b.done = true;
-    b.result = absl::DeadlineExceededError(
-        absl::StrCat(what, " timed out: ", missing.size(), " of ", b.participants.size(),
-                     " tasks did not arrive: ", JoinAtMost(missing)));
+    if (answered) run.push_back([done, immediate] { done(immediate); });
   }
-  return b.result;
+  RunAll(run);
+  return id;
 }
 
 absl::Status CoordinationServiceImpl::InsertKeyValue(const std::string& key,
@@ -372,38 +605,66 @@ absl::Status CoordinationServiceImpl::InsertKeyValue(const std::string& key,
         "key-value store: the value of key ", QuoteForMessage(key), " has ", value.size(),
         " bytes, more than the ", options_.max_value_bytes, " a value may have"));
   }
-  MutexLock l(&mu_);
-  if (values_.count(key) > 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("key-value store: key ", QuoteForMessage(key), " already exists"));
+  Runnables run;
+  {
+    MutexLock l(&mu_);
+    if (values_.count(key) > 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("key-value store: key ", QuoteForMessage(key), " already exists"));
+    }
+    if (values_.size() >= options_.max_keys ||
+        store_bytes_ + key.size() + value.size() > options_.max_store_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "key-value store: inserting key ", QuoteForMessage(key), " would exceed the store's ",
+          options_.max_keys, " keys or ", options_.max_store_bytes, " bytes (it holds ",
+          values_.size(), " keys, ", store_bytes_, " bytes)"));
+    }
+    store_bytes_ += key.size() + value.size();
+    values_.emplace(key, value);
+    WakeLocked(&run);
   }
-  if (values_.size() >= options_.max_keys ||
-      store_bytes_ + key.size() + value.size() > options_.max_store_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "key-value store: inserting key ", QuoteForMessage(key), " would exceed the store's ",
-        options_.max_keys, " keys or ", options_.max_store_bytes, " bytes (it holds ",
-        values_.size(), " keys, ", store_bytes_, " bytes)"));
-  }
-  store_bytes_ += key.size() + value.size();
-  values_.emplace(key, value);
+  RunAll(run);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> CoordinationServiceImpl::GetKeyValue(const std::string& key,
                                                                  absl::Duration timeout,
                                                                  const CallerGone& caller_gone) {
-  const absl::Time deadline = absl::Now() + timeout;
-  MutexLock l(&mu_);
-  if (AwaitLocked([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return values_.count(key) > 0; }, deadline,
-                  caller_gone)) {
-    return values_.at(key);
+  return Block<absl::StatusOr<std::string>>(
+      [&](std::function<void(absl::StatusOr<std::string>)> done) {
+        return GetKeyValueAsync(key, timeout, std::move(done));
+      },
+      caller_gone);
+}
+
+WaitId CoordinationServiceImpl::GetKeyValueAsync(
+    const std::string& key, absl::Duration timeout,
+    std::function<void(absl::StatusOr<std::string>)> done) {
+  Runnables run;
+  WaitId id;
+  {
+    MutexLock l(&mu_);
+    Waiter w;
+    w.ready = [this, key]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return values_.count(key) > 0; };
+    w.deadline = absl::Now() + timeout;
+    w.finish = [this, key, timeout, done](WaitEnd end)
+                   ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
+      absl::StatusOr<std::string> r;
+      if (end == WaitEnd::kReady) {
+        r = values_.at(key);
+      } else if (end == WaitEnd::kDeadline && error_.ok() && !stopped_) {
+        r = absl::DeadlineExceededError(absl::StrCat("key-value store: key ", QuoteForMessage(key),
+                                                     " not inserted within ",
+                                                     absl::FormatDuration(timeout)));
+      } else {
+        r = EndedLocked(end, absl::StrCat("get of key ", QuoteForMessage(key)));
+      }
+      return [done, r = std::move(r)] { done(r); };
+    };
+    id = StartWaitLocked(std::move(w), &run);
   }
-  const std::string what = absl::StrCat("get of key ", QuoteForMessage(key));
-  if (!error_.ok() || stopped_) return AbortedCallLocked(what);
-  if (absl::Now() < deadline) return CallerGoneError(what);
-  return absl::DeadlineExceededError(absl::StrCat("key-value store: key ", QuoteForMessage(key),
-                                                  " not inserted within ",
-                                                  absl::FormatDuration(timeout)));
+  RunAll(run);
+  return id;
 }
 
 absl::Status CoordinationServiceImpl::ReportError(const std::string& task,
@@ -413,80 +674,182 @@ absl::Status CoordinationServiceImpl::ReportError(const std::string& task,
     return absl::InvalidArgumentError(
         absl::StrCat("task ", task, " reported an OK status as an error"));
   }
-  MutexLock l(&mu_);
-  Task& t = tasks_[task];
-  if (t.state == TaskState::kRegistered) t.state = TaskState::kFailed;
-  SetErrorLocked(
-      absl::Status(error.code(), absl::StrCat("task ", task, " failed: ", error.message())));
+  Runnables run;
+  {
+    MutexLock l(&mu_);
+    Task& t = tasks_[task];
+    if (t.state == TaskState::kRegistered) t.state = TaskState::kFailed;
+    SetErrorLocked(
+        absl::Status(error.code(), absl::StrCat("task ", task, " failed: ", error.message())));
+    WakeLocked(&run);
+  }
+  RunAll(run);
   return absl::OkStatus();
 }
 
 absl::Status CoordinationServiceImpl::PollForError(const std::string& task, absl::Duration timeout,
                                                    absl::Status* cluster_error,
                                                    const CallerGone& caller_gone) {
-  *cluster_error = absl::OkStatus();
-  STRATA_RETURN_IF_ERROR(CheckTask(task));
-  const absl::Time deadline = absl::Now() + timeout;
-  MutexLock l(&mu_);
-  AwaitLocked([] { return false; }, deadline, caller_gone);
-  if (!error_.ok()) {
-    *cluster_error = error_;
-    return absl::OkStatus();
+  PollResult r = Block<PollResult>(
+      [&](std::function<void(PollResult)> done) {
+        return PollForErrorAsync(task, timeout, std::move(done));
+      },
+      caller_gone);
+  *cluster_error = r.cluster_error;
+  return r.poll;
+}
+
+WaitId CoordinationServiceImpl::PollForErrorAsync(const std::string& task, absl::Duration timeout,
+                                                  std::function<void(PollResult)> done) {
+  if (absl::Status s = CheckTask(task); !s.ok()) {
+    done(PollResult{s, absl::OkStatus()});
+    return kNoWait;
   }
-  if (stopped_) return AbortedCallLocked("error poll");
-  return absl::OkStatus();
+  Runnables run;
+  WaitId id;
+  {
+    MutexLock l(&mu_);
+    Waiter w;
+    w.ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !error_.ok(); };
+    w.deadline = absl::Now() + timeout;
+    w.finish = [this, done](WaitEnd end) ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
+      PollResult r;
+      if (!error_.ok()) {
+        r.cluster_error = error_;
+      } else if (stopped_) {
+        r.poll = AbortedCallLocked("error poll");
+      } else if (end == WaitEnd::kRefused) {
+        r.poll = EndedLocked(end, "error poll");
+      }
+      return [done, r] { done(r); };
+    };
+    id = StartWaitLocked(std::move(w), &run);
+  }
+  RunAll(run);
+  return id;
 }
 
 absl::Status CoordinationServiceImpl::ShutdownTask(const std::string& task, absl::Duration timeout,
                                                    const CallerGone& caller_gone) {
-  STRATA_RETURN_IF_ERROR(CheckTask(task));
-  const absl::Time deadline = absl::Now() + timeout;
-  MutexLock l(&mu_);
-  shutting_down_.insert(task);
-  // Tasks that failed will never arrive; with the cluster in error the
-  // barrier gives the error instead of waiting for them.
-  auto all_arrived = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    for (const std::string& name : options_.tasks) {
-      if (shutting_down_.count(name) == 0 && tasks_[name].state != TaskState::kFailed) return false;
-    }
-    return true;
-  };
-  const bool passed = AwaitLocked(all_arrived, deadline, caller_gone);
-  Task& t = tasks_[task];
-  if (t.state != TaskState::kFailed) t.state = TaskState::kShutdown;
-  if (passed) return absl::OkStatus();
-  if (!error_.ok() || stopped_) return AbortedCallLocked(absl::StrCat("shutdown of ", task));
-  if (absl::Now() < deadline) return CallerGoneError(absl::StrCat("shutdown of ", task));
-  std::vector<std::string> missing;
-  for (const std::string& name : options_.tasks) {
-    if (shutting_down_.count(name) == 0) missing.push_back(name);
+  return Block<absl::Status>(
+      [&](std::function<void(absl::Status)> done) {
+        return ShutdownTaskAsync(task, timeout, std::move(done));
+      },
+      caller_gone);
+}
+
+WaitId CoordinationServiceImpl::ShutdownTaskAsync(const std::string& task, absl::Duration timeout,
+                                                  std::function<void(absl::Status)> done) {
+  if (absl::Status s = CheckTask(task); !s.ok()) {
+    done(s);
+    return kNoWait;
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("shutdown barrier of ", task, " timed out after ", absl::FormatDuration(timeout),
-                   ": ", missing.size(), " of ", options_.tasks.size(),
-                   " tasks did not shut down: ", JoinAtMost(missing)));
+  Runnables run;
+  WaitId id;
+  {
+    MutexLock l(&mu_);
+    shutting_down_.insert(task);
+    Waiter w;
+    // Tasks that failed will never arrive; with the cluster in error the
+    // barrier gives the error instead of waiting for them.
+    w.ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      for (const std::string& name : options_.tasks) {
+        if (shutting_down_.count(name) == 0 && tasks_[name].state != TaskState::kFailed) {
+          return false;
+        }
+      }
+      return true;
+    };
+    w.deadline = absl::Now() + timeout;
+    w.finish = [this, task, timeout, done](WaitEnd end)
+                   ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
+      Task& t = tasks_[task];
+      if (t.state != TaskState::kFailed) t.state = TaskState::kShutdown;
+      const std::string what = absl::StrCat("shutdown of ", task);
+      absl::Status r;
+      if (end == WaitEnd::kReady) {
+        r = absl::OkStatus();
+      } else if (end == WaitEnd::kDeadline && error_.ok() && !stopped_) {
+        std::vector<std::string> missing;
+        for (const std::string& name : options_.tasks) {
+          if (shutting_down_.count(name) == 0) missing.push_back(name);
+        }
+        r = absl::DeadlineExceededError(
+            absl::StrCat("shutdown barrier of ", task, " timed out after ",
+                         absl::FormatDuration(timeout), ": ", missing.size(), " of ",
+                         options_.tasks.size(), " tasks did not shut down: ", JoinAtMost(missing)));
+      } else {
+        r = EndedLocked(end, what);
+      }
+      return [done, r] { done(r); };
+    };
+    id = StartWaitLocked(std::move(w), &run);
+    WakeLocked(&run);  // this arrival may complete the others' barrier
+  }
+  RunAll(run);
+  return id;
 }
 
 // ---- gRPC handlers ----
 
 namespace {
 
-// A handler never blocks past its caller's deadline: the answer would be lost.
-absl::Duration BoundedTimeout(const grpc::ServerContext* ctx, int64_t timeout_ms) {
+// A wait never lasts past its caller's deadline: the answer would be lost.
+absl::Duration BoundedTimeout(const grpc::CallbackServerContext* ctx, int64_t timeout_ms) {
   absl::Duration t = absl::Milliseconds(std::max<int64_t>(timeout_ms, 0));
   // No deadline reads as time_point::max(), a few centuries away.
   t = std::min(t, absl::FromChrono(ctx->deadline()) - absl::Now());
   return std::max(t, absl::ZeroDuration());
 }
 
-// A blocked handler gives its thread back once its caller is gone.
-CallerGone CallerOf(grpc::ServerContext* ctx) {
-  return [ctx] { return ctx->IsCancelled(); };
-}
+// The reactor of a call that waits: finished by the wait's `done`; the
+// caller going away (OnCancel) cancels the wait. Deleted once both gRPC is
+// done with it (OnDone) and the handler that started the wait returned.
+class WaitReactor : public grpc::ServerUnaryReactor {
+ public:
+  WaitReactor(CoordinationGrpcService* owner, CoordinationServiceImpl* impl)
+      : owner_(owner), impl_(impl) {
+    owner_->ReactorMade();
+  }
+  ~WaitReactor() override { owner_->ReactorGone(); }
+
+  // After the wait started (its id; kNoWait if it was answered at once).
+  void Started(WaitId id) {
+    bool cancel;
+    {
+      MutexLock l(&mu_);
+      id_ = id;
+      cancel = cancelled_ && id != kNoWait;
+    }
+    if (cancel) impl_->CancelWait(id);
+    Unref();
+  }
+  void OnCancel() override {
+    WaitId id;
+    {
+      MutexLock l(&mu_);
+      cancelled_ = true;
+      id = id_;
+    }
+    if (id != kNoWait) impl_->CancelWait(id);
+  }
+  void OnDone() override { Unref(); }
+
+ private:
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+  CoordinationGrpcService* const owner_;
+  CoordinationServiceImpl* const impl_;
+  std::atomic<int> refs_{2};
+  Mutex mu_;
+  WaitId id_ ABSL_GUARDED_BY(mu_) = kNoWait;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 }  // namespace
 
-grpc::Status CoordinationGrpcService::Authorize(const grpc::ServerContext& ctx,
+grpc::Status CoordinationGrpcService::Authorize(const grpc::ServerContextBase& ctx,
                                                 absl::string_view method,
                                                 const google::protobuf::Message& request) {
   const absl::Status s = verifier_.Check(method, request, ctx);
@@ -534,100 +897,139 @@ grpc::Status CoordinationGrpcService::NotHosted() const {
                    " does not host the coordination service (the chief's server does)")));
 }
 
-grpc::Status CoordinationGrpcService::RegisterTask(grpc::ServerContext* ctx,
-                                                   const RegisterTaskRequest* req,
-                                                   RegisterTaskResponse* resp) {
-  if (grpc::Status a = Authorize(*ctx, "RegisterTask", *req); !a.ok()) return a;
+void CoordinationGrpcService::ReactorMade() {
+  MutexLock l(&reactors_mu_);
+  ++live_reactors_;
+}
+
+void CoordinationGrpcService::ReactorGone() {
+  MutexLock l(&reactors_mu_);
+  --live_reactors_;
+}
+
+void CoordinationGrpcService::AwaitReactorsGone() {
+  MutexLock l(&reactors_mu_);
+  reactors_mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return live_reactors_ == 0; });
+}
+
+grpc::Status CoordinationGrpcService::Admit(const grpc::ServerContextBase& ctx,
+                                            absl::string_view method,
+                                            const google::protobuf::Message& request) {
+  if (grpc::Status a = Authorize(ctx, method, request); !a.ok()) return a;
   if (impl_ == nullptr) return NotHosted();
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* CoordinationGrpcService::Answer(grpc::CallbackServerContext* ctx,
+                                                          const grpc::Status& status) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  r->Finish(status);
+  return r;
+}
+
+grpc::ServerUnaryReactor* CoordinationGrpcService::RegisterTask(grpc::CallbackServerContext* ctx,
+                                                                const RegisterTaskRequest* req,
+                                                                RegisterTaskResponse* resp) {
+  if (grpc::Status a = Admit(*ctx, "RegisterTask", *req); !a.ok()) return Answer(ctx, a);
   absl::Duration timeout = absl::ZeroDuration();
   if (req->timeout_ms() > 0) {
     timeout = std::max(BoundedTimeout(ctx, req->timeout_ms()), absl::Milliseconds(1));
   }
-  absl::StatusOr<RegisterResult> r = impl_->RegisterTask(
+  auto* reactor = new WaitReactor(this, impl_);
+  reactor->Started(impl_->RegisterTaskAsync(
       req->task(), req->incarnation(), {req->devices().begin(), req->devices().end()},
-      req->cluster_fingerprint(), timeout, CallerOf(ctx));
-  if (!r.ok()) return ToGrpcStatus(r.status());
-  for (std::string& d : r->devices) resp->add_devices(std::move(d));
-  for (std::string& t : r->tasks) resp->add_tasks(std::move(t));
-  resp->set_service_task(r->service_task);
-  resp->set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(r->heartbeat_timeout));
-  return grpc::Status::OK;
+      req->cluster_fingerprint(), timeout, [reactor, resp](absl::StatusOr<RegisterResult> r) {
+        if (r.ok()) {
+          for (std::string& d : r->devices) resp->add_devices(std::move(d));
+          for (std::string& t : r->tasks) resp->add_tasks(std::move(t));
+          resp->set_service_task(r->service_task);
+          resp->set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(r->heartbeat_timeout));
+        }
+        reactor->Finish(ToGrpcStatus(r.status()));
+      }));
+  return reactor;
 }
 
-grpc::Status CoordinationGrpcService::Heartbeat(grpc::ServerContext* ctx,
-                                                const HeartbeatRequest* req, HeartbeatResponse*) {
-  if (grpc::Status a = Authorize(*ctx, "Heartbeat", *req); !a.ok()) return a;
-  if (impl_ == nullptr) return NotHosted();
-  return ToGrpcStatus(impl_->Heartbeat(req->task(), req->incarnation()));
+grpc::ServerUnaryReactor* CoordinationGrpcService::Heartbeat(grpc::CallbackServerContext* ctx,
+                                                             const HeartbeatRequest* req,
+                                                             HeartbeatResponse*) {
+  if (grpc::Status a = Admit(*ctx, "Heartbeat", *req); !a.ok()) return Answer(ctx, a);
+  return Answer(ctx, ToGrpcStatus(impl_->Heartbeat(req->task(), req->incarnation())));
 }
 
-grpc::Status CoordinationGrpcService::WaitForBarrier(grpc::ServerContext* ctx,
-                                                     const WaitForBarrierRequest* req,
-                                                     WaitForBarrierResponse*) {
-  if (grpc::Status a = Authorize(*ctx, "WaitForBarrier", *req); !a.ok()) return a;
-  if (impl_ == nullptr) return NotHosted();
-  return ToGrpcStatus(
-      impl_->WaitForBarrier(req->barrier_id(), req->task(), BoundedTimeout(ctx, req->timeout_ms()),
-                            {req->tasks().begin(), req->tasks().end()}, CallerOf(ctx)));
+grpc::ServerUnaryReactor* CoordinationGrpcService::WaitForBarrier(grpc::CallbackServerContext* ctx,
+                                                                  const WaitForBarrierRequest* req,
+                                                                  WaitForBarrierResponse*) {
+  if (grpc::Status a = Admit(*ctx, "WaitForBarrier", *req); !a.ok()) return Answer(ctx, a);
+  auto* reactor = new WaitReactor(this, impl_);
+  reactor->Started(impl_->WaitForBarrierAsync(
+      req->barrier_id(), req->task(), BoundedTimeout(ctx, req->timeout_ms()),
+      {req->tasks().begin(), req->tasks().end()},
+      [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); }));
+  return reactor;
 }
 
-grpc::Status CoordinationGrpcService::InsertKeyValue(grpc::ServerContext* ctx,
-                                                     const InsertKeyValueRequest* req,
-                                                     InsertKeyValueResponse*) {
-  if (grpc::Status a = Authorize(*ctx, "InsertKeyValue", *req); !a.ok()) return a;
-  if (impl_ == nullptr) return NotHosted();
-  return ToGrpcStatus(impl_->InsertKeyValue(req->key(), req->value()));
+grpc::ServerUnaryReactor* CoordinationGrpcService::InsertKeyValue(grpc::CallbackServerContext* ctx,
+                                                                  const InsertKeyValueRequest* req,
+                                                                  InsertKeyValueResponse*) {
+  if (grpc::Status a = Admit(*ctx, "InsertKeyValue", *req); !a.ok()) return Answer(ctx, a);
+  return Answer(ctx, ToGrpcStatus(impl_->InsertKeyValue(req->key(), req->value())));
 }
 
-grpc::Status CoordinationGrpcService::GetKeyValue(grpc::ServerContext* ctx,
-                                                  const GetKeyValueRequest* req,
-                                                  GetKeyValueResponse* resp) {
-  if (grpc::Status a = Authorize(*ctx, "GetKeyValue", *req); !a.ok()) return a;
-  if (impl_ == nullptr) return NotHosted();
-  absl::StatusOr<std::string> v =
-      impl_->GetKeyValue(req->key(), BoundedTimeout(ctx, req->timeout_ms()), CallerOf(ctx));
-  if (!v.ok()) return ToGrpcStatus(v.status());
-  resp->set_value(std::move(*v));
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* CoordinationGrpcService::GetKeyValue(grpc::CallbackServerContext* ctx,
+                                                               const GetKeyValueRequest* req,
+                                                               GetKeyValueResponse* resp) {
+  if (grpc::Status a = Admit(*ctx, "GetKeyValue", *req); !a.ok()) return Answer(ctx, a);
+  auto* reactor = new WaitReactor(this, impl_);
+  reactor->Started(impl_->GetKeyValueAsync(req->key(), BoundedTimeout(ctx, req->timeout_ms()),
+                                           [reactor, resp](absl::StatusOr<std::string> v) {
+                                             if (v.ok()) resp->set_value(std::move(*v));
+                                             reactor->Finish(ToGrpcStatus(v.status()));
+                                           }));
+  return reactor;
 }
 
-grpc::Status CoordinationGrpcService::ReportError(grpc::ServerContext* ctx,
-                                                  const ReportErrorRequest* req,
-                                                  ReportErrorResponse*) {
-  if (grpc::Status a = Authorize(*ctx, "ReportError", *req); !a.ok()) return a;
-  if (impl_ == nullptr) return NotHosted();
+grpc::ServerUnaryReactor* CoordinationGrpcService::ReportError(grpc::CallbackServerContext* ctx,
+                                                               const ReportErrorRequest* req,
+                                                               ReportErrorResponse*) {
+  if (grpc::Status a = Admit(*ctx, "ReportError", *req); !a.ok()) return Answer(ctx, a);
   if (req->code() <= 0 || req->code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("task ", req->task(), " reported an error with invalid code ", req->code())));
+    return Answer(
+        ctx, ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+                 "task ", req->task(), " reported an error with invalid code ", req->code()))));
   }
-  return ToGrpcStatus(impl_->ReportError(
-      req->task(), absl::Status(static_cast<absl::StatusCode>(req->code()), req->message())));
+  return Answer(
+      ctx,
+      ToGrpcStatus(impl_->ReportError(
+          req->task(), absl::Status(static_cast<absl::StatusCode>(req->code()), req->message()))));
 }
 
-grpc::Status CoordinationGrpcService::PollForError(grpc::ServerContext* ctx,
-                                                   const PollForErrorRequest* req,
-                                                   PollForErrorResponse* resp) {
-  if (grpc::Status a = Authorize(*ctx, "PollForError", *req); !a.ok()) return a;
-  if (impl_ == nullptr) return NotHosted();
-  absl::Status e;
-  const absl::Status s =
-      impl_->PollForError(req->task(), BoundedTimeout(ctx, req->timeout_ms()), &e, CallerOf(ctx));
-  if (!s.ok()) return ToGrpcStatus(s);
-  if (!e.ok()) {
-    resp->set_has_error(true);
-    resp->set_code(static_cast<int>(e.code()));
-    resp->set_message(std::string(e.message()));
-  }
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* CoordinationGrpcService::PollForError(grpc::CallbackServerContext* ctx,
+                                                                const PollForErrorRequest* req,
+                                                                PollForErrorResponse* resp) {
+  if (grpc::Status a = Admit(*ctx, "PollForError", *req); !a.ok()) return Answer(ctx, a);
+  auto* reactor = new WaitReactor(this, impl_);
+  reactor->Started(impl_->PollForErrorAsync(
+      req->task(), BoundedTimeout(ctx, req->timeout_ms()), [reactor, resp](PollResult r) {
+        if (r.poll.ok() && !r.cluster_error.ok()) {
+          resp->set_has_error(true);
+          resp->set_code(static_cast<int>(r.cluster_error.code()));
+          resp->set_message(std::string(r.cluster_error.message()));
+        }
+        reactor->Finish(ToGrpcStatus(r.poll));
+      }));
+  return reactor;
 }
 
-grpc::Status CoordinationGrpcService::ShutdownTask(grpc::ServerContext* ctx,
-                                                   const ShutdownTaskRequest* req,
-                                                   ShutdownTaskResponse*) {
-  if (grpc::Status a = Authorize(*ctx, "ShutdownTask", *req); !a.ok()) return a;
-  if (impl_ == nullptr) return NotHosted();
-  return ToGrpcStatus(
-      impl_->ShutdownTask(req->task(), BoundedTimeout(ctx, req->timeout_ms()), CallerOf(ctx)));
+grpc::ServerUnaryReactor* CoordinationGrpcService::ShutdownTask(grpc::CallbackServerContext* ctx,
+                                                                const ShutdownTaskRequest* req,
+                                                                ShutdownTaskResponse*) {
+  if (grpc::Status a = Admit(*ctx, "ShutdownTask", *req); !a.ok()) return Answer(ctx, a);
+  auto* reactor = new WaitReactor(this, impl_);
+  reactor->Started(
+      impl_->ShutdownTaskAsync(req->task(), BoundedTimeout(ctx, req->timeout_ms()),
+                               [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); }));
+  return reactor;
 }
 
 }  // namespace strata

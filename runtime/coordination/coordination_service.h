@@ -26,10 +26,19 @@
 //    InvalidArgument naming the task and both fingerprints;
 //  - ReportError from any task, with the reporter's code.
 //
-// Thread-safety: every method may be called concurrently; the blocking ones
-// (RegisterTask, WaitForBarrier, GetKeyValue, PollForError, ShutdownTask)
-// always return within their timeout, and at once after Stop(). Ownership:
-// holds its state; the destructor stops the heartbeat checker thread.
+// Waiting without threads: each call that waits (RegisterTask,
+// WaitForBarrier, GetKeyValue, PollForError, ShutdownTask) has an
+// asynchronous form (...Async) that queues the wait and returns; its `done`
+// runs once with the result when the state it waits for arrives, its
+// deadline passes (the service's timer thread), the cluster fails, the
+// service stops, or CancelWait ends it. The gRPC service answers with those,
+// so a waiting call holds no thread; the blocking forms wrap them.
+//
+// Thread-safety: every method may be called concurrently; the waits always
+// end within their timeout, and at once after Stop(). `done` callbacks run
+// without the service's lock held, on the calling thread when the answer is
+// immediate. Ownership: holds its state; the destructor stops the timer
+// thread (checking heartbeats and deadlines).
 #ifndef STRATA_RUNTIME_COORDINATION_COORDINATION_SERVICE_H_
 #define STRATA_RUNTIME_COORDINATION_COORDINATION_SERVICE_H_
 
@@ -83,6 +92,21 @@ struct CoordinationServiceOptions {
   size_t max_value_bytes = 64 << 10;
   size_t max_keys = 1 << 16;
   size_t max_store_bytes = 64 << 20;
+  // Calls waiting at once (each holds a little memory, no thread); past it
+  // a call that would wait is refused with ResourceExhausted. 0: 64 per
+  // task plus 1024.
+  size_t max_waiting_calls = 0;
+};
+
+// How a wait ended (the async forms' `done` gets the result it implies).
+enum class WaitEnd { kReady, kDeadline, kAborted, kCancelled, kRefused };
+// A queued wait's handle, for CancelWait; kNoWait when the call did not wait.
+using WaitId = uint64_t;
+inline constexpr WaitId kNoWait = 0;
+
+struct PollResult {
+  absl::Status poll;           // the poll's own status (as PollForError returns)
+  absl::Status cluster_error;  // the cluster's error, OK if none came
 };
 
 // Whether the caller of a blocking call has gone away (its RPC cancelled or
@@ -158,14 +182,34 @@ class CoordinationServiceImpl {
   absl::Status ShutdownTask(const std::string& task, absl::Duration timeout,
                             const CallerGone& caller_gone = nullptr);
 
+  // The asynchronous forms of the waiting calls above (same arguments and
+  // results): `done` runs exactly once. The id is for CancelWait (kNoWait if
+  // the answer was immediate: `done` has run already).
+  WaitId RegisterTaskAsync(const std::string& task, uint64_t incarnation,
+                           const std::vector<std::string>& devices,
+                           const std::string& cluster_fingerprint, absl::Duration timeout,
+                           std::function<void(absl::StatusOr<RegisterResult>)> done);
+  WaitId WaitForBarrierAsync(const std::string& barrier_id, const std::string& task,
+                             absl::Duration timeout, std::vector<std::string> participants,
+                             std::function<void(absl::Status)> done);
+  WaitId GetKeyValueAsync(const std::string& key, absl::Duration timeout,
+                          std::function<void(absl::StatusOr<std::string>)> done);
+  WaitId PollForErrorAsync(const std::string& task, absl::Duration timeout,
+                           std::function<void(PollResult)> done);
+  WaitId ShutdownTaskAsync(const std::string& task, absl::Duration timeout,
+                           std::function<void(absl::Status)> done);
+  // Ends wait `id` as if its caller went away (Cancelled; a barrier keeps
+  // the arrival, a poll returns no error); nothing if it already ended.
+  void CancelWait(WaitId id);
+
   // The cluster's first error; OK if none.
   absl::Status cluster_error() const;
-  // Calls blocked right now (for tests and diagnosis).
+  // Calls waiting right now (for tests and diagnosis).
   int blocked_calls() const;
   const std::vector<std::string>& tasks() const { return options_.tasks; }
 
-  // Wakes every blocked call (they return Unavailable) and stops the
-  // heartbeat checker. Idempotent; the destructor calls it.
+  // Ends every waiting call (they return Unavailable) and stops the timer
+  // thread. Idempotent; the destructor calls it.
   void Stop();
 
  private:
@@ -184,23 +228,49 @@ class CoordinationServiceImpl {
     absl::Status result;
   };
 
+  // A queued wait: done when ready() (evaluated under mu_ after every
+  // change of state), or at the deadline, a cluster error, Stop(), a cancel
+  // or a refusal; finish(end) computes the result under mu_ and returns what
+  // to run without the lock (the caller's `done` with that result).
+  struct Waiter {
+    std::function<bool()> ready;
+    absl::Time deadline;
+    std::function<std::function<void()>(WaitEnd)> finish;
+  };
+  using Runnables = std::vector<std::function<void()>>;
+
   explicit CoordinationServiceImpl(CoordinationServiceOptions options);
 
   absl::Status CheckTask(const std::string& task) const;
   // Sets the cluster's error if it has none yet.
   void SetErrorLocked(absl::Status error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits with mu_ held until `done()`, the deadline, a cluster error,
-  // Stop() or the caller going away (checked every kCallerCheckPeriod).
-  // Returns done()'s final value.
-  bool AwaitLocked(const std::function<bool()>& done, absl::Time deadline,
-                   const CallerGone& caller_gone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends `w` at once if it can (ready, the cluster failed, stopped, past its
+  // deadline, too many waiting), else queues it. Its id, or kNoWait.
+  WaitId StartWaitLocked(Waiter w, Runnables* run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the queued waits that are ready or aborted, again while that
+  // changes state (a barrier's timeout readies its other waiters).
+  void WakeLocked(Runnables* run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the queued waits whose deadline is past.
+  void ExpireLocked(absl::Time now, Runnables* run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void RunAll(Runnables& run);
+  // A blocking call: `start(done)` starts the async form; waits for `done`,
+  // checking `caller_gone` every kCallerCheckPeriod (then CancelWait).
+  template <typename T>
+  T Block(const std::function<WaitId(std::function<void(T)>)>& start,
+          const CallerGone& caller_gone);
   static constexpr absl::Duration kCallerCheckPeriod = absl::Milliseconds(200);
   // Cancelled for a call whose caller went away.
   static absl::Status CallerGoneError(const std::string& what);
-  // The status a blocked call returns when it was woken by an error or Stop.
+  // The status of a wait that ended by `end` (kAborted: the cluster's error
+  // or Stop; kCancelled; kRefused) for the call `what`.
+  absl::Status EndedLocked(WaitEnd end, const std::string& what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The status a waiting call returns when it was ended by an error or Stop.
   absl::Status AbortedCallLocked(const std::string& what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllRegisteredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckHeartbeats();
+  void CheckHeartbeatsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The timer thread: heartbeats every period, waits' deadlines on time.
+  void TimerLoop();
 
   // Const after construction.
   const CoordinationServiceOptions options_;
@@ -213,18 +283,25 @@ class CoordinationServiceImpl {
   std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
   size_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int blocked_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> shutting_down_ ABSL_GUARDED_BY(mu_);
+  std::map<WaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  WaitId next_wait_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // A wait was queued: the timer thread recomputes its next deadline.
+  bool timer_changed_ ABSL_GUARDED_BY(mu_) = false;
+  size_t max_waiting_calls_ = 0;  // const after construction
 
-  std::thread heartbeat_checker_;
+  std::thread timer_;
 };
 
-// Serves a CoordinationServiceImpl over gRPC (proto/coordination.proto).
-// Handlers block at most for their request's timeout (and never past the
-// caller's deadline). `impl` must outlive this service; null on a task that
-// does not host the service: every call then fails with FailedPrecondition
+// Serves a CoordinationServiceImpl over gRPC (proto/coordination.proto),
+// with gRPC's callback API: a call that waits (registration, a barrier, a
+// get, an error poll, the shutdown barrier) is answered when the service's
+// wait ends, holding no thread meanwhile; a caller that goes away (its call
+// cancelled, its connection lost) ends its wait at once. Waits last at most
+// the request's timeout and never past the caller's deadline. `impl` must outlive this service;
+// null on a task that does not host the service: every call then fails with FailedPrecondition
 // naming `address` (a gRPC sync server needs at least one service).
-class CoordinationGrpcService final : public CoordinationService::Service {
+class CoordinationGrpcService final : public CoordinationService::CallbackService {
  public:
   // With a token every call must carry its proof (runtime/security/
   // rpc_auth.h) and is refused with Unauthenticated otherwise, before the
@@ -234,28 +311,57 @@ class CoordinationGrpcService final : public CoordinationService::Service {
                           std::optional<JobToken> token = std::nullopt)
       : impl_(impl), address_(std::move(address)), verifier_(std::move(token)) {}
 
-  grpc::Status RegisterTask(grpc::ServerContext* ctx, const RegisterTaskRequest* req,
-                            RegisterTaskResponse* resp) override;
-  grpc::Status Heartbeat(grpc::ServerContext* ctx, const HeartbeatRequest* req,
-                         HeartbeatResponse* resp) override;
-  grpc::Status WaitForBarrier(grpc::ServerContext* ctx, const WaitForBarrierRequest* req,
-                              WaitForBarrierResponse* resp) override;
-  grpc::Status InsertKeyValue(grpc::ServerContext* ctx, const InsertKeyValueRequest* req,
-                              InsertKeyValueResponse* resp) override;
-  grpc::Status GetKeyValue(grpc::ServerContext* ctx, const GetKeyValueRequest* req,
-                           GetKeyValueResponse* resp) override;
-  grpc::Status ReportError(grpc::ServerContext* ctx, const ReportErrorRequest* req,
-                           ReportErrorResponse* resp) override;
-  grpc::Status PollForError(grpc::ServerContext* ctx, const PollForErrorRequest* req,
-                            PollForErrorResponse* resp) override;
-  grpc::Status ShutdownTask(grpc::ServerContext* ctx, const ShutdownTaskRequest* req,
-                            ShutdownTaskResponse* resp) override;
+  grpc::ServerUnaryReactor* RegisterTask(grpc::CallbackServerContext* ctx,
+                                         const RegisterTaskRequest* req,
+                                         RegisterTaskResponse* resp) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const HeartbeatRequest* req,
+                                      HeartbeatResponse* resp) override;
+  grpc::ServerUnaryReactor* WaitForBarrier(grpc::CallbackServerContext* ctx,
+                                           const WaitForBarrierRequest* req,
+                                           WaitForBarrierResponse* resp) override;
+  grpc::ServerUnaryReactor* InsertKeyValue(grpc::CallbackServerContext* ctx,
+                                           const InsertKeyValueRequest* req,
+                                           InsertKeyValueResponse* resp) override;
+  grpc::ServerUnaryReactor* GetKeyValue(grpc::CallbackServerContext* ctx,
+                                        const GetKeyValueRequest* req,
+                                        GetKeyValueResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportError(grpc::CallbackServerContext* ctx,
+                                        const ReportErrorRequest* req,
+                                        ReportErrorResponse* resp) override;
+  grpc::ServerUnaryReactor* PollForError(grpc::CallbackServerContext* ctx,
+                                         const PollForErrorRequest* req,
+                                         PollForErrorResponse* resp) override;
+  grpc::ServerUnaryReactor* ShutdownTask(grpc::CallbackServerContext* ctx,
+                                         const ShutdownTaskRequest* req,
+                                         ShutdownTaskResponse* resp) override;
 
  private:
   grpc::Status NotHosted() const;
   // OK, or the refusal to return (logged).
-  grpc::Status Authorize(const grpc::ServerContext& ctx, absl::string_view method,
+  grpc::Status Authorize(const grpc::ServerContextBase& ctx, absl::string_view method,
                          const google::protobuf::Message& request);
+  // The checks every call starts with (the proof, a hosted service): OK to
+  // go on, else the status to finish with.
+  grpc::Status Admit(const grpc::ServerContextBase& ctx, absl::string_view method,
+                     const google::protobuf::Message& request);
+  // Finishes a call that does not wait.
+  static grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* ctx,
+                                          const grpc::Status& status);
+
+ public:
+  // Returns once every reactor of a waiting call is gone (after the server
+  // shut down: no new calls come). GrpcServer's destructor calls it before
+  // the service dies, so no reaction (a late OnCancel) touches a dead
+  // service; the destructor too.
+  void AwaitReactorsGone();
+  ~CoordinationGrpcService() override { AwaitReactorsGone(); }
+  // Reactor bookkeeping (WaitReactor in the .cc).
+  void ReactorMade();
+  void ReactorGone();
+
+ private:
+  Mutex reactors_mu_;
+  int live_reactors_ ABSL_GUARDED_BY(reactors_mu_) = 0;
 
   CoordinationServiceImpl* const impl_;
   const std::string address_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -322,6 +323,64 @@ TEST(CoordinationServiceTest, KeyValueStoreIsBounded) {
   st = s->InsertKeyValue(std::string(5000, 'k') + "\x1b", "v");
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
   EXPECT_LT(st.message().size(), 400u);
+}
+
+// Waiting calls are bounded: past max_waiting_calls one that would wait is
+// refused (it holds no thread either way); an answer that needs no wait
+// still comes.
+TEST(CoordinationServiceTest, WaitingCallsAreBounded) {
+  CoordinationServiceOptions o;
+  o.tasks = {kChief, kW0};
+  o.max_waiting_calls = 2;
+  auto s = *CoordinationServiceImpl::Create(o);
+  std::vector<absl::StatusOr<std::string>> got(3);
+  std::vector<WaitId> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(s->GetKeyValueAsync("k", absl::Hours(1),
+                                      [&got, i](absl::StatusOr<std::string> v) { got[i] = v; }));
+  }
+  EXPECT_NE(ids[0], kNoWait);
+  EXPECT_NE(ids[1], kNoWait);
+  EXPECT_EQ(ids[2], kNoWait);
+  EXPECT_EQ(got[2].status().code(), absl::StatusCode::kResourceExhausted) << got[2].status();
+  EXPECT_THAT(got[2].status().message(), HasSubstr("2 calls waiting already"));
+  EXPECT_EQ(s->blocked_calls(), 2);
+  ASSERT_TRUE(s->InsertKeyValue("k", "v").ok());
+  EXPECT_EQ(s->blocked_calls(), 0);
+  EXPECT_EQ(*got[0], "v");
+  EXPECT_EQ(*got[1], "v");
+  auto now = s->GetKeyValue("k", absl::Seconds(1));
+  EXPECT_EQ(*now, "v");
+  // A cancelled wait ends Cancelled; cancelling again, or an ended wait, is a no-op.
+  absl::Status cancelled;
+  const WaitId id = s->WaitForBarrierAsync("b", kChief, absl::Hours(1), {},
+                                           [&](absl::Status st) { cancelled = st; });
+  s->CancelWait(id);
+  s->CancelWait(id);
+  s->CancelWait(ids[0]);
+  EXPECT_EQ(cancelled.code(), absl::StatusCode::kCancelled) << cancelled;
+}
+
+// Waits end on time without a thread of their own: the timer thread ends
+// each at its deadline (not before), whatever order they came in.
+TEST(CoordinationServiceTest, AsyncWaitsEndAtTheirDeadlines) {
+  auto s = MakeService();
+  Mutex mu;
+  std::vector<std::pair<int, absl::Duration>> ended;
+  const absl::Time t0 = absl::Now();
+  for (int ms : {300, 100, 200}) {
+    s->GetKeyValueAsync(absl::StrCat("k", ms), absl::Milliseconds(ms),
+                        [&, ms](absl::StatusOr<std::string> v) {
+                          EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded);
+                          MutexLock l(&mu);
+                          ended.emplace_back(ms, absl::Now() - t0);
+                        });
+  }
+  EXPECT_EQ(s->blocked_calls(), 3);
+  while (s->blocked_calls() > 0) absl::SleepFor(absl::Milliseconds(5));
+  MutexLock l(&mu);
+  ASSERT_EQ(ended.size(), 3u);
+  for (const auto& [ms, after] : ended) EXPECT_GE(after, absl::Milliseconds(ms)) << ms;
 }
 
 // Issue 23, defect 3: a blocked call whose caller went away gives its thread

@@ -76,10 +76,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions 
   // gRPC turns SO_REUSEPORT on by default, which would let a second server
   // share a taken port silently instead of failing here.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // The sync server runs each call on a thread of its own, and coordination
-  // calls block (registration, barriers, gets, error polls): bound the
-  // threads, so that a flood of calls meets RESOURCE_EXHAUSTED rather than
-  // exhausting the process. Each task holds at most a few calls at once.
+  // The coordination service answers with gRPC's callback API (its waiting
+  // calls hold no thread); services added by their owners may be sync ones,
+  // which run each call on a thread of its own: bound those threads, so
+  // that a flood of calls meets RESOURCE_EXHAUSTED rather than exhausting
+  // the process.
   grpc::ResourceQuota quota(absl::StrCat("strata-server-", options.address));
   const int tasks = static_cast<int>(options.coordination.tasks.size());
   quota.SetMaxThreads(std::min(kMaxServerThreads, 8 * tasks + 64));
@@ -108,6 +109,9 @@ GrpcServer::~GrpcServer() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();
   }
+  // The last reactions of waiting calls (a cancel racing their answer) are
+  // done before the service they touch goes.
+  if (coordination_grpc_ != nullptr) coordination_grpc_->AwaitReactorsGone();
 }
 
 }  // namespace strata

@@ -38,8 +38,9 @@ namespace strata {
 
 inline constexpr int kDefaultMaxMessageBytes = 4 << 20;
 
-// The most threads a server runs calls on (8 per coordinated task plus 64,
-// up to this).
+// The most threads a server runs sync services' calls on (8 per
+// coordinated task plus 64, up to this); the coordination service's calls
+// take none while they wait (gRPC's callback API).
 inline constexpr int kMaxServerThreads = 4096;
 
 // Routes gRPC's own log lines to stderr only when GRPC_VERBOSITY is set

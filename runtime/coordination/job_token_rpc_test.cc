@@ -2,6 +2,8 @@
 // reach its port (issue 23, defects 1 and 2): every call without a valid
 // proof is refused before it changes anything, and the refusals reveal
 // nothing of the token, the incarnations or the cluster's fingerprint.
+#include <dirent.h>
+#include <grpcpp/completion_queue.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
@@ -245,6 +247,64 @@ TEST_F(JobTokenRpcTest, BlockingCallsOfCallersThatLeaveAreReleased) {
   while (service->blocked_calls() > 0 && absl::Now() < released_by) {
     absl::SleepFor(absl::Milliseconds(10));
   }
+  EXPECT_EQ(service->blocked_calls(), 0);
+}
+
+int ThreadsOfThisProcess() {
+  DIR* d = opendir("/proc/self/task");
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+// Issue 23: waiting calls are served without a thread each. 300 gets of a
+// key nobody inserted yet, from one client thread (the async stub), leave
+// the process's thread count as it was; inserting the key answers them all.
+TEST_F(JobTokenRpcTest, WaitingCallsHoldNoThreads) {
+  const JobToken token = Token();
+  constexpr int kCalls = 300;
+  grpc::CompletionQueue cq;
+  struct Call {
+    grpc::ClientContext ctx;
+    GetKeyValueResponse resp;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<GetKeyValueResponse>> reader;
+  };
+  const int threads_before = ThreadsOfThisProcess();
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.push_back(std::make_unique<Call>());
+    Call& c = *calls.back();
+    GetKeyValueRequest req;
+    req.set_key("later");
+    req.set_timeout_ms(600 * 1000);
+    SignRpc(token, "GetKeyValue", req, &c.ctx);
+    c.reader = stub_->AsyncGetKeyValue(&c.ctx, req, &cq);
+    c.reader->Finish(&c.resp, &c.status, &c);
+  }
+  CoordinationServiceImpl* service = server_->coordination_service();
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  while (service->blocked_calls() < kCalls && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(service->blocked_calls(), kCalls);
+  const int threads_waiting = ThreadsOfThisProcess();
+  std::fprintf(stderr, "threads: %d before the calls, %d with %d calls waiting\n", threads_before,
+               threads_waiting, kCalls);
+  EXPECT_LT(threads_waiting - threads_before, 16);
+
+  auto w0 = Client(kW0, Token(), 1111);
+  ASSERT_TRUE(w0->Insert("later", "now").ok());
+  for (int i = 0; i < kCalls; ++i) {
+    void* tag;
+    bool ok;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    Call* c = static_cast<Call*>(tag);
+    EXPECT_TRUE(c->status.ok()) << c->status.error_message();
+    EXPECT_EQ(c->resp.value(), "now");
+  }
+  cq.Shutdown();
   EXPECT_EQ(service->blocked_calls(), 0);
 }
 

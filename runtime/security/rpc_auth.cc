@@ -52,7 +52,7 @@ void SignRpc(const JobToken& token, absl::string_view method,
 }
 
 absl::Status RpcVerifier::Check(absl::string_view method, const google::protobuf::Message& request,
-                                const grpc::ServerContext& ctx) {
+                                const grpc::ServerContextBase& ctx) {
   if (!token_.has_value()) return absl::OkStatus();
   auto refuse = [&](absl::string_view why) {
     return absl::UnauthenticatedError(absl::StrCat(

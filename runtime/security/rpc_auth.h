@@ -60,7 +60,7 @@ class RpcVerifier {
   bool enabled() const { return token_.has_value(); }
   // OK, or Unauthenticated naming what is wrong with the proof.
   absl::Status Check(absl::string_view method, const google::protobuf::Message& request,
-                     const grpc::ServerContext& ctx);
+                     const grpc::ServerContextBase& ctx);
 
   // Most proofs remembered for replay detection: past it the oldest are
   // forgotten early (they are still refused once outside the window).
