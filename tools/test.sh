@@ -9,8 +9,10 @@
 # links on every run, GPU or not) and runs the CUDA-only tests under it (the
 # tests whose target_compatible_with is cuda_only(): those tagged "gpu" skip
 # where there is no GPU). Their cases are counted in the same summary line,
-# as are the layering probes (tools/layering_check.sh) and a 10-second
-# libFuzzer run of each fuzz target (tools/fuzz.sh, clang).
+# as are the layering probes (tools/layering_check.sh), a ThreadSanitizer
+# run of the collective and coordination tests, an ASan+UBSan run of the
+# tests of untrusted input, and a 10-second libFuzzer run of each fuzz
+# target (tools/fuzz.sh, clang).
 #
 #   tools/test.sh                  # everything, optimized build
 #   tools/test.sh --config=asan    # under a sanitizer (extra args go to bazel;
@@ -67,6 +69,22 @@ if [[ $# -eq 0 ]]; then
   summary_args+=(--bazel_log="$tsan_log")
 fi
 
+# The tests of code that reads untrusted input (cluster specs, CSV files,
+# GraphDefs, checkpoints, JSON, coordination RPCs, TCP frames, TLS, the fuzz
+# corpora) under AddressSanitizer and UndefinedBehaviorSanitizer together.
+asan_rc=0
+if [[ $# -eq 0 ]]; then
+  asan_log=$(mktemp)
+  bazel test --config=asan_ubsan --keep_going \
+    //train/data:csv_test //runtime/checkpoint:checkpoint_test \
+    //runtime/checkpoint:checkpoint_manager_test //graph:graph_def_import_test \
+    //strategy:cluster_resolver_test //base:json_test //runtime/security:all \
+    //runtime/coordination:all //runtime/collective:tcp_transport_test //tests/fuzz:all \
+    2>&1 | tee "$asan_log"
+  asan_rc=${PIPESTATUS[0]}
+  summary_args+=(--bazel_log="$asan_log")
+fi
+
 # A short libFuzzer run of every parser of untrusted input (clang; the
 # corpora's replays ran above with the tests), one test case per target.
 if [[ $# -eq 0 ]]; then
@@ -78,4 +96,6 @@ fi
 python3 tools/test_summary.py "${summary_args[@]}" "$@"
 summary_rc=$?
 
-if (( build_rc != 0 || test_rc != 0 || cuda_rc != 0 || tsan_rc != 0 || summary_rc != 0 )); then exit 1; fi
+if (( build_rc != 0 || test_rc != 0 || cuda_rc != 0 || tsan_rc != 0 || asan_rc != 0 || summary_rc != 0 )); then
+  exit 1
+fi
