@@ -615,13 +615,13 @@ TEST(TcpTransportTlsTest, APlaintextRankFailsSetUp) {
   absl::StatusOr<std::unique_ptr<Transport>> t1;
   std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, plain); });
   auto t0 = ConnectTcpTransport(0, 2, kv, tls);
+  rank1.join();
   EXPECT_FALSE(t0.ok());
   // The plaintext rank connected before TLS began; its first exchange fails.
   if (t1.ok()) {
     char x = 1;
     EXPECT_FALSE(Send(**t1, 0, 1, &x, 1).ok());
   }
-  rank1.join();
 }
 
 // A peer that completes the handshake and then sends bad frames: the
