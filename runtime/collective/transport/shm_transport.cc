@@ -36,6 +36,10 @@ namespace strata {
 namespace shm {
 namespace {
 
+// Descriptors of sends whose receives are not posted yet, per peer: each is
+// one the algorithm will post; a peer that announces more is broken.
+constexpr size_t kMaxEarlyDescriptors = 1 << 16;
+
 struct Op {
   bool is_send = false;
   int peer = 0;
@@ -367,6 +371,14 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
     const uint64_t head = c.head.v.load(std::memory_order_acquire);
     uint64_t tail = c.tail.v.load(std::memory_order_relaxed);
     if (head == tail) return false;
+    if (head - tail > kCtrlSlots) {
+      // Only a corrupt (or hostile) peer writes a head past the ring: never
+      // read what it claims is there.
+      ProtocolError(absl::DataLossError(
+          absl::StrCat("shm transport: rank ", q, "'s control ring to rank ", rank_,
+                       " is corrupt (", head - tail, " records pending in ", kCtrlSlots, " slots)")));
+      return false;
+    }
     PeerState& p = peers_[q];
     for (; tail != head; ++tail) {
       const Record r = c.records[tail % kCtrlSlots];
@@ -375,6 +387,10 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
           Op recv = std::move(it->second);
           p.recvs.erase(it);
           Match(std::move(recv), r.bytes);
+        } else if (p.early.size() >= kMaxEarlyDescriptors) {
+          ProtocolError(absl::DataLossError(absl::StrCat(
+              "shm transport: rank ", q, " announced more than ", kMaxEarlyDescriptors,
+              " sends rank ", rank_, " has not posted receives for")));
         } else if (!p.early.emplace(r.tag, r.bytes).second) {
           ProtocolError(absl::InternalError(absl::StrCat("shm transport: rank ", q,
                                                          " sent tag ", r.tag, " to rank ", rank_,
@@ -465,6 +481,13 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
     uint64_t tail = d.tail.v.load(std::memory_order_relaxed);
     while (!p.recv_stream.empty()) {
       const uint64_t head = d.head.v.load(std::memory_order_acquire);
+      if (head - tail > cap) {
+        // A head past the ring would have the copies below read beyond it.
+        ProtocolError(absl::DataLossError(absl::StrCat(
+            "shm transport: rank ", q, "'s data ring to rank ", rank_, " is corrupt (",
+            head - tail, " bytes pending in a ring of ", cap, ")")));
+        break;
+      }
       Op& op = p.recv_stream.front();
       const uint64_t n = std::min<uint64_t>(head - tail, op.bytes - op.moved);
       if (n == 0) break;
