@@ -84,25 +84,38 @@ const std::string& OneProcessCheckpoint() {
   return *prefix;
 }
 
-TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess) {
-  const std::string one = OneProcessCheckpoint();
-  const std::string dir = TempDir("tcp_loopback");
-  const std::string ckpt = TempDir("tcp_loopback_ckpt");
+// Two addresses on 127.0.0.1 with free ports.
+std::vector<std::string> LoopbackPair() {
   const std::vector<int> ports = FreePorts(2);
-  const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", ports[0]),
-                                          absl::StrCat("127.0.0.1:", ports[1])};
+  return {absl::StrCat("127.0.0.1:", ports[0]), absl::StrCat("127.0.0.1:", ports[1])};
+}
+
+// Trains 2 workers over TCP on loopback (worker i with env[i] besides its
+// TF_CONFIG); both must exit 0 with the weights of one process.
+void TwoWorkersOverTcpTrainTheWeightsOfOneProcess(const std::string& name,
+                                                  const std::vector<std::vector<std::string>>& env) {
+  const std::string one = OneProcessCheckpoint();
+  const std::string dir = TempDir(name);
+  const std::string ckpt = TempDir(name + "_ckpt");
+  const std::vector<std::string> addrs = LoopbackPair();
   std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, ckpt), 2);
   flags.push_back("--collective_transport=tcp");
   std::vector<Process> tasks;
   for (int i = 0; i < 2; ++i) {
-    tasks.push_back(Spawn(flags, absl::StrCat(dir, "/stderr_", i, ".txt"), {TfConfig(addrs, i)}));
+    std::vector<std::string> e = env[i];
+    e.push_back(TfConfig(addrs, i));
+    tasks.push_back(Spawn(flags, absl::StrCat(dir, "/stderr_", i, ".txt"), e));
   }
   for (int i = 0; i < 2; ++i) {
     Exit e = Wait(tasks[i]);
     EXPECT_EQ(e.code, 0) << "worker " << i << " " << Describe(e);
   }
-  if (HasFailure()) return;
+  if (::testing::Test::HasFailure()) return;
   EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
+}
+
+TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess) {
+  TwoWorkersOverTcpTrainTheWeightsOfOneProcess("tcp_loopback", {{}, {}});
 }
 
 // Mutual TLS (docs/cluster.md, "Mutual TLS"), certificates made here by
@@ -112,8 +125,7 @@ TEST(MultiWorkerTcpTest, TwoWorkersOverTcpOnLoopbackTrainTheWeightsOfOneProcess)
 // registration, and the chief names it as missing; a certificate that does
 // not match its key fails at start-up naming the file.
 TEST(MultiWorkerTcpTest, WithMutualTlsTwoWorkersTrainAndAForeignCertificateIsRefused) {
-  const std::string one = OneProcessCheckpoint();
-  const std::string dir = TempDir("tcp_tls");
+  const std::string dir = TempDir("tcp_tls_certs");
   auto ca = MakeTestCa(dir, "job");
   ASSERT_TRUE(ca.ok()) << ca.status();
   auto other_ca = MakeTestCa(dir, "other");
@@ -131,30 +143,10 @@ TEST(MultiWorkerTcpTest, WithMutualTlsTwoWorkersTrainAndAForeignCertificateIsRef
                                     absl::StrCat("STRATA_TLS_KEY_FILE=", f.key_file),
                                     absl::StrCat("STRATA_TLS_CA_FILE=", f.ca_file)};
   };
+  TwoWorkersOverTcpTrainTheWeightsOfOneProcess("tcp_tls", {env(certs[0]), env(certs[1])});
+  if (HasFailure()) return;
   {
-    const std::string ckpt = TempDir("tcp_tls_ckpt");
-    const std::vector<int> ports = FreePorts(2);
-    const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", ports[0]),
-                                            absl::StrCat("127.0.0.1:", ports[1])};
-    std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, ckpt), 2);
-    flags.push_back("--collective_transport=tcp");
-    std::vector<Process> tasks;
-    for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> e = env(certs[i]);
-      e.push_back(TfConfig(addrs, i));
-      tasks.push_back(Spawn(flags, absl::StrCat(dir, "/stderr_", i, ".txt"), e));
-    }
-    for (int i = 0; i < 2; ++i) {
-      Exit e = Wait(tasks[i]);
-      EXPECT_EQ(e.code, 0) << "worker " << i << " " << Describe(e);
-    }
-    if (HasFailure()) return;
-    EXPECT_GE(ExpectCloseTensors(one, Checkpoint(ckpt, kSteps), 1e-5), 0);
-  }
-  {
-    const std::vector<int> ports = FreePorts(2);
-    const std::vector<std::string> addrs = {absl::StrCat("127.0.0.1:", ports[0]),
-                                            absl::StrCat("127.0.0.1:", ports[1])};
+    const std::vector<std::string> addrs = LoopbackPair();
     // The chief waits longer than the intruder, so that the intruder's last
     // attempt meets the chief's TLS (not a closed port).
     std::vector<std::string> flags = WorkerFlags(TrainFlags(kSteps, TempDir("tls_foreign")), 2);
