@@ -15,9 +15,11 @@
 // allocation the peer sized beyond the transport's bounds.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -57,8 +59,20 @@ int Connect(const std::string& address) {
   a.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, host.c_str(), &a.sin_addr);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return -1;
+    // libFuzzer's timer signal may interrupt it; the connection goes on.
+    int err = errno;
+    if (err == EINTR) {
+      pollfd p{fd, POLLOUT, 0};
+      while (poll(&p, 1, 10000) < 0 && errno == EINTR) {
+      }
+      socklen_t len = sizeof(err);
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err != 0) {
+      close(fd);
+      errno = err;
+      return -1;
+    }
   }
   return fd;
 }
@@ -66,6 +80,7 @@ int Connect(const std::string& address) {
 bool SendAll(int fd, const uint8_t* data, size_t n) {
   while (n > 0) {
     const ssize_t w = send(fd, data, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;  // the transport closed: it refused the stream
     data += w;
     n -= static_cast<size_t>(w);
@@ -104,7 +119,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rank1.join();
   if (!said || !t.ok()) Die("set-up", t.status());
   char reply[24];
-  if (recv(fd, reply, sizeof(reply), MSG_WAITALL) != 24) Die("no hello back", absl::OkStatus());
+  size_t got = 0;
+  while (got < sizeof(reply)) {
+    const ssize_t r = recv(fd, reply + got, sizeof(reply) - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) Die("no hello back", absl::UnavailableError(std::strerror(errno)));
+    got += static_cast<size_t>(r);
+  }
 
   size_t pos = 0;
   const int n_ops = size > 0 ? data[pos++] % 4 : 0;
