@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/ip_address.h"
 
 extern char** environ;
 
@@ -38,19 +39,6 @@ constexpr int kMaxTasks = 1000;
 constexpr size_t kMaxLine = 64 * 1024;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
-
-bool IsUnspecifiedAddress(const std::string& host) {
-  in_addr a4{};
-  in6_addr a6{};
-  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return a4.s_addr == INADDR_ANY;
-  return inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a6);
-}
-
-bool IsIpAddress(const std::string& host) {
-  in6_addr a6;
-  in_addr a4;
-  return inet_pton(AF_INET, host.c_str(), &a4) == 1 || inet_pton(AF_INET6, host.c_str(), &a6) == 1;
-}
 
 void JsonQuote(absl::string_view s, std::string* out) {
   out->push_back('"');

@@ -1,6 +1,5 @@
 #include "runtime/security/tls.h"
 
-#include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/file_io.h"
+#include "base/ip_address.h"
 #include "base/status.h"
 
 namespace strata {
@@ -135,12 +135,6 @@ std::string VerifyFor(const X509List& certs, const X509List& cas, int purpose) {
   return X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get()));
 }
 
-bool IsIpLiteral(const std::string& host) {
-  in6_addr a6;
-  in_addr a4;
-  return inet_pton(AF_INET, host.c_str(), &a4) == 1 || inet_pton(AF_INET6, host.c_str(), &a6) == 1;
-}
-
 }  // namespace
 
 absl::StatusOr<TlsConfig> LoadTlsConfig(const TlsFiles& files) {
@@ -250,7 +244,7 @@ std::unique_ptr<TlsStream> TlsContext::NewStream(int fd, bool is_client,
   SSL_set_fd(ssl, fd);
   if (is_client) {
     SSL_set_connect_state(ssl);
-    if (IsIpLiteral(peer_host)) {
+    if (IsIpAddress(peer_host)) {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), peer_host.c_str());
     } else {
       SSL_set1_host(ssl, peer_host.c_str());

@@ -38,6 +38,7 @@ TcpTransport::TcpTransport(int rank, int size, const TcpTransportOptions& option
     : rank_(rank),
       size_(size),
       options_(options),
+      tls_(!tls.empty()),
       peers_(size),
       unexpected_bytes_(size, 0),
       early_ready_count_(size, 0),

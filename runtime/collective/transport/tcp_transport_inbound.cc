@@ -53,6 +53,7 @@ void TcpTransport::Loop() {
 }
 
 bool TcpTransport::ServeBufferedInput() {
+  if (!tls_) return false;  // plaintext: the sockets hold every unread byte
   bool left = false;
   for (auto& p : peers_) {
     if (!p || !BufferedInput(*p)) continue;

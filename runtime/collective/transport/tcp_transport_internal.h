@@ -228,6 +228,8 @@ class TcpTransport : public Transport {
 
   const int rank_, size_;
   const TcpTransportOptions options_;
+  // Every connection is TLS (else none is).
+  const bool tls_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null for this rank
   UniqueFd epoll_fd_, wake_fd_;
   std::thread io_thread_;
