@@ -1,7 +1,13 @@
 #include "base/ip_address.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace strata {
 
@@ -16,6 +22,42 @@ bool IsUnspecifiedAddress(const std::string& host) {
   in6_addr a6{};
   if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return a4.s_addr == INADDR_ANY;
   return inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a6);
+}
+
+absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const std::string service = absl::StrCat(port);
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("host \"", host, "\" does not resolve: ", gai_strerror(rc)));
+  }
+  absl::StatusOr<std::string> out =
+      absl::UnavailableError(absl::StrCat("no route to host \"", host, "\""));
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    char text[INET6_ADDRSTRLEN] = {};
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* addr =
+          local.ss_family == AF_INET6
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (inet_ntop(local.ss_family, addr, text, sizeof(text)) != nullptr) {
+        out = std::string(text);
+        close(fd);
+        break;
+      }
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
 }
 
 }  // namespace strata

@@ -1,6 +1,9 @@
 #include "fit/strategy_flags.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -16,6 +19,7 @@
 #include "strategy/mirrored_strategy.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
 #include "strategy/one_device_strategy.h"
+#include "strategy/scheduler_resolvers.h"
 #include "strategy/strategy_devices.h"
 
 ABSL_FLAG(std::string, strategy, "one_device",
@@ -28,6 +32,13 @@ ABSL_FLAG(std::string, cluster_spec, "",
 ABSL_FLAG(std::string, task_type, "", "multi_worker_mirrored with --cluster_spec: chief or worker");
 ABSL_FLAG(std::string, task_index, "",
           "multi_worker_mirrored with --cluster_spec: this task's index");
+ABSL_FLAG(std::string, cluster_resolver, "auto",
+          "multi_worker_mirrored: where the cluster comes from: auto (the first present of "
+          "--cluster_spec, TF_CONFIG, torchrun's MASTER_ADDR/RANK/WORLD_SIZE, mpirun's "
+          "OMPI_COMM_WORLD_RANK, srun's SLURM_PROCID), or flags, tf_config, torchrun, mpi, slurm "
+          "(docs/cluster.md, \"Schedulers and launchers\")");
+ABSL_FLAG(int32_t, slurm_port_base, 8888,
+          "multi_worker_mirrored under Slurm: task k of a node listens at this port + k");
 ABSL_FLAG(double, heartbeat_timeout, 10,
           "multi_worker_mirrored: seconds without a heartbeat before a task is declared lost");
 ABSL_FLAG(double, startup_timeout, 120,
@@ -96,6 +107,8 @@ absl::StatusOr<StrategyConfig> StrategyConfigFromFlags() {
   c.cluster_spec = absl::GetFlag(FLAGS_cluster_spec);
   c.task_type = absl::GetFlag(FLAGS_task_type);
   c.task_index = absl::GetFlag(FLAGS_task_index);
+  c.cluster_resolver = absl::GetFlag(FLAGS_cluster_resolver);
+  c.slurm_port_base = absl::GetFlag(FLAGS_slurm_port_base);
   c.heartbeat_timeout_seconds = absl::GetFlag(FLAGS_heartbeat_timeout);
   c.startup_timeout_seconds = absl::GetFlag(FLAGS_startup_timeout);
   c.collective_transport = absl::GetFlag(FLAGS_collective_transport);
@@ -119,6 +132,14 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
     return bad("strategy",
                absl::StrCat("unknown strategy '", c.strategy,
                             "'; expected one_device, mirrored or multi_worker_mirrored"));
+  }
+  const std::vector<std::string>& resolvers = ClusterResolverNames();
+  if (std::find(resolvers.begin(), resolvers.end(), c.cluster_resolver) == resolvers.end()) {
+    return bad("cluster_resolver", absl::StrCat("unknown resolver '", c.cluster_resolver,
+                                                "'; expected ", absl::StrJoin(resolvers, ", ")));
+  }
+  if (c.slurm_port_base < 1 || c.slurm_port_base > 65535) {
+    return bad("slurm_port_base", "must be a port in [1, 65535]");
   }
   if (!(c.heartbeat_timeout_seconds > 0 && c.heartbeat_timeout_seconds <= 3600)) {
     return bad("heartbeat_timeout", "must be in (0, 3600] seconds");
@@ -188,15 +209,24 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
     s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,
                                               options);
   } else if (c.strategy == "multi_worker_mirrored") {
-    // The cluster first: a bad TF_CONFIG or --cluster_spec fails before any
-    // network traffic, naming the field.
-    const bool from_flags =
-        !c.cluster_spec.empty() || !c.task_type.empty() || !c.task_index.empty();
-    STRATA_ASSIGN_OR_RETURN(ClusterSpec cluster,
-                            from_flags
-                                ? ClusterSpecFromFlags(c.cluster_spec, c.task_type, c.task_index)
-                                : ClusterSpecFromEnvironment());
+    // The cluster first: a bad TF_CONFIG, --cluster_spec or scheduler
+    // environment fails before any network traffic, naming the field.
+    ResolverOptions ro;
+    ro.resolver = c.cluster_resolver;
+    ro.cluster_spec = c.cluster_spec;
+    ro.task_type = c.task_type;
+    ro.task_index = c.task_index;
+    ro.slurm_port_base = c.slurm_port_base;
+    ro.exchange_timeout = absl::Seconds(c.startup_timeout_seconds);
+    STRATA_ASSIGN_OR_RETURN(ResolvedCluster resolved, ResolveCluster(ro, ProcessEnvironment()));
+    std::fprintf(stderr, "strata: %s\n", resolved.Describe().c_str());
+    if (resolved.cuda_visible_devices.has_value()) {
+      // Before any GPU is touched: CUDA reads it once, at initialisation.
+      setenv("CUDA_VISIBLE_DEVICES", resolved.cuda_visible_devices->c_str(), 1);
+    }
+    const ClusterSpec& cluster = resolved.spec;
     distribute::MultiWorkerOptions mw;
+    mw.listen_on_all_interfaces = resolved.listen_on_all_interfaces;
     mw.heartbeat_timeout = absl::Seconds(c.heartbeat_timeout_seconds);
     mw.startup_timeout = absl::Seconds(c.startup_timeout_seconds);
     mw.transport = c.collective_transport;

@@ -2,7 +2,8 @@
 // flags every Strata training binary shares, defined once here, so that a
 // user's binary that links //fit:strategy_flags takes the same
 // --strategy, --devices, --num_cpu_devices, --cluster_spec / --task_type /
-// --task_index (or TF_CONFIG), --heartbeat_timeout, --startup_timeout,
+// --task_index (or TF_CONFIG, or a scheduler's environment: --cluster_resolver,
+// --slurm_port_base), --heartbeat_timeout, --startup_timeout,
 // --collective_transport, --gradient_bucket_bytes, --intra_op_threads and
 // --inter_op_threads as tools/trainer, with the same meaning and errors.
 //
@@ -23,7 +24,9 @@
 //   multi_worker_mirrored  MultiWorkerMirroredStrategy: this process is one
 //                          task of the cluster of --cluster_spec with
 //                          --task_type and --task_index, or of TF_CONFIG when
-//                          none of the three is given; its replicas as for
+//                          none of the three is given, or of the launcher
+//                          that started it (torchrun, mpirun, srun;
+//                          --cluster_resolver); its replicas as for
 //                          mirrored
 //
 // Errors: InvalidArgument naming the flag (as --name) for a setting out of
@@ -55,6 +58,8 @@ ABSL_DECLARE_FLAG(int32_t, num_cpu_devices);
 ABSL_DECLARE_FLAG(std::string, cluster_spec);
 ABSL_DECLARE_FLAG(std::string, task_type);
 ABSL_DECLARE_FLAG(std::string, task_index);
+ABSL_DECLARE_FLAG(std::string, cluster_resolver);
+ABSL_DECLARE_FLAG(int32_t, slurm_port_base);
 ABSL_DECLARE_FLAG(double, heartbeat_timeout);
 ABSL_DECLARE_FLAG(double, startup_timeout);
 ABSL_DECLARE_FLAG(std::string, collective_transport);
@@ -80,6 +85,13 @@ struct StrategyConfig {
   std::string cluster_spec;
   std::string task_type;
   std::string task_index;
+  // multi_worker_mirrored: where the cluster comes from
+  // (strategy/scheduler_resolvers.h): "auto" (flags, TF_CONFIG, torchrun's
+  // variables, mpirun's, srun's, the first present), or one of them forced:
+  // "flags", "tf_config", "torchrun", "mpi", "slurm". Slurm task k of a node
+  // listens at slurm_port_base + k.
+  std::string cluster_resolver = "auto";
+  int slurm_port_base = 8888;
   // multi_worker_mirrored: a task silent this long is declared lost; how
   // long start-up waits for every task; "auto", "shm" or "tcp".
   double heartbeat_timeout_seconds = 10;

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "runtime/device_name.h"
 
 namespace strata {
@@ -220,6 +221,32 @@ absl::StatusOr<ClusterSpec> ClusterSpec::Create(JobMap jobs, TaskId task, std::s
     spec.task_address_ = t->second;
   }
   spec.task_ = std::move(task);
+  return spec;
+}
+
+absl::StatusOr<ClusterSpec> ClusterSpec::CreateRendezvous(int num_workers, int rank,
+                                                          const std::string& chief_address,
+                                                          absl::string_view source) {
+  if (num_workers < 1 || num_workers > kMaxRendezvousWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": the cluster size ", num_workers,
+                                                   " is not in [1, ", kMaxRendezvousWorkers, "]"));
+  }
+  if (rank < 0 || rank >= num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": rank ", rank, " is out of range for a cluster of ", num_workers,
+                     " tasks (expected 0..", num_workers - 1, ")"));
+  }
+  STRATA_RETURN_IF_ERROR(
+      CheckAddress(chief_address, absl::StrCat(source, ": the chief (rank 0)")).status());
+  ClusterSpec spec;
+  std::map<int, std::string>& workers = spec.jobs_[kWorkerJob];
+  workers[0] = chief_address;
+  for (int i = 1; i < num_workers; ++i) workers[i] = "";
+  spec.rpc_layer_ = "grpc";
+  spec.chief_ = TaskId{kWorkerJob, 0};
+  spec.task_ = TaskId{kWorkerJob, rank};
+  spec.task_address_ = workers[rank];
+  spec.rendezvous_ = true;
   return spec;
 }
 

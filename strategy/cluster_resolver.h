@@ -50,6 +50,8 @@ inline constexpr char kChiefJob[] = "chief";
 inline constexpr char kWorkerJob[] = "worker";
 inline constexpr char kPsJob[] = "ps";
 inline constexpr char kEvaluatorJob[] = "evaluator";
+// The largest cluster a rendezvous or scheduler resolver accepts.
+inline constexpr int kMaxRendezvousWorkers = 65536;
 
 struct TaskId {
   std::string type;
@@ -67,20 +69,34 @@ class ClusterSpec {
   // ("TF_CONFIG.cluster", "--cluster_spec").
   static absl::StatusOr<ClusterSpec> Create(JobMap jobs, TaskId task, std::string rpc_layer,
                                             absl::string_view field_prefix = "cluster");
+  // A cluster found by rendezvous (the torchrun-style resolver,
+  // scheduler_resolvers.h): `num_workers` tasks worker:0..n-1, of which
+  // only the chief's (worker:0's) address is known here; the others' are
+  // learnt at start-up through the chief's coordination service. This task
+  // is worker:`rank`. InvalidArgument naming `source` for a size below 1, a
+  // rank out of range or a bad chief address.
+  static absl::StatusOr<ClusterSpec> CreateRendezvous(int num_workers, int rank,
+                                                      const std::string& chief_address,
+                                                      absl::string_view source);
 
   const JobMap& jobs() const { return jobs_; }
   std::vector<std::string> job_names() const;
   bool has_job(absl::string_view job) const { return jobs_.count(std::string(job)) > 0; }
   // Tasks in `job` (0 for an absent job).
   int num_tasks(absl::string_view job) const;
-  // "host:port" of a task; NotFound naming /job:j/task:i if absent.
+  // "host:port" of a task; NotFound naming /job:j/task:i if absent. Empty
+  // for a task other than the chief of a rendezvous cluster.
   absl::StatusOr<std::string> address(absl::string_view job, int index) const;
+  // True for a cluster from CreateRendezvous: the tasks other than the
+  // chief have no address in the spec (each listens where it finds itself).
+  bool addresses_from_rendezvous() const { return rendezvous_; }
 
   // This process's task.
   const TaskId& task() const { return task_; }
   const std::string& task_type() const { return task_.type; }
   int task_index() const { return task_.index; }
-  // This task's "host:port"; empty for an evaluator outside the cluster.
+  // This task's "host:port"; empty for an evaluator outside the cluster and
+  // for a task other than the chief of a rendezvous cluster.
   const std::string& task_address() const { return task_address_; }
   const std::string& rpc_layer() const { return rpc_layer_; }
 
@@ -114,6 +130,7 @@ class ClusterSpec {
   std::string task_address_;
   std::string rpc_layer_;
   TaskId chief_;
+  bool rendezvous_ = false;
 };
 
 // Parses a "cluster" JSON object: job -> list of addresses, or job -> object

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ip_address.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "graph/ops/collective_ops.h"
@@ -55,14 +56,6 @@ std::vector<TaskId> TrainingTasks(const ClusterSpec& cluster) {
   return out;
 }
 
-// The host part of "host:port" ("[v6]:port" too).
-std::string HostOf(const std::string& address) {
-  std::string host;
-  int port = 0;
-  if (!ParseHostPort(address, &host, &port).ok()) return address;
-  return host;
-}
-
 // Transports name peers by rank; a user knows tasks. "rank 1" becomes
 // "rank 1 (/job:worker/replica:0/task:1)".
 std::string NameRanks(const std::string& message, const std::vector<std::string>& tasks) {
@@ -84,6 +77,57 @@ std::string NameRanks(const std::string& message, const std::vector<std::string>
   }
   out.append(message, i, std::string::npos);
   return out;
+}
+
+struct Listening {
+  std::string host;            // this task's host, as peers reach it
+  std::string server_address;  // where its gRPC server listens
+};
+
+// A task listens at its address in the spec; a task of a rendezvous
+// cluster, which has none, at a free port of its address facing the chief.
+// A TFJob task listens on every interface at its port.
+absl::StatusOr<Listening> WhereToListen(const ClusterSpec& cluster, const std::string& chief_host,
+                                        int chief_port, bool all_interfaces) {
+  Listening out;
+  std::string host;
+  int port = 0;
+  if (!cluster.task_address().empty()) {
+    STRATA_RETURN_IF_ERROR(ParseHostPort(cluster.task_address(), &host, &port));
+  } else {
+    absl::StatusOr<std::string> local = LocalAddressToward(chief_host, chief_port);
+    if (!local.ok()) {
+      return AnnotateStatus(local.status(), absl::StrCat(cluster.TaskPrefix(),
+                                                         ": finding this host's address "
+                                                         "toward the chief: "));
+    }
+    host = *local;
+  }
+  out.host = host;
+  const std::string bind_host = all_interfaces ? "::" : host;
+  out.server_address = bind_host.find(':') != std::string::npos
+                           ? absl::StrCat("[", bind_host, "]:", port)
+                           : absl::StrCat(bind_host, ":", port);
+  return out;
+}
+
+// Each task publishes its host in the service's store and reads every
+// other's, in worker order.
+absl::StatusOr<std::vector<std::string>> ExchangeHosts(CoordinationClient& client,
+                                                       const std::string& prefix, int worker,
+                                                       const std::string& host,
+                                                       const std::vector<std::string>& task_names,
+                                                       absl::Duration timeout) {
+  STRATA_RETURN_IF_ERROR(client.Insert(absl::StrCat(prefix, "/host/", worker), host));
+  std::vector<std::string> hosts;
+  for (size_t i = 0; i < task_names.size(); ++i) {
+    absl::StatusOr<std::string> h = client.Get(absl::StrCat(prefix, "/host/", i), timeout);
+    if (!h.ok()) {
+      return AnnotateStatus(h.status(), absl::StrCat("the host of ", task_names[i], ": "));
+    }
+    hosts.push_back(*std::move(h));
+  }
+  return hosts;
 }
 
 uint64_t RandomIncarnation() {
@@ -145,15 +189,21 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
 
   const std::vector<TaskId> tasks = TrainingTasks(cluster);
   std::vector<std::string> task_names;
-  std::vector<std::string> hosts;
-  for (const TaskId& t : tasks) {
-    task_names.push_back(ClusterSpec::TaskPrefix(t));
-    STRATA_ASSIGN_OR_RETURN(std::string address, cluster.address(t.type, t.index));
-    hosts.push_back(HostOf(address));
-  }
+  for (const TaskId& t : tasks) task_names.push_back(ClusterSpec::TaskPrefix(t));
   const std::string fingerprint = ClusterFingerprint(cluster.ToClusterDef());
   STRATA_ASSIGN_OR_RETURN(std::string chief_address,
                           cluster.address(cluster.chief().type, cluster.chief().index));
+  std::string chief_host;
+  int chief_port = 0;
+  STRATA_RETURN_IF_ERROR(ParseHostPort(chief_address, &chief_host, &chief_port));
+  // Keys of this cluster in the service's store are namespaced by the
+  // chief's address and the cluster, so two clusters on one host never
+  // share a shared-memory segment. (The fingerprint is stable across
+  // processes; absl::Hash is not.)
+  const std::string prefix = absl::StrCat("mwms-", chief_port, "-", fingerprint);
+  STRATA_ASSIGN_OR_RETURN(
+      const Listening listening,
+      WhereToListen(cluster, chief_host, chief_port, multi_worker.listen_on_all_interfaces));
 
   auto rt = std::make_unique<Runtime>();
   rt->options = multi_worker;
@@ -161,7 +211,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // 1. This task's server, on exactly its address; the chief's hosts the
   // coordination service.
   GrpcServerOptions server_options;
-  server_options.address = cluster.task_address();
+  server_options.address = listening.server_address;
   server_options.host_coordination_service = cluster.is_chief();
   server_options.coordination.tasks = task_names;
   server_options.coordination.service_task = ClusterSpec::TaskPrefix(cluster.chief());
@@ -193,9 +243,13 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
         " over ", num_workers, " workers: ", absl::StrJoin(all_devices, ", ")));
   }
 
-  // 3. The cross-worker data plane. Its keys are namespaced by the chief's
-  // address and the cluster, so two clusters on one host never share a
-  // shared-memory segment.
+  // Every task's host, as each task sees itself (a rendezvous cluster's
+  // spec has only the chief's).
+  STRATA_ASSIGN_OR_RETURN(const std::vector<std::string> hosts,
+                          ExchangeHosts(*rt->client, prefix, worker, listening.host, task_names,
+                                        multi_worker.startup_timeout));
+
+  // 3. The cross-worker data plane.
   std::string kind = multi_worker.transport;
   if (kind == "auto") {
     kind = "shm";
@@ -203,11 +257,6 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
       if (h != hosts[0]) kind = "tcp";
     }
   }
-  // (The fingerprint is stable across processes; absl::Hash is not.)
-  std::string chief_host;
-  int chief_port = 0;
-  STRATA_RETURN_IF_ERROR(ParseHostPort(chief_address, &chief_host, &chief_port));
-  const std::string prefix = absl::StrCat("mwms-", chief_port, "-", fingerprint);
   std::unique_ptr<Transport> transport;
   if (use_nccl) kind = "nccl";
   if (num_workers > 1 && !use_nccl) {

@@ -15,10 +15,13 @@
 //
 // What Create does, in order: starts this task's gRPC server on exactly its
 // address from the cluster spec (the chief's also hosts the coordination
-// service: coordination_service.h), registers with the coordination service
+// service: coordination_service.h; in a rendezvous cluster, whose spec has
+// only the chief's address, a task listens on a free port of its address
+// facing the chief), registers with the coordination service
 // (tasks may start in any order; registration waits up to startup_timeout
 // for the others; a task whose cluster spec differs is refused, and the
-// others fail too), connects the cross-worker data plane (shared memory
+// others fail too), tells the others its host through the service's
+// key-value store, connects the cross-worker data plane (shared memory
 // when every task's address has the same host, else TCP; `transport`
 // overrides) with addresses exchanged through the service's key-value
 // store, and makes the collective executor the sessions use: collectives
@@ -90,6 +93,10 @@ struct MultiWorkerOptions {
   // STRATA_TLS_CA_FILE), else none. Every task's certificate must name
   // the host of its address in the cluster spec.
   std::optional<TlsConfig> tls;
+  // The gRPC server listens on every interface at the task's port instead
+  // of its address (Kubeflow's TFJob: a pod's own service name may not
+  // resolve before the pod is ready). Peers still dial the spec's address.
+  bool listen_on_all_interfaces = false;
 };
 
 class MultiWorkerMirroredStrategy : public MirroredStrategy {

@@ -27,6 +27,10 @@ packages=(
   libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  libpmix-dev
+  # Tests run the trainer under a real mpirun and a real Slurm (daemons
+  # started by tests/slurm_test itself).
+  openmpi-bin slurm-wlm munge
 )
 if (( bench )); then
   # Peers for side-by-side benchmarks (see docs/performance.md).

@@ -78,7 +78,8 @@ if [[ $# -eq 0 ]]; then
   bazel test --config=asan_ubsan --keep_going \
     //train/data:csv_test //runtime/checkpoint:checkpoint_test \
     //runtime/checkpoint:checkpoint_manager_test //graph:graph_def_import_test \
-    //strategy:cluster_resolver_test //base:json_test //runtime/security:all \
+    //strategy:cluster_resolver_test //strategy:scheduler_resolvers_test //base:json_test \
+    //base:ip_address_test //runtime/security:all \
     //runtime/coordination:all //runtime/collective:tcp_transport_test //tests/fuzz:all \
     2>&1 | tee "$asan_log"
   asan_rc=${PIPESTATUS[0]}
