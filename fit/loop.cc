@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "runtime/collective/flight_recorder.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
 
 namespace strata {
@@ -200,9 +201,16 @@ absl::Status TrainLoop::Run() {
 // preemption flag in, the step's loss and whether any worker is being
 // preempted out.
 absl::Status TrainLoop::Step(int64_t step) {
+  // What a hang diagnosis reports of this task (runtime/collective/
+  // flight_recorder.h): the step as the progress line counts it, and where
+  // in it the task is.
+  FlightRecorder& recorder = FlightRecorder::Process();
+  recorder.SetStep(step + 1);
+  recorder.SetActivity("input pipeline");
   std::vector<std::pair<std::string, Tensor>> feeds;
   bool end = false;
   STRATA_RETURN_IF_ERROR(g_.input->GetNext(&feeds, &end));
+  recorder.SetActivity("step");
   if (end) return absl::InternalError("the repeated input pipeline ended");
   const double mine = preemption_->requested() ? 1 : 0;
   const DataType dt = g_.loss_and_flag.node()->output_type(g_.loss_and_flag.index());
@@ -225,6 +233,7 @@ absl::Status TrainLoop::Step(int64_t step) {
   r_->final_loss = dt == DT_DOUBLE ? v.data<double>()[0] : v.data<float>()[0];
   const double flag = dt == DT_DOUBLE ? v.data<double>()[1] : v.data<float>()[1];
   preempted_ = flag > 0;
+  recorder.SetActivity("between steps (metrics, callbacks, checkpoints)");
   return absl::OkStatus();
 }
 

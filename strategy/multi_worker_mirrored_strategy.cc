@@ -12,6 +12,8 @@
 #include "base/status.h"
 #include "graph/ops/collective_ops.h"
 #include "runtime/collective/distributed_collective_executor.h"
+#include "runtime/collective/flight_recorder.h"
+#include "runtime/collective/hang_watchdog.h"
 #include "runtime/collective/transport/shm_transport.h"
 #include "runtime/collective/transport/tcp_transport.h"
 #include "runtime/coordination/coordination_client.h"
@@ -44,6 +46,8 @@ struct MultiWorkerMirroredStrategy::Runtime {
   std::unique_ptr<CollectiveExecutor> gpu_executor;
   std::function<void(const absl::Status&)> abort_collectives;
   bool shut_down = false;
+  // Last: stopped first (its threads use the client).
+  std::unique_ptr<HangWatchdog> watchdog;
 };
 
 namespace {
@@ -329,7 +333,27 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     DistributedCollectiveExecutor* executor = rt->executor.get();
     rt->abort_collectives = [executor](const absl::Status& s) { executor->Abort(s); };
   }
+  // On the cluster's error every task prints its flight recorder: what it
+  // was doing when the cluster failed.
+  rt->abort_collectives = [abort = std::move(rt->abort_collectives),
+                           task = cluster.TaskPrefix()](const absl::Status& s) {
+    const std::string dump = FormatSnapshot(FlightRecorder::Process().Snapshot(task, 8));
+    std::fprintf(stderr, "strata: %s at the cluster's error: %s", task.c_str(), dump.c_str());
+    abort(s);
+  };
   rt->client->SetErrorCallback(rt->abort_collectives);
+  // Hangs named by default: a collective waiting past the heartbeat
+  // timeout, or SIGUSR1, gets the chief's diagnosis (hang_watchdog.h).
+  if (num_workers > 1) {
+    HangWatchdogOptions wo;
+    wo.store = rt->client.get();
+    wo.key_prefix = absl::StrCat(prefix, "/diag");
+    wo.rank = worker;
+    wo.task_names = task_names;
+    wo.stall_threshold = multi_worker.heartbeat_timeout;
+    rt->watchdog = HangWatchdog::Start(std::move(wo));
+    HangWatchdog::InstallSignalHandler();
+  }
 
   std::unique_ptr<MultiWorkerMirroredStrategy> s(new MultiWorkerMirroredStrategy(
       std::move(resolved), machine, options, cluster, std::move(rt)));

@@ -64,6 +64,7 @@ if [[ $# -eq 0 ]]; then
   bazel test --config=tsan --runs_per_test=3 --keep_going \
     //runtime/collective:distributed_collective_executor_test \
     //runtime/collective:local_collective_executor_test //runtime/collective:worker_pool_test \
+    //runtime/collective:hang_diagnosis_test \
     //runtime/coordination:all 2>&1 | tee "$tsan_log"
   tsan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$tsan_log")

@@ -43,6 +43,9 @@ ABSL_FLAG(std::string, input_sharding, "auto",
           "workers, else data), file (each worker loads only its share of the files) or data "
           "(every worker loads everything and takes its share of every global batch)");
 ABSL_FLAG(int64_t, crash_at_step, 0, "testing: SIGKILL itself right after this step");
+ABSL_FLAG(int64_t, hang_at_step, 0,
+          "testing: stop making progress right after this step (sleep, heartbeats going on), as a "
+          "stuck rank does");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {
   c.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   c.quiet = absl::GetFlag(FLAGS_quiet);
   c.crash_at_step = absl::GetFlag(FLAGS_crash_at_step);
+  c.hang_at_step = absl::GetFlag(FLAGS_hang_at_step);
   c.argv0 = argv[0];
 
   absl::StatusOr<strata::trainer::TrainerResult> r = strata::trainer::RunTrainer(c);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "base/status.h"
 #include "data/digits/find_digits.h"
 #include "fit/checkpoint.h"
@@ -29,6 +31,7 @@
 #include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
+#include "runtime/collective/flight_recorder.h"
 #include "runtime/session.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
@@ -525,9 +528,15 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
                      {"test_loss", result.test_examples > 0 ? result.test_loss : none},
                      {"test_examples", static_cast<double>(result.test_examples)}};
   };
-  if (c.crash_at_step > 0) {
-    hooks.after_step = [crash = c.crash_at_step](int64_t step) {
+  if (c.crash_at_step > 0 || c.hang_at_step > 0) {
+    hooks.after_step = [crash = c.crash_at_step, hang = c.hang_at_step](int64_t step) {
       if (step == crash) std::raise(SIGKILL);
+      if (step == hang) {
+        FlightRecorder::Process().SetActivity("hanging (--hang_at_step)");
+        std::fprintf(stderr, "trainer: hanging after step %lld (--hang_at_step)\n",
+                     static_cast<long long>(step));
+        absl::SleepFor(absl::Hours(24));
+      }
     };
   }
   fit::FitResult fr;

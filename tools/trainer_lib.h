@@ -147,6 +147,9 @@ struct TrainerConfig : fit::StrategyConfig {
   // Testing: right after this step (and its checkpoint, if any), the
   // process kills itself with SIGKILL, as a crash would.
   int64_t crash_at_step = 0;
+  // Testing: after this step the process stops making progress (sleeps in
+  // place, its heartbeats going on), as a stuck rank does.
+  int64_t hang_at_step = 0;
   // Used to find the digits in the binary's runfiles.
   std::string argv0;
 };

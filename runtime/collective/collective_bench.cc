@@ -16,6 +16,8 @@
 // before sleeping) measured slower on the shared 2-core machine, where they
 // take cores from the ranks doing the reduction.
 //
+// BM_FlightRecorder: the flight recorder's cost per collective.
+//
 //   bazel run -c opt //runtime/collective:collective_bench --
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <algorithm>
@@ -33,6 +35,7 @@
 #include "graph/allocator.h"
 #include "graph/tensor.h"
 #include "kernels/collective.h"
+#include "runtime/collective/flight_recorder.h"
 #include "runtime/collective/local_collective_executor.h"
 
 namespace strata {
@@ -78,7 +81,8 @@ double MemcpyGBps(int64_t bytes, int64_t run) {
       benchmark::DoNotOptimize(dst.data());
       benchmark::ClobberMemory();
     }
-    samples.push_back(static_cast<double>(bytes) * copies / absl::ToDoubleSeconds(absl::Now() - start) / 1e9);
+    samples.push_back(static_cast<double>(bytes) * copies /
+                      absl::ToDoubleSeconds(absl::Now() - start) / 1e9);
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
   return (*cache)[{bytes, run}] = samples[samples.size() / 2];
@@ -132,7 +136,8 @@ void BM_AllReduce(benchmark::State& state) {
   state.counters["algbw_GBps"] = benchmark::Counter(algbw, benchmark::Counter::kAvgThreads);
   state.counters["busbw_GBps"] = benchmark::Counter(busbw, benchmark::Counter::kAvgThreads);
   state.counters["memcpy_GBps"] = benchmark::Counter(memcpy_gbps, benchmark::Counter::kAvgThreads);
-  state.counters["vs_memcpy"] = benchmark::Counter(busbw / memcpy_gbps, benchmark::Counter::kAvgThreads);
+  state.counters["vs_memcpy"] =
+      benchmark::Counter(busbw / memcpy_gbps, benchmark::Counter::kAvgThreads);
   state.counters["us_per_op"] =
       benchmark::Counter(seconds * 1e6 / state.iterations(), benchmark::Counter::kAvgThreads);
 }
@@ -144,6 +149,21 @@ BENCHMARK(BM_AllReduce)
     ->Threads(4)
     ->UseRealTime()
     ->MinTime(0.3);
+
+// The flight recorder's cost per cross-worker collective (Begin + End, the
+// strings a real all-reduce records), from 1 and 2 threads at once: what
+// keeping it always on adds to every collective.
+void BM_FlightRecorder(benchmark::State& state) {
+  static FlightRecorder* recorder = new FlightRecorder();
+  const absl::Status ok;
+  for (auto _ : state) {
+    uint64_t seq =
+        recorder->Begin({"all-reduce", 1, 3, 17, "replica_0/allreduce/bucket_1/CollectiveReduceV2",
+                         "float", "[512,512]", 1 << 20});
+    recorder->End(seq, ok);
+  }
+}
+BENCHMARK(BM_FlightRecorder)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 }  // namespace strata

@@ -196,6 +196,7 @@ DistributedCollectiveExecutor::DistributedCollectiveExecutor(DistributedCollecti
       worker_names_(std::move(o.worker_names)),
       transport_(std::move(o.transport)),
       on_fatal_error_(std::move(o.on_fatal_error)),
+      recorder_(o.recorder != nullptr ? o.recorder : &FlightRecorder::Process()),
       workspace_(transport_ != nullptr ? transport_->shared_workspace() : nullptr) {}
 
 DistributedCollectiveExecutor::~DistributedCollectiveExecutor() {
@@ -273,7 +274,12 @@ void DistributedCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
       // The execution count is what matches executions across workers: the
       // k-th start of (group, instance) here is the k-th everywhere.
       Series& s = series_[{ref->group_key, ref->instance_key}];
-      const uint64_t seq = s.next++ & ((uint64_t{1} << kSequenceBits) - 1);
+      const uint64_t execution = s.next++;
+      const uint64_t seq = execution & ((uint64_t{1} << kSequenceBits) - 1);
+      run->record = recorder_->Begin(
+          {CollectiveTypeName(ref->type), ref->group_key, ref->instance_key, execution,
+           ref->node_name, DataTypeString(ref->dtype), ref->shape.DebugString(),
+           static_cast<int64_t>(ref->shape.num_elements() * DataTypeSize(ref->dtype))});
       run->tag_base = uint64_t(ref->group_key) << (kInstanceBits + kSequenceBits + kTagBits) |
                       uint64_t(ref->instance_key) << (kSequenceBits + kTagBits) | seq << kTagBits;
       // Every worker decides alike while their descriptions agree: at the
@@ -461,7 +467,11 @@ void DistributedCollectiveExecutor::FinishRun(const std::shared_ptr<Instance>& i
   }
   {
     MutexLock l(&dmu_);
-    runs_.erase(inst->id);
+    auto it = runs_.find(inst->id);
+    if (it != runs_.end()) {
+      recorder_->End(it->second->record, status);
+      runs_.erase(it);
+    }
   }
   // The last FinishParticipant may let the caller destroy this executor:
   // nothing after the loop touches it.

@@ -47,6 +47,9 @@
 // and that collective would time out instead.) Concurrent executions of one
 // (group, instance) must start in the same order on every worker.
 //
+// Every cross-worker execution is recorded in the flight recorder
+// (flight_recorder.h) from its start here to its end, for hang diagnoses.
+//
 // Failures: a cross-worker part that has not finished within the
 // collective's timeout fails with DeadlineExceeded naming the worker tasks
 // it still waits for; a transport error, a timeout or a cancelled step
@@ -88,6 +91,7 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "kernels/collective.h"
+#include "runtime/collective/flight_recorder.h"
 #include "runtime/collective/local_collective_executor.h"
 #include "runtime/collective/transport/shared_workspace.h"
 #include "runtime/collective/transport/transport.h"
@@ -108,6 +112,9 @@ struct DistributedCollectiveExecutorOptions {
   // Called once, with the error, when the cross-worker communicator breaks
   // (timeout, peer or transport failure, cancelled step mid-transfer).
   std::function<void(const absl::Status&)> on_fatal_error;
+  // Where each cross-worker collective is recorded (flight_recorder.h);
+  // null: the process's recorder.
+  FlightRecorder* recorder = nullptr;
 };
 
 class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
@@ -144,7 +151,8 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   // One cross-worker execution: which peers it still waits for.
   struct Run {
     uint64_t tag_base = 0;
-    bool exchange = false;  // compare descriptors first
+    uint64_t record = 0;                       // its flight recorder sequence number
+    bool exchange = false;                     // compare descriptors first
     bool ordered ABSL_GUARDED_BY(mu) = false;  // queued for the workspace (see above)
     mutable Mutex mu;
     std::map<int, int> pending ABSL_GUARDED_BY(mu);  // peer worker -> ops in flight
@@ -167,8 +175,8 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
     std::map<uint64_t, std::function<void(absl::Status)>> ready;
     bool has_announced = false;  // not worker 0: `announced` runs next
     uint64_t announced = 0;
-    bool stop = false;           // the destructor: the lane thread exits
-    absl::Status broken;         // the communicator broke: fail at once
+    bool stop = false;    // the destructor: the lane thread exits
+    absl::Status broken;  // the communicator broke: fail at once
   };
 
   explicit DistributedCollectiveExecutor(DistributedCollectiveExecutorOptions options);
@@ -219,6 +227,7 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   const std::vector<std::string> worker_names_;
   const std::unique_ptr<Transport> transport_;
   const std::function<void(const absl::Status&)> on_fatal_error_;
+  FlightRecorder* const recorder_;
 
   mutable Mutex dmu_;
   absl::Status fatal_ ABSL_GUARDED_BY(dmu_);

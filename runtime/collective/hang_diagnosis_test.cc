@@ -1,0 +1,183 @@
+#include "runtime/collective/hang_diagnosis.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/collective/flight_recorder.h"
+#include "runtime/collective/hang_watchdog.h"
+#include "runtime/coordination/key_value_store.h"
+
+namespace strata {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+CollectiveInfo AllReduce(int instance, uint64_t execution, const std::string& name = "grad") {
+  return {"all-reduce", 1, instance, execution, name, "float", "[256]", 1024};
+}
+
+TEST(FlightRecorderTest, KeepsTheNewestCollectivesInOrder) {
+  FlightRecorder r(4);
+  r.SetStep(3);
+  r.SetActivity("step");
+  std::vector<uint64_t> seqs;
+  for (int i = 0; i < 6; ++i) seqs.push_back(r.Begin(AllReduce(i, 0)));
+  for (int i = 0; i < 5; ++i) r.End(seqs[i], absl::OkStatus());
+  r.End(seqs[0], absl::InternalError("late"));  // slot reused: ignored
+  FlightRecorderSnapshot s = r.Snapshot("t0");
+  EXPECT_EQ(s.task(), "t0");
+  EXPECT_EQ(s.step(), 3);
+  EXPECT_EQ(s.activity(), "step");
+  EXPECT_EQ(s.recorded(), 6u);
+  ASSERT_EQ(s.records_size(), 4);
+  EXPECT_EQ(s.records(0).instance_key(), 2);
+  EXPECT_EQ(s.records(3).instance_key(), 5);
+  EXPECT_EQ(s.records(2).state(), CollectiveRecord::DONE);
+  EXPECT_EQ(s.records(3).state(), CollectiveRecord::RUNNING);
+  EXPECT_EQ(s.records(3).step(), 3);
+  std::optional<RunningCollective> running = r.LongestRunning();
+  ASSERT_TRUE(running.has_value());
+  EXPECT_EQ(running->seq, seqs[5]);
+  EXPECT_THAT(running->description, HasSubstr("instance 5"));
+  r.End(seqs[5], absl::DeadlineExceededError("slow peer"));
+  EXPECT_FALSE(r.LongestRunning().has_value());
+  s = r.Snapshot("t0", 2);
+  ASSERT_EQ(s.records_size(), 2);
+  EXPECT_EQ(s.records(1).state(), CollectiveRecord::FAILED);
+  EXPECT_EQ(s.records(1).error(), "slow peer");
+  EXPECT_THAT(FormatSnapshot(s), HasSubstr("FAILED"));
+}
+
+CollectiveRecord Record(int instance, uint64_t execution, CollectiveRecord::State state, double ago,
+                        int64_t step) {
+  CollectiveRecord r;
+  r.set_op("all-reduce");
+  r.set_group_key(1);
+  r.set_instance_key(instance);
+  r.set_execution(execution);
+  r.set_name(absl::StrCat("grad_", instance));
+  r.set_dtype("float");
+  r.set_shape("[8]");
+  r.set_bytes(32);
+  r.set_step(step);
+  r.set_state(state);
+  r.set_started_ago_seconds(ago);
+  if (state != CollectiveRecord::RUNNING) r.set_duration_seconds(0.001);
+  return r;
+}
+
+TaskReport Task(const std::string& name, int64_t step, const std::string& activity,
+                std::vector<CollectiveRecord> records) {
+  TaskReport t;
+  t.task = name;
+  FlightRecorderSnapshot s;
+  s.set_task(name);
+  s.set_step(step);
+  s.set_activity(activity);
+  s.set_activity_age_seconds(12);
+  for (auto& r : records) *s.add_records() = r;
+  t.snapshot = s;
+  return t;
+}
+
+TEST(HangDiagnosisTest, NamesTheTaskThatHasNotStartedTheCollective) {
+  // Task 1 finished step 6's all-reduce and never started step 7's, which
+  // tasks 0 and 2 wait in.
+  std::vector<TaskReport> tasks = {
+      Task("task:0", 7, "step",
+           {Record(3, 5, CollectiveRecord::DONE, 12.5, 6),
+            Record(3, 6, CollectiveRecord::RUNNING, 10.2, 7)}),
+      Task("task:1", 7, "input pipeline", {Record(3, 5, CollectiveRecord::DONE, 12.4, 6)}),
+      Task("task:2", 7, "step",
+           {Record(3, 5, CollectiveRecord::DONE, 12.5, 6),
+            Record(3, 6, CollectiveRecord::RUNNING, 9.0, 7)}),
+  };
+  const std::string d = DiagnoseHang(tasks, 1, "task:0", "all-reduce waited 10.2 s");
+  EXPECT_THAT(d, HasSubstr("hang diagnosis #1, requested by task:0"));
+  EXPECT_THAT(d, HasSubstr("behind: task:1 at step 7 has not started all-reduce 'grad_3'"));
+  EXPECT_THAT(d, HasSubstr("execution 6) of step 7, which 2 tasks wait in for 10.2 s"));
+  EXPECT_THAT(d, HasSubstr("it is in \"input pipeline\" for 12.0 s"));
+  EXPECT_THAT(d, HasSubstr("its last collective: all-reduce 'grad_3'"));
+  EXPECT_THAT(d, HasSubstr("waiting: task:0 at step 7"));
+  EXPECT_THAT(d, HasSubstr("waiting: task:2 at step 7"));
+  EXPECT_THAT(d, Not(HasSubstr("mismatch")));
+}
+
+TEST(HangDiagnosisTest, TasksIssuingDifferentCollectivesAreAMismatchNamingBoth) {
+  std::vector<TaskReport> tasks = {
+      Task("task:0", 4, "step", {Record(3, 4, CollectiveRecord::RUNNING, 10, 4)}),
+      Task("task:1", 4, "step", {Record(9, 0, CollectiveRecord::RUNNING, 10, 4)}),
+  };
+  const std::string d = DiagnoseHang(tasks, 2, "task:0", "x");
+  EXPECT_THAT(d, HasSubstr("mismatch: task:1 and task:0 issue different collectives: task:1 "
+                           "waits in all-reduce 'grad_9'"));
+  EXPECT_THAT(d, HasSubstr("task:0 in all-reduce 'grad_3'"));
+}
+
+TEST(HangDiagnosisTest, SilentTasksAndStalledNetworksAreSaidSo) {
+  std::vector<TaskReport> tasks = {
+      Task("task:0", 4, "step", {Record(3, 4, CollectiveRecord::RUNNING, 10, 4)}),
+      TaskReport{"task:1", std::nullopt, "no answer within 3.0 s"},
+  };
+  std::string d = DiagnoseHang(tasks, 1, "task:0", "x");
+  EXPECT_THAT(d, HasSubstr("no answer: task:1 (no answer within 3.0 s)"));
+  EXPECT_THAT(d, HasSubstr("the ones that did not answer hold it up"));
+  tasks[1] = Task("task:1", 4, "step", {Record(3, 4, CollectiveRecord::RUNNING, 9, 4)});
+  d = DiagnoseHang(tasks, 1, "task:0", "x");
+  EXPECT_THAT(d, HasSubstr("every task waits in it"));
+  // No collective running anywhere (SIGUSR1 on a healthy cluster).
+  tasks = {Task("task:0", 4, "step", {Record(3, 4, CollectiveRecord::DONE, 1, 4)})};
+  d = DiagnoseHang(tasks, 1, "task:0", "SIGUSR1");
+  EXPECT_THAT(d, HasSubstr("task:0 at step 4, in no collective"));
+}
+
+TEST(HangWatchdogTest, AStalledCollectiveGetsOneDiagnosisFromTheChief) {
+  InMemoryKeyValueStore store;
+  FlightRecorder r0, r1;
+  const std::vector<std::string> names = {"/job:worker/replica:0/task:0",
+                                          "/job:worker/replica:0/task:1"};
+  r0.SetStep(5);
+  r1.SetStep(5);
+  r1.SetActivity("reading files");
+  r0.End(r0.Begin(AllReduce(3, 0)), absl::OkStatus());
+  r1.End(r1.Begin(AllReduce(3, 0)), absl::OkStatus());
+  r0.Begin(AllReduce(3, 1));  // task 0 waits; task 1 never comes
+
+  Mutex mu;
+  std::vector<std::string> printed;
+  absl::Notification got;
+  auto make = [&](int rank, FlightRecorder* rec) {
+    HangWatchdogOptions o;
+    o.store = &store;
+    o.key_prefix = "test/diag";
+    o.rank = rank;
+    o.task_names = names;
+    o.recorder = rec;
+    o.stall_threshold = absl::Milliseconds(100);
+    o.poll_interval = absl::Milliseconds(20);
+    o.answer_timeout = absl::Seconds(2);
+    o.print = [&](const std::string& text) {
+      MutexLock l(&mu);
+      printed.push_back(text);
+      if (!got.HasBeenNotified()) got.Notify();
+    };
+    return HangWatchdog::Start(o);
+  };
+  auto w0 = make(0, &r0);
+  auto w1 = make(1, &r1);
+  ASSERT_TRUE(got.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(400));  // no second one for the same stall
+  MutexLock l(&mu);
+  ASSERT_EQ(printed.size(), 1u);
+  EXPECT_THAT(printed[0], HasSubstr("behind: /job:worker/replica:0/task:1 at step 5 has not "
+                                    "started all-reduce 'grad'"));
+  EXPECT_THAT(printed[0], HasSubstr("\"reading files\""));
+}
+
+}  // namespace
+}  // namespace strata
