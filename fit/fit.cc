@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
     STRATA_RETURN_IF_ERROR(ctx.scope().status());
     STRATA_RETURN_IF_ERROR(CheckScalar(*l, "the loss"));
     STRATA_ASSIGN_OR_RETURN(Node* train_op, train::Minimize(ctx.scope(), *l, optimizer));
-    return distribute::ReplicaResult{{StackPreemptionFlag(ctx.scope(), *l, &g->preempt_feeds)}, {train_op}};
+    return distribute::ReplicaResult{{StackPreemptionFlag(ctx.scope(), *l, &g->preempt_feeds, strategy->num_workers())}, {train_op}};
   };
   STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, strategy->Run(g->root, step_fn, inputs));
   STRATA_ASSIGN_OR_RETURN(g->loss_and_flag, strategy->Reduce(g->root.NewSubScope("loss"),

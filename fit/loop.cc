@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -63,12 +64,31 @@ absl::Status ReportWorkerError(distribute::Strategy* strategy, const absl::Statu
   return mine;
 }
 
-Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds) {
+namespace {
+
+// Seconds this thread has spent runnable but not running (the kernel's
+// run-queue delay, /proc/thread-self/schedstat); 0 where unavailable.
+double RunQueueSeconds() {
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long running = 0, waiting = 0;
+  const int n = std::fscanf(f, "%llu %llu", &running, &waiting);
+  std::fclose(f);
+  return n == 2 ? static_cast<double>(waiting) * 1e-9 : 0;
+}
+
+}  // namespace
+
+Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds,
+                           int num_workers) {
   if (!scope.ok() || !loss.ok()) return Output();
   const DataType dt = loss.node()->output_type(loss.index());
-  Output flag = ops::Placeholder(scope.WithOpName("preempted"), dt, PartialTensorShape({}));
-  preempt_feeds->push_back(flag.name());
-  return ops::Stack(scope.WithOpName("loss_and_flag"), {loss, flag});
+  const int64_t n = 1 + 2 * std::max(num_workers, 1);
+  Output signals = ops::Placeholder(scope.WithOpName("preempted"), dt, PartialTensorShape({n}));
+  preempt_feeds->push_back(signals.name());
+  Output loss1 = ops::Reshape(scope.WithOpName("loss_1"), loss, ops::Const<int32_t>(scope, {1}));
+  return ops::Concat(scope.WithOpName("loss_and_flag"), {loss1, signals},
+                     ops::Const<int32_t>(scope, 0));
 }
 
 TrainLoop::TrainLoop(distribute::Strategy* strategy, const StepGraph& graph, const FitOptions& options,
@@ -95,6 +115,26 @@ absl::Status TrainLoop::MakeSession() {
     options.inter_op_threads = strategy_->num_local_replicas();
   }
   STRATA_ASSIGN_OR_RETURN(session_, Session::Create(*g_.root, options));
+  // The signals' length, from their placeholder (StackPreemptionFlag).
+  if (!g_.preempt_feeds.empty()) {
+    const std::string& feed = g_.preempt_feeds[0];
+    const Node* n = g_.root->graph()->FindNode(feed.substr(0, feed.find(':')));
+    if (n != nullptr) {
+      auto shape = n->attrs().find("shape");
+      if (shape != n->attrs().end() && shape->second.shape().dim_size() == 1 &&
+          shape->second.shape().dim(0).size() > 0) {
+        signals_ = shape->second.shape().dim(0).size();
+      }
+    }
+  }
+  if (strategy_->num_workers() > 1) {
+    auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy_);
+    if (multi_worker != nullptr) task_names_ = multi_worker->worker_task_names();
+    for (int w = static_cast<int>(task_names_.size()); w < strategy_->num_workers(); ++w) {
+      task_names_.push_back(absl::StrCat("worker ", w));
+    }
+    straggler_ = std::make_unique<StragglerDetector>(strategy_->num_workers());
+  }
   if (!o_.checkpoint_dir.empty()) {
     STRATA_ASSIGN_OR_RETURN(manager_, CheckpointManager::Create(g_.checkpoint, o_.checkpoint_dir, o_.max_to_keep));
   }
@@ -163,7 +203,16 @@ absl::Status TrainLoop::Run() {
     const double dt = Seconds(now - prev);
     prev = now;
     const double rate = dt > 0 ? o_.global_batch_size / dt : 0;
-    metrics_->Step(step, r_->final_loss, rate, Seconds(now - t0));
+    if (waits_.empty()) {
+      metrics_->Step(step, r_->final_loss, rate, Seconds(now - t0));
+    } else {
+      metrics_->Step(step, r_->final_loss, rate, Seconds(now - t0),
+                     {{"collective_wait_sec", waits_}, {"cpu_wait_sec", cpu_waits_}});
+    }
+    if (chief_ && straggler_ != nullptr && !waits_.empty()) {
+      std::optional<std::string> report = straggler_->Add(waits_, cpu_waits_, dt, task_names_);
+      if (report.has_value()) Log(*report);
+    }
     progress.Update(step, r_->final_loss);
     if (!std::isfinite(r_->final_loss)) {
       return absl::FailedPreconditionError(absl::StrCat("the loss became ", r_->final_loss, " at step ", step,
@@ -212,12 +261,18 @@ absl::Status TrainLoop::Step(int64_t step) {
   STRATA_RETURN_IF_ERROR(g_.input->GetNext(&feeds, &end));
   recorder.SetActivity("step");
   if (end) return absl::InternalError("the repeated input pipeline ended");
-  const double mine = preemption_->requested() ? 1 : 0;
   const DataType dt = g_.loss_and_flag.node()->output_type(g_.loss_and_flag.index());
-  for (const std::string& name : g_.preempt_feeds) {
-    feeds.emplace_back(name, dt == DT_DOUBLE ? Tensor::Scalar<double>(mine)
-                                             : Tensor::Scalar<float>(static_cast<float>(mine)));
+  std::vector<double> signals(static_cast<size_t>(signals_), 0.0);
+  signals[0] = preemption_->requested() ? 1 : 0;
+  const int workers = strategy_->num_workers();
+  const bool has_waits = signals_ == 1 + 2 * workers;
+  if (has_waits) {
+    signals[1 + strategy_->worker_index()] = my_wait_;
+    signals[1 + workers + strategy_->worker_index()] = my_cpu_wait_;
   }
+  Tensor fed = dt == DT_DOUBLE ? Tensor::FromVector<double>(signals)
+                               : Tensor::FromVector<float>(std::vector<float>(signals.begin(), signals.end()));
+  for (const std::string& name : g_.preempt_feeds) feeds.emplace_back(name, fed);
   const bool traced = !o_.trace_out.empty() && step >= trace_begin_ && step < trace_end_;
   RunOptions ro;
   ro.tracer = traced ? &tracer_ : nullptr;
@@ -230,9 +285,24 @@ absl::Status TrainLoop::Step(int64_t step) {
   if (traced) tracer_.RecordSpan(absl::StrCat("step ", step + 1), t0, StepTracer::NowNanos());
   if (fetch_rate) learning_rate_ = *out[1].data<double>();
   const Tensor& v = out[0];
-  r_->final_loss = dt == DT_DOUBLE ? v.data<double>()[0] : v.data<float>()[0];
-  const double flag = dt == DT_DOUBLE ? v.data<double>()[1] : v.data<float>()[1];
-  preempted_ = flag > 0;
+  auto at = [&](int64_t i) { return dt == DT_DOUBLE ? v.data<double>()[i] : v.data<float>()[i]; };
+  r_->final_loss = at(0);
+  preempted_ = at(1) > 0;
+  // Each worker's slot is averaged over every replica; it alone fills it.
+  waits_.clear();
+  cpu_waits_.clear();
+  if (has_waits && workers > 1) {
+    for (int w = 0; w < workers; ++w) {
+      waits_.push_back(at(2 + w) * workers);
+      cpu_waits_.push_back(at(2 + workers + w) * workers);
+    }
+  }
+  const double mark = recorder.completed_seconds();
+  my_wait_ = mark - recorder_mark_;
+  recorder_mark_ = mark;
+  const double cpu_mark = RunQueueSeconds();
+  my_cpu_wait_ = cpu_mark - cpu_mark_;
+  cpu_mark_ = cpu_mark;
   recorder.SetActivity("between steps (metrics, callbacks, checkpoints)");
   return absl::OkStatus();
 }

@@ -10,7 +10,8 @@
 //   g.root = &root;
 //   g.input = dataset.get();                            // Strategy::DistributeDataset
 //   ... in the step function, per replica:
-//   Output v = fit::StackPreemptionFlag(ctx.scope(), loss, &g.preempt_feeds);
+//   Output v = fit::StackPreemptionFlag(ctx.scope(), loss, &g.preempt_feeds,
+//                                       strategy->num_workers());
 //   ... after Strategy::Run:
 //   g.loss_and_flag = strategy->Reduce(root, distribute::ReduceOp::kMean, step.values[0]);
 //   g.train_op = step.op; g.init = init; g.checkpoint = checkpoint.get();
@@ -20,10 +21,17 @@
 //   STRATA_RETURN_IF_ERROR(loop.Start());
 //   STRATA_RETURN_IF_ERROR(loop.Run());
 //
-// Preemption: each replica's loss is stacked with this worker's flag (0 or
-// 1, fed by the loop) and the pair is averaged over every replica of every
-// worker with the loss's all-reduce, so every worker learns after the same
-// step that one of them got SIGTERM.
+// Preemption and stragglers: each replica's loss is concatenated with this
+// worker's signals, fed by the loop: its preemption flag (0 or 1) and, in
+// its own slots of one per worker, its time in cross-worker collectives
+// during the previous step (the flight recorder's,
+// runtime/collective/flight_recorder.h) and its time waiting for a CPU
+// then (the run-queue delay of the thread running the steps). The vector
+// is averaged over every replica of every worker with the loss's
+// all-reduce, so every worker learns after the same step that one of them
+// got SIGTERM, and every worker's waits (the metrics' "collective_wait_sec"
+// and "cpu_wait_sec", by worker); a worker the others consistently wait
+// for is named on the chief's log (fit/straggler.h).
 //
 // A loss that is not finite ends the run with FailedPrecondition naming the
 // step (LoopHooks::nonfinite_hint appended).
@@ -49,6 +57,7 @@
 #include "fit/checkpoint.h"
 #include "fit/fit.h"
 #include "fit/progress.h"
+#include "fit/straggler.h"
 #include "fit/tensorboard.h"
 #include "graph/scope.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
@@ -67,7 +76,9 @@ class PreemptionWatcher;  // SIGTERM while a loop runs (loop.cc)
 struct StepGraph {
   const Scope* root = nullptr;
   distribute::DistributedDataset* input = nullptr;  // one global batch per step
-  // The step's [loss, preempted], means over every replica of every worker.
+  // The step's [loss, preempted, each worker's wait in collectives, each
+  // worker's wait for a CPU], means over every replica of every worker
+  // (StackPreemptionFlag).
   Output loss_and_flag;
   std::vector<std::string> preempt_feeds;  // one per local replica
   Node* train_op = nullptr;
@@ -76,11 +87,13 @@ struct StepGraph {
   Checkpoint* checkpoint = nullptr;
 };
 
-// In a step function: `loss` (a float or double scalar) stacked with a
-// preemption flag placeholder of its dtype, whose name is appended to
-// `preempt_feeds`. Return it as a step value; its kMean reduction is
+// In a step function: `loss` (a float or double scalar) concatenated with
+// a placeholder of its dtype for the worker's signals (the preemption flag,
+// then two waits per worker of the `num_workers`), whose name is appended
+// to `preempt_feeds`. Return it as a step value; its kMean reduction is
 // StepGraph::loss_and_flag.
-Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds);
+Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds,
+                           int num_workers = 1);
 
 // What a worker returns for `error`, an error of its own run: under a
 // MultiWorkerMirroredStrategy, the cluster's error when it has one (this
@@ -162,6 +175,14 @@ class TrainLoop {
   double epoch_loss_ = 0;
   int64_t epoch_steps_ = 0;
   Clock::time_point epoch_start_;
+  // The signals' length (1 + workers' slots) and, from the last step, this
+  // worker's time in collectives and every worker's (seconds).
+  int64_t signals_ = 1;
+  double recorder_mark_ = 0, cpu_mark_ = 0;
+  double my_wait_ = 0, my_cpu_wait_ = 0;
+  std::vector<double> waits_, cpu_waits_;
+  std::unique_ptr<StragglerDetector> straggler_;
+  std::vector<std::string> task_names_;  // by worker index
 };
 
 }  // namespace fit

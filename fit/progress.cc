@@ -42,11 +42,18 @@ MetricsWriter::~MetricsWriter() {
   if (f_ != nullptr) std::fclose(f_);
 }
 
-void MetricsWriter::Step(int64_t step, double loss, double examples_per_sec, double elapsed) {
+void MetricsWriter::Step(int64_t step, double loss, double examples_per_sec, double elapsed,
+                         const std::vector<std::pair<std::string, std::vector<double>>>& arrays) {
   if (f_ == nullptr) return;
-  std::fprintf(f_, "{\"step\":%lld,\"loss\":%s,\"examples_per_sec\":%s,\"elapsed_sec\":%s}\n",
+  std::string extra;
+  for (const auto& [name, values] : arrays) {
+    absl::StrAppend(&extra, ",\"", name, "\":[");
+    for (size_t i = 0; i < values.size(); ++i) absl::StrAppend(&extra, i ? "," : "", JsonNumber(values[i]));
+    extra += "]";
+  }
+  std::fprintf(f_, "{\"step\":%lld,\"loss\":%s,\"examples_per_sec\":%s,\"elapsed_sec\":%s%s}\n",
                static_cast<long long>(step), JsonNumber(loss).c_str(), JsonNumber(examples_per_sec).c_str(),
-               JsonNumber(elapsed).c_str());
+               JsonNumber(elapsed).c_str(), extra.c_str());
   const Clock::time_point now = Clock::now();
   if (now - last_flush_ > std::chrono::milliseconds(100)) Flush(now);
 }

@@ -24,6 +24,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -51,8 +53,10 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
-  // {"step":S,"loss":L,"examples_per_sec":R,"elapsed_sec":E}
-  void Step(int64_t step, double loss, double examples_per_sec, double elapsed);
+  // {"step":S,"loss":L,"examples_per_sec":R,"elapsed_sec":E}, plus each of
+  // `arrays` as "name":[...] (the per-worker waits, fit/loop.h).
+  void Step(int64_t step, double loss, double examples_per_sec, double elapsed,
+            const std::vector<std::pair<std::string, std::vector<double>>>& arrays = {});
   // One line as given (a JSON object).
   void Line(const std::string& json);
   void Flush(Clock::time_point now = Clock::now());

@@ -385,6 +385,12 @@ absl::Status MultiWorkerMirroredStrategy::NameTasks(const absl::Status& status) 
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
 
+std::vector<std::string> MultiWorkerMirroredStrategy::worker_task_names() const {
+  std::vector<std::string> names;
+  for (const TaskId& t : TrainingTasks(cluster_)) names.push_back(ClusterSpec::TaskPrefix(t));
+  return names;
+}
+
 std::string MultiWorkerMirroredStrategy::transport_kind() const { return runtime_->transport_kind; }
 
 absl::Status MultiWorkerMirroredStrategy::cluster_error() const {

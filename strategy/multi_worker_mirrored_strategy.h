@@ -116,6 +116,8 @@ class MultiWorkerMirroredStrategy : public MirroredStrategy {
   bool is_chief() const { return worker_index() == 0; }
   // This task, "/job:worker/replica:0/task:1".
   std::string task_name() const { return cluster_.TaskPrefix(); }
+  // Every training task's name, by worker index (the chief first).
+  std::vector<std::string> worker_task_names() const;
   // "shm" or "tcp": what carries the cross-worker collectives; "nccl" when
   // the local devices are GPUs (NCCL carries them, no shm/TCP data plane;
   // its unique ids go through the coordination service's key-value store

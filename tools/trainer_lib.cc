@@ -169,7 +169,7 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
     Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
     STRATA_ASSIGN_OR_RETURN(Node* train_op,
                             train::Minimize(ctx.scope(), loss, g->model->reads(), g->optimizer.get()));
-    return distribute::ReplicaResult{{fit::StackPreemptionFlag(ctx.scope(), loss, &g->preempt_feeds)}, {train_op}};
+    return distribute::ReplicaResult{{fit::StackPreemptionFlag(ctx.scope(), loss, &g->preempt_feeds, s.num_workers())}, {train_op}};
   };
   STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, s.Run(root, step_fn, inputs));
   // Weights, and up to two optimizer slots each, must fit in memory; refuse

@@ -19,7 +19,11 @@ uint64_t FlightRecorder::Begin(CollectiveInfo info) {
   const absl::Time now = absl::Now();
   MutexLock l(&mu_);
   const uint64_t seq = next_seq_++;
+  if (running_++ == 0) busy_since_ = now;
   Slot& s = ring_[seq % ring_.size()];
+  // A slot still running when the ring comes round again (over a thousand
+  // collectives in flight) stops counting as running.
+  if (s.seq != 0 && s.state == CollectiveRecord::RUNNING) --running_;
   s.seq = seq;
   s.info = std::move(info);
   s.step = step();
@@ -34,10 +38,16 @@ void FlightRecorder::End(uint64_t seq, const absl::Status& status) {
   const absl::Time now = absl::Now();
   MutexLock l(&mu_);
   Slot& s = ring_[seq % ring_.size()];
-  if (s.seq != seq) return;
+  if (s.seq != seq || s.state != CollectiveRecord::RUNNING) return;
   s.end = now;
+  if (--running_ == 0) completed_seconds_ += absl::ToDoubleSeconds(now - busy_since_);
   s.state = status.ok() ? CollectiveRecord::DONE : CollectiveRecord::FAILED;
   if (!status.ok()) s.error = std::string(status.message().substr(0, 512));
+}
+
+double FlightRecorder::completed_seconds() const {
+  MutexLock l(&mu_);
+  return completed_seconds_;
 }
 
 void FlightRecorder::SetActivity(absl::string_view activity) {

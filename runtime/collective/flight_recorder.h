@@ -76,6 +76,11 @@ class FlightRecorder {
   // since now.
   void SetActivity(absl::string_view activity);
 
+  // Wall-clock seconds during which at least one collective ran, up to the
+  // last end (overlapping collectives count once): between two reads, a
+  // worker's time in collectives.
+  double completed_seconds() const;
+
   // The newest `max_records` records, oldest first, with ages relative to
   // now.
   FlightRecorderSnapshot Snapshot(const std::string& task, size_t max_records = 64) const;
@@ -98,6 +103,9 @@ class FlightRecorder {
   mutable Mutex mu_;
   std::vector<Slot> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  double completed_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;        // collectives begun and not ended
+  absl::Time busy_since_ ABSL_GUARDED_BY(mu_);  // when running_ became 1
   std::string activity_ ABSL_GUARDED_BY(mu_);
   absl::Time activity_since_ ABSL_GUARDED_BY(mu_);
 };

@@ -53,6 +53,23 @@ TEST(FlightRecorderTest, KeepsTheNewestCollectivesInOrder) {
   EXPECT_THAT(FormatSnapshot(s), HasSubstr("FAILED"));
 }
 
+TEST(FlightRecorderTest, TimeInCollectivesCountsOverlapsOnce) {
+  FlightRecorder r(8);
+  EXPECT_EQ(r.completed_seconds(), 0);
+  const uint64_t a = r.Begin(AllReduce(1, 0));
+  const uint64_t b = r.Begin(AllReduce(2, 0));
+  absl::SleepFor(absl::Milliseconds(30));
+  r.End(a, absl::OkStatus());
+  EXPECT_EQ(r.completed_seconds(), 0);  // b still runs
+  absl::SleepFor(absl::Milliseconds(30));
+  r.End(b, absl::OkStatus());
+  const double both = r.completed_seconds();
+  EXPECT_GE(both, 0.055);
+  EXPECT_LT(both, 0.5);        // once, not a's and b's durations summed
+  r.End(b, absl::OkStatus());  // twice: ignored
+  EXPECT_EQ(r.completed_seconds(), both);
+}
+
 CollectiveRecord Record(int instance, uint64_t execution, CollectiveRecord::State state, double ago,
                         int64_t step) {
   CollectiveRecord r;
