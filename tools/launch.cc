@@ -35,6 +35,17 @@ ABSL_FLAG(std::string, start_delays, "",
           "workers by index (e.g. 0,0.5,1)");
 ABSL_FLAG(std::string, random_start_order, "",
           "a seed: start the tasks in a random order, up to 0.2 s apart (testing)");
+ABSL_FLAG(int32_t, nnodes, 1,
+          "nodes of the job, one launcher each (as torchrun): this node starts --num_workers "
+          "tasks, ranks node_rank * num_workers + i of nnodes * num_workers");
+ABSL_FLAG(int32_t, node_rank, 0, "this node's index among the --nnodes");
+ABSL_FLAG(std::string, rdzv_endpoint, "",
+          "HOST:PORT of node 0, where rank 0 hosts the coordination service (needed with "
+          "--nnodes > 1); the tasks get MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK");
+ABSL_FLAG(int32_t, max_restarts, 0,
+          "when a task fails, stop this node's tasks and start them all again, up to this many "
+          "times; they resume from their newest checkpoint (restart r meets at the rendezvous "
+          "port + r)");
 
 namespace {
 
@@ -84,6 +95,17 @@ int main(int argc, char** argv) {
     }
     options.random_start_seed = value;
   }
+  options.nnodes = absl::GetFlag(FLAGS_nnodes);
+  options.node_rank = absl::GetFlag(FLAGS_node_rank);
+  options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  const std::string rdzv = absl::GetFlag(FLAGS_rdzv_endpoint);
+  if (!rdzv.empty()) {
+    if (absl::Status s =
+            strata::ParseRendezvousEndpoint(rdzv, &options.rdzv_host, &options.rdzv_port);
+        !s.ok()) {
+      return UsageError(std::string(s.message()));
+    }
+  }
   options.command.assign(argv + split + 1, argv + argc);
   if (absl::Status s = strata::ValidateLaunchOptions(options); !s.ok()) {
     return UsageError(std::string(s.message()));
@@ -93,6 +115,14 @@ int main(int argc, char** argv) {
   const char* token = std::getenv(strata::kJobTokenEnv);
   const char* token_file = std::getenv(strata::kJobTokenFileEnv);
   if ((token == nullptr || *token == '\0') && (token_file == nullptr || *token_file == '\0')) {
+    if (options.nnodes > 1) {
+      // Each node's launcher would make its own, and the nodes' tasks would
+      // refuse each other.
+      return UsageError(absl::StrCat(
+          "--nnodes=", options.nnodes, ": every node's tasks must share the job's token; set ",
+          strata::kJobTokenFileEnv, " (a file on a shared file system) or ",
+          strata::kJobTokenEnv, " on every node (docs/cluster.md, \"Job token\")"));
+    }
     setenv(strata::kJobTokenEnv, strata::JobToken::Generate().secret().c_str(), 1);
   }
   return strata::RunCluster(options);

@@ -191,15 +191,27 @@ bool MakePipe(int fds[2]) {
 // fork, so the child only makes async-signal-safe calls. An exec failure comes
 // back through a close-on-exec pipe, so "cannot execute" is reported as such
 // rather than as exit status 127.
-absl::Status StartChild(Child& c, const std::string& path, const std::vector<std::string>& command) {
+// The variables a launcher sets for its tasks: inherited values of them
+// are dropped, so that a task sees only this launcher's cluster.
+constexpr const char* kLauncherVariables[] = {
+    "TF_CONFIG=", "STRATA_TASK=", "STRATA_RESTART_COUNT=", "MASTER_ADDR=", "MASTER_PORT=",
+    "RANK=",      "WORLD_SIZE=",  "LOCAL_RANK=",          "LOCAL_WORLD_SIZE=", "GROUP_RANK="};
+
+absl::Status StartChild(Child& c, const std::string& path, const std::vector<std::string>& command,
+                        int round) {
   std::vector<std::string> env_s;
   for (char** e = environ; *e != nullptr; ++e) {
     absl::string_view v(*e);
-    if (absl::StartsWith(v, "TF_CONFIG=") || absl::StartsWith(v, "STRATA_TASK=")) continue;
+    if (std::any_of(std::begin(kLauncherVariables), std::end(kLauncherVariables),
+                    [&](const char* name) { return absl::StartsWith(v, name); })) {
+      continue;
+    }
     env_s.emplace_back(v);
   }
-  env_s.push_back("TF_CONFIG=" + c.task->tf_config);
+  if (!c.task->tf_config.empty()) env_s.push_back("TF_CONFIG=" + c.task->tf_config);
+  for (const std::string& e : c.task->env) env_s.push_back(e);
   env_s.push_back("STRATA_TASK=" + c.task->name);
+  env_s.push_back(absl::StrCat("STRATA_RESTART_COUNT=", round));
   std::vector<char*> envp, argv;
   for (std::string& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -335,6 +347,78 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
         "missing the program to run after `--` (usage: launch --num_workers=N -- <program> "
         "<args...>)");
   }
+  if (o.nnodes < 1 || o.nnodes > kMaxTasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes must be 1..", kMaxTasks, ", got ", o.nnodes));
+  }
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--node_rank=", o.node_rank,
+                                                   " is not in [0, --nnodes=", o.nnodes, ")"));
+  }
+  if (o.max_restarts < 0 || o.max_restarts > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_restarts must be 0..1000, got ", o.max_restarts));
+  }
+  if (o.nnodes > 1) {
+    if (o.rdzv_host.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--nnodes=", o.nnodes,
+          " needs --rdzv_endpoint=HOST:PORT (node 0's address; its rank 0 listens there)"));
+    }
+    if (o.num_chiefs != 0) {
+      return absl::InvalidArgumentError(
+          "--num_chiefs: a cluster across nodes has workers only (rank 0 is the chief)");
+    }
+    if (!o.start_delays.empty() || o.random_start_seed.has_value()) {
+      return absl::InvalidArgumentError(
+          "--start_delays and --random_start_order are for a one-node cluster");
+    }
+    if (static_cast<int64_t>(o.nnodes) * o.num_workers > kMaxTasks) {
+      return absl::InvalidArgumentError(absl::StrCat("--nnodes x --num_workers is more than ",
+                                                     kMaxTasks, " tasks"));
+    }
+  }
+  if (!o.rdzv_host.empty() && (o.rdzv_port < 1 || o.rdzv_port + o.max_restarts > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_endpoint: port ", o.rdzv_port, " (restart r uses port + r, up to --max_restarts=",
+        o.max_restarts, ") must stay within 1..65535"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseRendezvousEndpoint(absl::string_view text, std::string* host, int* port) {
+  std::string h;
+  absl::string_view p;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv_endpoint=", text, ": expected HOST:PORT (IPv6 as [ADDR]:PORT)"));
+    }
+    h = std::string(text.substr(1, close - 1));
+    p = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos ||
+        text.substr(0, colon).find(':') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv_endpoint=", text, ": expected HOST:PORT (IPv6 as [ADDR]:PORT)"));
+    }
+    h = std::string(text.substr(0, colon));
+    p = text.substr(colon + 1);
+  }
+  int value = 0;
+  if (h.empty() || !absl::SimpleAtoi(p, &value) || value < 1 || value > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_endpoint=", text, ": expected HOST:PORT with a port in 1..65535"));
+  }
+  if (IsUnspecifiedAddress(h)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_endpoint=", text,
+        ": the unspecified address cannot be dialled; give node 0's address"));
+  }
+  *host = h;
+  *port = value;
   return absl::OkStatus();
 }
 
@@ -410,8 +494,12 @@ std::string TfConfigJson(const ClusterSpec::JobMap& cluster, const TaskId& task)
 
 std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vector<int>& ports) {
   std::vector<LaunchTask> tasks;
-  for (int i = 0; i < options.num_chiefs; ++i) tasks.push_back({{kChiefJob, i}, "", "", 0});
-  for (int i = 0; i < options.num_workers; ++i) tasks.push_back({{kWorkerJob, i}, "", "", 0});
+  for (int i = 0; i < options.num_chiefs; ++i) {
+    tasks.push_back({{kChiefJob, i}, "", "", 0, {}, ""});
+  }
+  for (int i = 0; i < options.num_workers; ++i) {
+    tasks.push_back({{kWorkerJob, i}, "", "", 0, {}, ""});
+  }
   ClusterSpec::JobMap cluster;
   for (size_t i = 0; i < tasks.size() && i < ports.size(); ++i) {
     cluster[tasks[i].id.type][tasks[i].id.index] = FormatAddress(options.host, ports[i]);
@@ -419,6 +507,7 @@ std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vecto
   for (LaunchTask& t : tasks) {
     t.name = absl::StrCat(t.id.type, ":", t.id.index);
     t.tf_config = TfConfigJson(cluster, t.id);
+    t.address = cluster[t.id.type][t.id.index];
   }
   if (!options.start_delays.empty()) {
     for (size_t i = 0; i < tasks.size() && i < options.start_delays.size(); ++i) {
@@ -435,6 +524,30 @@ std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vecto
       if (k > 0) t += gap(rng);
       tasks[order[k]].start_delay = t;
     }
+  }
+  return tasks;
+}
+
+std::vector<LaunchTask> PlanNodeTasks(const LaunchOptions& options, int round) {
+  std::vector<LaunchTask> tasks;
+  const int world = options.nnodes * options.num_workers;
+  const std::string master =
+      options.rdzv_host.find(':') != std::string::npos ? absl::StrCat("[", options.rdzv_host, "]")
+                                                      : options.rdzv_host;
+  for (int i = 0; i < options.num_workers; ++i) {
+    const int rank = options.node_rank * options.num_workers + i;
+    LaunchTask t;
+    t.id = {kWorkerJob, rank};
+    t.name = absl::StrCat(kWorkerJob, ":", rank);
+    t.env = {absl::StrCat("MASTER_ADDR=", options.rdzv_host),
+             absl::StrCat("MASTER_PORT=", options.rdzv_port + round),
+             absl::StrCat("RANK=", rank),
+             absl::StrCat("WORLD_SIZE=", world),
+             absl::StrCat("LOCAL_RANK=", i),
+             absl::StrCat("LOCAL_WORLD_SIZE=", options.num_workers),
+             absl::StrCat("GROUP_RANK=", options.node_rank)};
+    if (rank == 0) t.address = absl::StrCat(master, ":", options.rdzv_port + round);
+    tasks.push_back(std::move(t));
   }
   return tasks;
 }
@@ -482,24 +595,62 @@ std::string DescribeWaitStatus(int wait_status) {
   return absl::StrCat("ended with wait status ", wait_status);
 }
 
+namespace {
+
+// How one round of tasks ended.
+struct RoundEnd {
+  int exit_code = 0;
+  bool task_failed = false;  // a task failed (not a signal to the launcher)
+};
+
+RoundEnd RunRound(const LaunchOptions& options, const std::string& path,
+                  const std::vector<LaunchTask>& tasks, int round);
+
+}  // namespace
+
 int RunCluster(const LaunchOptions& options) {
   absl::StatusOr<std::string> path = FindProgram(options.command[0]);
   if (!path.ok()) {
     Say(path.status().message());
     return 1;
   }
-  const int num_tasks = options.num_chiefs + options.num_workers;
-  absl::StatusOr<std::vector<int>> ports = PickFreePorts(options.host, num_tasks);
-  if (!ports.ok()) {
-    Say(ports.status().message());
-    return 1;
+  std::vector<LaunchTask> tasks;
+  if (options.nnodes == 1 && options.rdzv_host.empty()) {
+    const int num_tasks = options.num_chiefs + options.num_workers;
+    absl::StatusOr<std::vector<int>> ports = PickFreePorts(options.host, num_tasks);
+    if (!ports.ok()) {
+      Say(ports.status().message());
+      return 1;
+    }
+    tasks = PlanTasks(options, *ports);
   }
-  const std::vector<LaunchTask> tasks = PlanTasks(options, *ports);
   SignalScope signals;
   if (!signals.error().empty()) {
     Say(absl::StrCat("pipe: ", signals.error()));
     return 1;
   }
+  for (int round = 0;; ++round) {
+    // Across nodes each round meets at its own port (PlanNodeTasks); one
+    // node's cluster keeps its ports, free again once its tasks ended.
+    if (options.nnodes > 1 || !options.rdzv_host.empty()) tasks = PlanNodeTasks(options, round);
+    const RoundEnd end = RunRound(options, *path, tasks, round);
+    if (!end.task_failed || round >= options.max_restarts) {
+      if (end.task_failed && options.max_restarts > 0) {
+        Say(absl::StrCat("giving up after ", options.max_restarts, " restart",
+                         options.max_restarts == 1 ? "" : "s", " (--max_restarts)"));
+      }
+      return end.exit_code;
+    }
+    Say(absl::StrCat("restarting every task (restart ", round + 1, " of ", options.max_restarts,
+                     "); they resume from their newest checkpoint"));
+  }
+}
+
+namespace {
+
+RoundEnd RunRound(const LaunchOptions& options, const std::string& path_text,
+                  const std::vector<LaunchTask>& tasks, int round) {
+  const std::string* path = &path_text;
 
   std::vector<Child> children(tasks.size());
   std::vector<size_t> order(tasks.size());
@@ -516,6 +667,7 @@ int RunCluster(const LaunchOptions& options) {
   size_t next_start = 0;
   int exit_code = 0;
   bool stopping = false;  // no more starts; the others are being stopped
+  bool task_failed = false;
   bool interrupted = false;
   bool killed = false;
   absl::Time kill_at = absl::InfiniteFuture();
@@ -535,15 +687,15 @@ int RunCluster(const LaunchOptions& options) {
     while (!stopping && next_start < order.size() &&
            now >= t0 + absl::Seconds(tasks[order[next_start]].start_delay)) {
       Child& c = children[order[next_start++]];
-      absl::Status s = StartChild(c, *path, options.command);
+      absl::Status s = StartChild(c, *path, options.command, round);
       if (!s.ok()) {
         Say(absl::StrCat("cannot start ", c.task->name, ": ", s.message()));
         exit_code = 1;
         stop_all(SIGTERM);
         break;
       }
-      Say(absl::StrCat("started ", c.Name(), " at ",
-                       FormatAddress(options.host, (*ports)[order[next_start - 1]])));
+      Say(absl::StrCat("started ", c.Name(),
+                       c.task->address.empty() ? "" : absl::StrCat(" at ", c.task->address)));
     }
     // 2. Reap. A reaped child's output is all in its pipes already; what its
     // own children may still write is not waited for.
@@ -564,6 +716,7 @@ int RunCluster(const LaunchOptions& options) {
         Say(absl::StrCat(c.Name(), " ", DescribeWaitStatus(c.wait_status),
                          "; stopping the other tasks"));
         exit_code = 1;
+        task_failed = true;
         stop_all(SIGTERM);
       }
     }
@@ -634,7 +787,9 @@ int RunCluster(const LaunchOptions& options) {
       if (fds[i].revents != 0) ReadStream(*streams[i - 1]);
     }
   }
-  return exit_code;
+  // SIGINT/SIGTERM to the launcher ends the run, whatever failed after.
+  return RoundEnd{exit_code, task_failed && !interrupted};
 }
 
+}  // namespace
 }  // namespace strata

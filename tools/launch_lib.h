@@ -1,7 +1,10 @@
-// The local-cluster launcher behind `tools/launch` (docs/cluster.md): starts
-// one process per task of a cluster on this machine, each with TF_CONFIG
-// naming free loopback ports, as torchrun or TensorFlow's multi-process
-// runner do.
+// The launcher behind `tools/launch` (docs/cluster.md): starts one process
+// per task of a cluster on this machine, each with TF_CONFIG naming free
+// loopback ports, as torchrun or TensorFlow's multi-process runner do; or,
+// with nnodes > 1, this node's share of a cluster across nodes, one
+// launcher per node meeting at a rendezvous endpoint (torchrun's
+// --nnodes/--node_rank/--rdzv_endpoint); restarting every task when one
+// fails (--max_restarts).
 //
 //   LaunchOptions o;
 //   o.num_workers = 2;
@@ -53,13 +56,34 @@ struct LaunchOptions {
   std::optional<uint64_t> random_start_seed;
   // The program (a path, or a name looked up in PATH) and its arguments.
   std::vector<std::string> command;
+  // Across nodes, as torchrun's static rendezvous: `nnodes` launchers, one
+  // per node, each starting num_workers tasks (no chief job); this one is
+  // node `node_rank`. Its task i is rank node_rank * num_workers + i of
+  // nnodes * num_workers, given MASTER_ADDR and MASTER_PORT (the rendezvous
+  // endpoint: rank 0, on node 0, hosts the coordination service there),
+  // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and GROUP_RANK, which
+  // the trainer reads (strategy/scheduler_resolvers.h, "torchrun").
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string rdzv_host;  // with nnodes > 1 (or set for one node too)
+  int rdzv_port = 0;
+  // When a task fails, every task of this node is stopped and all of them
+  // start again, up to this many times; the program resumes from its
+  // newest checkpoint. Each launcher of a multi-node job restarts its own
+  // tasks: a failed task fails the whole cluster, so every node restarts.
+  // Restart r's rendezvous port is rdzv_port + r, so that tasks of a new
+  // round never reach a chief of the old one still shutting down.
+  int max_restarts = 0;
 };
 
 // The longest gap between two starts under random_start_seed.
 inline constexpr double kMaxRandomStartGap = 0.2;
 
 // InvalidArgument naming the flag: num_workers < 1, num_chiefs not 0 or 1,
-// a host that is not a numeric IP address, a negative grace period, a
+// a host that is not a numeric IP address, nnodes < 1, node_rank out of
+// range, several nodes without a rendezvous endpoint or with a chief job,
+// a bad rendezvous port or too many restarts for the ports above it,
+// max_restarts < 0, a negative grace period, a
 // start_delays list of the wrong length or with a negative entry, both
 // start_delays and random_start_seed, or an empty command.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);
@@ -80,13 +104,23 @@ std::string FormatAddress(absl::string_view host, int port);
 struct LaunchTask {
   TaskId id;
   std::string name;       // "worker:1" (STRATA_TASK and the output prefix)
-  std::string tf_config;  // the whole TF_CONFIG JSON
+  std::string tf_config;  // the whole TF_CONFIG JSON; empty across nodes
   double start_delay = 0;  // seconds after launch
+  // Across nodes: the torchrun-style variables ("RANK=3", ...).
+  std::vector<std::string> env;
+  std::string address;  // where it listens, for the log ("" across nodes)
 };
 
 // The tasks, in task order (chief first): the cluster over `ports` (one per
 // task, same order) and each task's start delay.
 std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vector<int>& ports);
+
+// Across nodes (options.nnodes > 1): this node's tasks for restart
+// `round`, each with its torchrun-style variables.
+std::vector<LaunchTask> PlanNodeTasks(const LaunchOptions& options, int round);
+
+// "host:port" -> host and port; InvalidArgument naming --rdzv_endpoint.
+absl::Status ParseRendezvousEndpoint(absl::string_view text, std::string* host, int* port);
 
 // TF_CONFIG text: {"cluster":{"chief":[...],"worker":[...]},"task":{"type":"worker","index":1}}
 // with jobs in `cluster`'s (sorted) order.
@@ -100,9 +134,11 @@ absl::StatusOr<std::string> FindProgram(const std::string& program);
 std::string DescribeWaitStatus(int wait_status);
 
 // Starts the tasks, relays their output and waits for them (see the top of
-// this file). Returns the launcher's exit status: 0 when every task exited
-// 0; 1 when a task failed or could not start (the message on stderr names
-// it); 128 + the signal when SIGINT or SIGTERM stopped the run. Expects
+// this file), restarting them all up to max_restarts times when one fails
+// (every task gets STRATA_RESTART_COUNT, 0 first). Returns the launcher's
+// exit status: 0 when every task exited 0; 1 when a task failed or could
+// not start past the restarts (the message on stderr names it); 128 + the
+// signal when SIGINT or SIGTERM stopped the run. Expects
 // ValidateLaunchOptions(options) to be OK.
 int RunCluster(const LaunchOptions& options);
 

@@ -406,5 +406,53 @@ TEST(LaunchLibTest, DescribeWaitStatusAndStartDelays) {
   EXPECT_FALSE(ParseStartDelays("nan").ok());
 }
 
+TEST(LaunchLibTest, NodesOfAJobGetTorchrunStyleRanksAndEachRestartItsOwnPort) {
+  LaunchOptions o;
+  o.num_workers = 2;
+  o.nnodes = 3;
+  o.node_rank = 1;
+  o.command = {"/bin/true"};
+  EXPECT_THAT(std::string(ValidateLaunchOptions(o).message()), HasSubstr("--rdzv_endpoint"));
+  ASSERT_TRUE(ParseRendezvousEndpoint("10.0.0.1:29500", &o.rdzv_host, &o.rdzv_port).ok());
+  EXPECT_EQ(o.rdzv_host, "10.0.0.1");
+  EXPECT_EQ(o.rdzv_port, 29500);
+  EXPECT_TRUE(ValidateLaunchOptions(o).ok());
+  std::vector<LaunchTask> tasks = PlanNodeTasks(o, 0);
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].name, "worker:2");
+  EXPECT_EQ(tasks[1].name, "worker:3");
+  EXPECT_THAT(tasks[1].env, ::testing::IsSupersetOf({"MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500",
+                                                      "RANK=3", "WORLD_SIZE=6", "LOCAL_RANK=1",
+                                                      "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1"}));
+  EXPECT_TRUE(tasks[0].tf_config.empty());
+  EXPECT_THAT(PlanNodeTasks(o, 2)[0].env, ::testing::Contains("MASTER_PORT=29502"));
+
+  LaunchOptions bad = o;
+  bad.node_rank = 3;
+  EXPECT_THAT(std::string(ValidateLaunchOptions(bad).message()), HasSubstr("--node_rank=3"));
+  bad = o;
+  bad.num_chiefs = 1;
+  EXPECT_THAT(std::string(ValidateLaunchOptions(bad).message()), HasSubstr("--num_chiefs"));
+  bad = o;
+  bad.rdzv_port = 65535;
+  bad.max_restarts = 1;
+  EXPECT_THAT(std::string(ValidateLaunchOptions(bad).message()), HasSubstr("65535"));
+  bad = o;
+  bad.max_restarts = -1;
+  EXPECT_FALSE(ValidateLaunchOptions(bad).ok());
+
+  std::string host;
+  int port = 0;
+  ASSERT_TRUE(ParseRendezvousEndpoint("[::1]:7", &host, &port).ok());
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 7);
+  ASSERT_TRUE(ParseRendezvousEndpoint("node0.cluster:29400", &host, &port).ok());
+  EXPECT_EQ(host, "node0.cluster");
+  for (const char* text : {"", "host", "host:", ":29500", "host:0", "host:70000", "::1:5",
+                           "[::1]5", "0.0.0.0:29500", "host:port"}) {
+    EXPECT_FALSE(ParseRendezvousEndpoint(text, &host, &port).ok()) << text;
+  }
+}
+
 }  // namespace
 }  // namespace strata
