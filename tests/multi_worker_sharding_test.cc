@@ -89,6 +89,27 @@ ShardLine ParseShardLine(const std::string& err) {
   return out;
 }
 
+// Digits rows cut into CSV files of the given sizes (consecutive rows);
+// returns "dir/part_0.csv,dir/part_1.csv,...".
+std::string DigitsInFilesOf(const std::string& name, const std::vector<int>& sizes) {
+  const std::string dir = TempDir(name);
+  absl::StatusOr<data::DatasetPtr> digits = data::LoadCsv({Runfile("data/digits/digits.csv.gz")});
+  EXPECT_TRUE(digits.ok()) << digits.status();
+  std::vector<std::string> paths;
+  int64_t row = 0;
+  for (size_t f = 0; f < sizes.size() && digits.ok(); ++f) {
+    paths.push_back(absl::StrCat(dir, "/part_", f, ".csv"));
+    std::ofstream out(paths.back());
+    for (int i = 0; i < sizes[f]; ++i, ++row) {
+      data::Example e;
+      EXPECT_TRUE((*digits)->Get(row, &e).ok());
+      for (int64_t j = 0; j < e[0].NumElements(); ++j) out << e[0].data<float>()[j] << ",";
+      out << *e[1].data<int32_t>() << "\n";
+    }
+  }
+  return absl::StrJoin(paths, ",");
+}
+
 std::vector<std::string> Flags(const std::string& data, int steps, const std::string& ckpt) {
   return {"--data=csv:" + data, "--hidden=32", "--global_batch_size=48", absl::StrCat("--steps=", steps),
           "--prefetch=2", "--checkpoint_dir=" + ckpt};
@@ -159,6 +180,51 @@ TEST(MultiWorkerShardingTest, FewerFilesThanWorkersShardsByExampleAndFileIsRefus
     EXPECT_TRUE(absl::StrContains(exits[w].err, "at least as many files as workers")) << exits[w].err;
   }
   EXPECT_TRUE(absl::StrContains(exits[0].err, "--input_sharding=file")) << exits[0].err;
+}
+
+// Uneven inputs (as PyTorch's Join): files of 100, 97 and 61 examples over
+// 3 workers (one file each) and over 2 (161 and 97): every worker runs the
+// longest shard's steps each epoch, the others' last batches partial or
+// empty and weighted, so no worker waits for a collective another never
+// starts; no example is dropped or repeated within an epoch.
+TEST(MultiWorkerShardingTest, UnevenFilesFinishEveryEpochWithoutAHang) {
+  const std::string data = DigitsInFilesOf("uneven", {100, 97, 61});
+  struct Case {
+    int workers;
+    std::string shards;  // the sharding line's counts
+    int steps;           // per epoch
+  };
+  for (const Case& c : {Case{3, "100, 97, 61", 7}, Case{2, "161, 97", 7}}) {
+    SCOPED_TRACE(absl::StrCat(c.workers, " workers"));
+    const std::string metrics = TempDir(absl::StrCat("uneven_", c.workers)) + "/metrics.jsonl";
+    std::vector<Exit> exits = RunCluster(
+        c.workers, absl::StrCat("uneven_run_", c.workers),
+        {"--data=csv:" + data, "--hidden=32", "--global_batch_size=48", "--epochs=4",
+         "--test_fraction=0", "--prefetch=2", "--metrics_out=" + metrics});
+    for (int w = 0; w < c.workers; ++w) {
+      EXPECT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
+      EXPECT_TRUE(absl::StrContains(
+          exits[w].err, absl::StrCat("the shards are uneven (", c.shards,
+                                     " examples): every epoch is ", c.steps,
+                                     " steps, each example once")))
+          << exits[w].err;
+    }
+    const std::string m = ReadFile(metrics);
+    for (int e = 1; e <= 4; ++e) {
+      EXPECT_TRUE(absl::StrContains(m, absl::StrCat("{\"epoch\":", e, ",\"step\":", e * c.steps,
+                                                    ",\"loss\":")))
+          << m;
+    }
+  }
+  // A shard with no examples at all is refused naming its worker.
+  const std::string tiny = DigitsInFilesOf("uneven_tiny", {50, 1});
+  std::vector<Exit> exits =
+      RunCluster(2, "uneven_tiny_run",
+                 {"--data=csv:" + tiny, "--hidden=32", "--global_batch_size=48", "--steps=5",
+                  "--test_fraction=0.5"});
+  EXPECT_NE(exits[0].code, 0);
+  EXPECT_TRUE(absl::StrContains(exits[0].err + exits[1].err, "holds no training examples"))
+      << exits[0].err << exits[1].err;
 }
 
 }  // namespace

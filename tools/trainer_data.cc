@@ -68,10 +68,14 @@ uint64_t SplitMix(uint64_t x) {
 // unsharded pipeline, restores any other).
 class ShuffledBatchDataset : public data::Dataset {
  public:
+  // epoch_steps > 0 (one shard only): every epoch has that many batches;
+  // batch s holds rows [s * batch, (s + 1) * batch) of the epoch's order,
+  // fewer for the last, and one row (weighted 0 by the step) once they run
+  // out: each example once per epoch, however many the other workers hold.
   ShuffledBatchDataset(Tensor x, Tensor y, int64_t batch, uint64_t seed, std::string name,
-                       int64_t start, int64_t shard, int64_t num_shards)
+                       int64_t start, int64_t shard, int64_t num_shards, int64_t epoch_steps = 0)
       : x_(std::move(x)), y_(std::move(y)), batch_(batch), seed_(seed), name_(std::move(name)),
-        start_(start), shard_(shard), num_shards_(num_shards) {}
+        start_(start), shard_(shard), num_shards_(num_shards), epoch_steps_(epoch_steps) {}
 
   int64_t Cardinality() const override { return data::kInfiniteCardinality; }
   // The pipeline's identity, which a restored state must match: the shard
@@ -88,7 +92,8 @@ class ShuffledBatchDataset : public data::Dataset {
   class Iterator : public data::IteratorBase {
    public:
     explicit Iterator(const ShuffledBatchDataset* ds)
-        : ds_(ds), per_epoch_(ds->x_.dim_size(0) / ds->batch_) {
+        : ds_(ds),
+          per_epoch_(ds->epoch_steps_ > 0 ? ds->epoch_steps_ : ds->x_.dim_size(0) / ds->batch_) {
       SetEpoch(ds->start_ / per_epoch_);
       index_ = ds->start_ % per_epoch_;
     }
@@ -98,13 +103,19 @@ class ShuffledBatchDataset : public data::Dataset {
         SetEpoch(epoch_ + 1);
         index_ = 0;
       }
-      const int64_t b = ds_->batch_ / ds_->num_shards_, d = ds_->x_.dim_size(1);
+      int64_t b = ds_->batch_ / ds_->num_shards_;
+      const int64_t d = ds_->x_.dim_size(1);
+      const int64_t* rows = perm_.data() + index_ * ds_->batch_ + ds_->shard_ * b;
+      if (ds_->epoch_steps_ > 0) {
+        const int64_t left = ds_->x_.dim_size(0) - index_ * ds_->batch_;
+        b = std::clamp<int64_t>(left, 1, ds_->batch_);
+        if (left <= 0) rows = perm_.data();  // the placeholder row
+      }
       Tensor x(DT_FLOAT, TensorShape{b, d}), y(DT_INT32, TensorShape{b});
       const float* src = ds_->x_.data<float>();
       const int32_t* labels = ds_->y_.data<int32_t>();
       float* dst = x.data<float>();
       int32_t* yd = y.data<int32_t>();
-      const int64_t* rows = perm_.data() + index_ * ds_->batch_ + ds_->shard_ * b;
       for (int64_t i = 0; i < b; ++i) {
         std::memcpy(dst + i * d, src + rows[i] * d, sizeof(float) * d);
         yd[i] = labels[rows[i]];
@@ -159,6 +170,7 @@ class ShuffledBatchDataset : public data::Dataset {
   const std::string name_;
   const int64_t start_;  // the first batch a new iterator yields
   const int64_t shard_, num_shards_;
+  const int64_t epoch_steps_;
 };
 
 }  // namespace
@@ -407,6 +419,23 @@ absl::Status StandardizeInPlace(TrainerData* d, const Tensor& mean, const Tensor
   }
   d->name = absl::StrCat(d->name, "+standardized");
   return absl::OkStatus();
+}
+
+absl::StatusOr<data::DatasetPtr> MakeUnevenTrainBatches(const TrainerData& d, int64_t batch,
+                                                        int64_t epoch_steps, uint64_t seed,
+                                                        int64_t prefetch, int64_t start_batch) {
+  const int64_t n = d.train_x.dim_size(0);
+  if (batch < 1 || n < 1 || epoch_steps < (n + batch - 1) / batch) {
+    return absl::InvalidArgumentError(absl::StrCat("uneven batches: ", n, " examples in batches of ",
+                                                   batch, " do not fit ", epoch_steps, " steps"));
+  }
+  data::DatasetPtr ds = std::make_shared<ShuffledBatchDataset>(
+      d.train_x, d.train_y, batch, seed * 0x9E3779B97F4A7C15ull + 1, d.name,
+      std::max<int64_t>(0, start_batch), 0, 1, epoch_steps);
+  if (prefetch > 0) {
+    STRATA_ASSIGN_OR_RETURN(ds, data::Prefetch(ds, prefetch));
+  }
+  return ds;
 }
 
 absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& d, int64_t batch,

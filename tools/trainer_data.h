@@ -101,6 +101,18 @@ absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& data, int64
                                                   uint64_t seed, int64_t prefetch,
                                                   int64_t start_batch = 0, int64_t shard = 0,
                                                   int64_t num_shards = 1);
+// A worker's batches when the workers hold different numbers of examples
+// (FILE sharding of uneven files): every epoch is `epoch_steps` batches
+// (the most any worker needs); batch s holds rows [s * batch, (s + 1) *
+// batch) of the epoch's shuffled order, fewer for its last, then a single
+// placeholder row once they run out, which the step weighs 0
+// (UnevenStepWeights): each example exactly once per epoch. The order of
+// epoch e is MakeTrainBatches's, so with equal shards that are a multiple
+// of the batch the batches are the same. InvalidArgument when the examples
+// do not fit `epoch_steps` batches.
+absl::StatusOr<data::DatasetPtr> MakeUnevenTrainBatches(const TrainerData& data, int64_t batch,
+                                                        int64_t epoch_steps, uint64_t seed,
+                                                        int64_t prefetch, int64_t start_batch);
 // An iterator over MakeTrainBatches(data, batch, seed, prefetch).
 absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& data,
                                                                          int64_t batch,

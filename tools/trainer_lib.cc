@@ -30,6 +30,7 @@
 #include "fit/progress.h"
 #include "fit/strategy_flags.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/collective/flight_recorder.h"
 #include "runtime/session.h"
@@ -100,6 +101,10 @@ struct TrainGraph {
   std::unique_ptr<fit::Checkpoint> checkpoint;
   std::unique_ptr<train::Sequential> model;
   std::unique_ptr<train::Optimizer> optimizer;
+  // Uneven shards: each replica's loss weight placeholder (UnevenEpoch),
+  // of the loss's dtype.
+  std::vector<std::string> weight_feeds;
+  DataType weight_dtype = DT_FLOAT;
 };
 
 // `batches`: global batches, or with `per_worker_batches` this worker's
@@ -109,7 +114,7 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
                                                        int64_t total_steps,
                                                        distribute::Strategy* strategy,
                                                        data::DatasetPtr batches,
-                                                       bool per_worker_batches) {
+                                                       bool per_worker_batches, bool weighted) {
   auto g = std::make_unique<TrainGraph>();
   g->strategy = strategy;
   distribute::Strategy& s = *g->strategy;
@@ -167,6 +172,14 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
                      const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
     STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(ctx.scope(), in[0]));
     Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
+    if (weighted) {
+      // Uneven shards: this replica's share of the step's examples.
+      const DataType dt = loss.node()->output_type(loss.index());
+      Output w = ops::Placeholder(ctx.scope().WithOpName("example_weight"), dt, PartialTensorShape({}));
+      g->weight_feeds.push_back(w.name());
+      g->weight_dtype = dt;
+      loss = ops::Mul(ctx.scope().WithOpName("weighted_loss"), loss, w);
+    }
     STRATA_ASSIGN_OR_RETURN(Node* train_op,
                             train::Minimize(ctx.scope(), loss, g->model->reads(), g->optimizer.get()));
     return distribute::ReplicaResult{{fit::StackPreemptionFlag(ctx.scope(), loss, &g->preempt_feeds, s.num_workers())}, {train_op}};
@@ -345,9 +358,25 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   result.num_features = data.num_features;
   result.train_examples = data.train_x.dim_size(0);
   result.test_examples = data.test_x.dim_size(0);
+  // FILE: every worker's example count; shards that are uneven (different
+  // counts, or not a multiple of the batch) train as PyTorch's Join does:
+  // every worker runs the longest shard's steps, weighted so that each
+  // example counts once per epoch (UnevenEpoch).
+  UnevenEpoch uneven;
+  bool join = false;
   if (plan.by_file()) {
+    std::vector<int64_t> shard_examples;
     STRATA_ASSIGN_OR_RETURN(std::tie(result.train_examples, result.test_examples),
-                            CombineShards(strategy, plan, local_batch, &data));
+                            CombineShards(strategy, plan, &data, &shard_examples));
+    uneven = PlanUnevenEpoch(shard_examples, local_batch);
+    join = !uneven.even();
+    if (join && strategy->num_local_replicas() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data: the workers' shards are uneven (", absl::StrJoin(shard_examples, ", "),
+          " training examples, in batches of ", local_batch,
+          "), which trains with one device per worker; this one has ",
+          strategy->num_local_replicas(), " (--devices, --num_cpu_devices)"));
+    }
   }
   result.num_classes = data.num_classes;
   if (multi_worker != nullptr) {
@@ -359,11 +388,18 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
             ? absl::StrCat("reads ", plan.files.size(), " of ", plan.all_files.size(), " files (",
                            BaseNames(plan.files), "), ", data.train_x.dim_size(0), " of the ",
                            result.train_examples, " training examples, in batches of ", local_batch,
-                           " of each global batch of ", c.global_batch_size)
+                           " of each global batch of ", c.global_batch_size,
+                           join ? absl::StrCat("; the shards are uneven (",
+                                               absl::StrJoin(uneven.examples, ", "),
+                                               " examples): every epoch is ", uneven.steps,
+                                               " steps, each example once, this worker's last ",
+                                               uneven.steps - (data.train_x.dim_size(0) + local_batch - 1) / local_batch,
+                                               " without examples of its own")
+                                : "")
             : absl::StrCat("reads all the data and keeps its part of every global batch of ",
                            c.global_batch_size)));
   }
-  const int64_t steps_per_epoch = result.train_examples / c.global_batch_size;
+  const int64_t steps_per_epoch = join ? uneven.steps : result.train_examples / c.global_batch_size;
   if (steps_per_epoch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", c.global_batch_size,
                                                    " is larger than the ", result.train_examples,
@@ -442,14 +478,21 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   // a part; the positions, and so the checkpoints' input states, are the
   // global pipeline's.
   const bool by_example = !plan.by_file() && plan.num_workers > 1;
-  STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches,
-                          MakeTrainBatches(data, local_batch, static_cast<uint64_t>(c.seed), c.prefetch,
-                                           plan.by_file() ? result.start_step : 0,
-                                           by_example ? plan.worker : 0,
-                                           by_example ? plan.num_workers : 1));
+  data::DatasetPtr batches;
+  if (join) {
+    STRATA_ASSIGN_OR_RETURN(batches, MakeUnevenTrainBatches(data, local_batch, uneven.steps,
+                                                            static_cast<uint64_t>(c.seed), c.prefetch,
+                                                            result.start_step));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(batches,
+                            MakeTrainBatches(data, local_batch, static_cast<uint64_t>(c.seed), c.prefetch,
+                                             plan.by_file() ? result.start_step : 0,
+                                             by_example ? plan.worker : 0,
+                                             by_example ? plan.num_workers : 1));
+  }
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
                           BuildGraph(c, data, result.total_steps, strategy, std::move(batches),
-                                     plan.by_file() || by_example));
+                                     plan.by_file() || by_example, join));
   result.devices = g->strategy->devices();
   if (reader != nullptr && !plan.by_file()) {
     absl::Status s = g->input->RestoreState(iterator_state);
@@ -509,6 +552,14 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   step.learning_rate = g->optimizer->applied_learning_rate();
   step.init = g->init;
   step.checkpoint = g->checkpoint.get();
+  if (join) {
+    step.step_feeds = [&uneven, &g, worker = plan.worker](
+                          int64_t global_step, std::vector<std::pair<std::string, Tensor>>* feeds) {
+      const float w = uneven.Weight(worker, global_step);
+      const Tensor t = g->weight_dtype == DT_DOUBLE ? Tensor::Scalar<double>(w) : Tensor::Scalar<float>(w);
+      for (const std::string& name : g->weight_feeds) feeds->emplace_back(name, t);
+    };
+  }
   fit::LoopHooks hooks;
   hooks.steps_per_epoch = steps_per_epoch;
   hooks.log_prefix = "trainer";

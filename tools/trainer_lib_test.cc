@@ -4,6 +4,7 @@
 // settings, resume, checkpoints that belong to another configuration).
 #include "tools/trainer_lib.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
 #include "tools/trainer_data.h"
+#include "tools/trainer_sharding.h"
 
 namespace strata {
 namespace trainer {
@@ -245,6 +247,52 @@ TEST(TrainerLibTest, TrainIteratorCoversEachEpochOnceAndResumesExactly) {
   // Another batch size or seed is another pipeline: its state does not fit.
   EXPECT_FALSE((*MakeTrainIterator(*d, 20, 5, 2))->RestoreState(*state).ok());
   EXPECT_FALSE((*MakeTrainIterator(*d, 10, 6, 2))->RestoreState(*state).ok());
+}
+
+TEST(TrainerLibTest, UnevenBatchesCoverEachExampleOncePerEpochThenPlaceholders) {
+  auto spec = ParseDataSpec("synthetic:61:3:2");
+  auto d = LoadTrainerData(*spec, "", 0.0, 1);
+  ASSERT_TRUE(d.ok());
+  for (int64_t i = 0; i < 61; ++i) d->train_x.data<float>()[i * 3] = static_cast<float>(i);
+  // A worker of 61 examples beside ones of 100 and 97, batches of 16: every
+  // epoch is 7 steps (ceil(100 / 16)); this worker's are 16, 16, 16, 13,
+  // then 3 with a placeholder row only.
+  const UnevenEpoch plan = PlanUnevenEpoch({100, 97, 61}, 16);
+  ASSERT_EQ(plan.steps, 7);
+  EXPECT_FALSE(plan.even());
+  auto ds = MakeUnevenTrainBatches(*d, 16, plan.steps, 5, /*prefetch=*/0, /*start_batch=*/0);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto it = data::DatasetIterator::Create(*ds);
+  ASSERT_TRUE(it.ok());
+  data::Example batch;
+  bool end = false;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::multiset<int> seen;
+    for (int s = 0; s < plan.steps; ++s) {
+      ASSERT_TRUE((*it)->GetNext(&batch, &end).ok());
+      const int64_t step = epoch * plan.steps + s;
+      const int64_t k = plan.Examples(2, step);
+      EXPECT_EQ(k, std::vector<int64_t>({16, 16, 16, 13, 0, 0, 0})[s]);
+      ASSERT_EQ(batch[0].dim_size(0), std::max<int64_t>(k, 1)) << "step " << s;
+      for (int64_t i = 0; i < k; ++i) seen.insert(static_cast<int>(batch[0].data<float>()[i * 3]));
+      // The weights: this worker's share of the step's examples, scaled by
+      // the workers; they always add up to the worker count.
+      const int64_t total = plan.TotalExamples(step);
+      EXPECT_FLOAT_EQ(plan.Weight(2, step), k * 3.0f / total);
+      EXPECT_FLOAT_EQ(plan.Weight(0, step) + plan.Weight(1, step) + plan.Weight(2, step), 3.0f);
+    }
+    // Each of the 61 exactly once.
+    EXPECT_EQ(seen.size(), 61u) << "epoch " << epoch;
+    EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), 61u) << "epoch " << epoch;
+  }
+  // The last step of an epoch: 100 - 96 = 4 and 97 - 96 = 1 examples.
+  EXPECT_EQ(plan.TotalExamples(6), 5);
+  EXPECT_FLOAT_EQ(plan.Weight(0, 6), 4 * 3.0f / 5);
+  // Even shards that are a multiple of the batch need none of this.
+  EXPECT_TRUE(PlanUnevenEpoch({32, 32}, 16).even());
+  EXPECT_FALSE(PlanUnevenEpoch({40, 40}, 16).even());
+  // Too many examples for the epoch's steps is refused.
+  EXPECT_FALSE(MakeUnevenTrainBatches(*d, 16, 3, 5, 0, 0).ok());
 }
 
 // A worker's shard of each global batch (DATA sharding): the shards of one

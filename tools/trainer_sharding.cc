@@ -87,7 +87,7 @@ absl::StatusOr<InputPlan> PlanInput(const TrainerConfig& c, const SourceSpec& sp
 // Every worker makes the same checks on the same sums, so they all fail
 // alike.
 absl::StatusOr<std::pair<int64_t, int64_t>> CombineShards(distribute::Strategy* s, const InputPlan& plan,
-                                                          int64_t local_batch, TrainerData* d) {
+                                                          TrainerData* d, std::vector<int64_t>* per_worker) {
   constexpr int kFields = 5;  // files seen, features, classes, train, test
   std::vector<double> census(static_cast<size_t>(kFields * plan.num_workers), 0.0);
   double* mine = census.data() + kFields * plan.worker;
@@ -112,11 +112,11 @@ absl::StatusOr<std::pair<int64_t, int64_t>> CombineShards(distribute::Strategy* 
                                                      " features, worker ", plan.worker, "'s ",
                                                      d->num_features));
     }
-    if (static_cast<int64_t>(v[3]) < local_batch) {
+    if (static_cast<int64_t>(v[3]) < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--data: ", who, " holds ", v[3], " training examples, fewer than its batch of ",
-          local_batch, " (--global_batch_size / workers); use fewer workers or a smaller batch"));
+          "--data: ", who, " holds no training examples; use fewer workers or more files"));
     }
+    if (per_worker != nullptr) per_worker->push_back(static_cast<int64_t>(v[3]));
     classes = std::max(classes, static_cast<int64_t>(v[2]));
     train += static_cast<int64_t>(v[3]);
     test += static_cast<int64_t>(v[4]);
@@ -141,6 +141,40 @@ absl::StatusOr<std::pair<Tensor, Tensor>> CombinedStats(distribute::Strategy* s,
   for (size_t j = 0; j < sums.size(); ++j) mean[j] = sums[j] / count;
   STRATA_ASSIGN_OR_RETURN(std::vector<double> dev, SumAcrossWorkers(s, SquaredDeviationSums(d, mean)));
   return std::make_pair(MeanFromSums(sums, count), StddevFromSums(dev, count));
+}
+
+UnevenEpoch PlanUnevenEpoch(const std::vector<int64_t>& examples, int64_t batch) {
+  UnevenEpoch e;
+  e.examples = examples;
+  e.batch = batch;
+  for (int64_t n : examples) e.steps = std::max(e.steps, (n + batch - 1) / batch);
+  return e;
+}
+
+int64_t UnevenEpoch::Examples(int worker, int64_t step) const {
+  if (steps <= 0) return 0;
+  const int64_t s = step % steps;
+  return std::clamp<int64_t>(examples[static_cast<size_t>(worker)] - s * batch, 0, batch);
+}
+
+int64_t UnevenEpoch::TotalExamples(int64_t step) const {
+  int64_t k = 0;
+  for (size_t w = 0; w < examples.size(); ++w) k += Examples(static_cast<int>(w), step);
+  return k;
+}
+
+float UnevenEpoch::Weight(int worker, int64_t step) const {
+  const int64_t total = TotalExamples(step);
+  if (total == 0) return 0;
+  return static_cast<float>(static_cast<double>(Examples(worker, step)) *
+                            static_cast<double>(examples.size()) / static_cast<double>(total));
+}
+
+bool UnevenEpoch::even() const {
+  for (int64_t n : examples) {
+    if (n != examples[0] || n % batch != 0) return false;
+  }
+  return true;
 }
 
 }  // namespace trainer

@@ -6,7 +6,7 @@
 //
 //   STRATA_ASSIGN_OR_RETURN(InputPlan plan, PlanInput(config, spec, *strategy));
 //   ... each worker loads plan.files (FILE) or everything (DATA) ...
-//   STRATA_ASSIGN_OR_RETURN(auto counts, CombineShards(strategy, plan, batch / workers, &data));
+//   STRATA_ASSIGN_OR_RETURN(auto counts, CombineShards(strategy, plan, &data));
 //   STRATA_ASSIGN_OR_RETURN(auto stats, CombinedStats(strategy, data));
 //
 // Every function that sums across workers is a collective of the worker
@@ -54,17 +54,41 @@ absl::StatusOr<std::vector<double>> SumAcrossWorkers(distribute::Strategy* s,
                                                      const std::vector<double>& local);
 
 // FILE, after each worker loaded its share into `d`: checks that the
-// workers saw the same files and features and that each has `local_batch`
-// training examples (naming the worker and its files otherwise); sets
+// workers saw the same files and features and that each has a training
+// example (naming the worker and its files otherwise); sets
 // d->num_classes to the cluster's; returns the cluster's {train, test}
-// example counts.
-absl::StatusOr<std::pair<int64_t, int64_t>> CombineShards(distribute::Strategy* s,
-                                                          const InputPlan& plan,
-                                                          int64_t local_batch, TrainerData* d);
+// example counts; `per_worker`, if given, gets every worker's training
+// example count (uneven shards: UnevenEpoch).
+absl::StatusOr<std::pair<int64_t, int64_t>> CombineShards(
+    distribute::Strategy* s, const InputPlan& plan, TrainerData* d,
+    std::vector<int64_t>* per_worker = nullptr);
 
 // FILE: the feature mean and stddev over every worker's training split.
 absl::StatusOr<std::pair<Tensor, Tensor>> CombinedStats(distribute::Strategy* s,
                                                         const TrainerData& d);
+
+// Uneven shards (FILE sharding, workers holding different numbers of
+// examples, or a number that is not a multiple of the batch), as PyTorch's
+// Join: every worker runs the same number of steps per epoch, the most any
+// worker needs (ceil(examples / batch)); in step s worker w trains on
+// k_w(s) = clamp(n_w - s * batch, 0, batch) examples (a placeholder row
+// when 0). Its loss is weighted by k_w(s) * workers / K(s), K(s) the
+// examples of the step over every worker, so the all-reduced mean of the
+// weighted losses and of their gradients is the mean over the step's K(s)
+// examples, each example counted once per epoch.
+struct UnevenEpoch {
+  std::vector<int64_t> examples;  // n_w by worker
+  int64_t batch = 0;              // per worker
+  int64_t steps = 0;              // per epoch: max_w ceil(n_w / batch)
+  // Worker w's weight in global step `step` (0-based, epochs repeating).
+  float Weight(int worker, int64_t step) const;
+  // The examples of worker w, and of every worker, in that step.
+  int64_t Examples(int worker, int64_t step) const;
+  int64_t TotalExamples(int64_t step) const;
+  // Whether the shards are even: every worker the same multiple of batch.
+  bool even() const;
+};
+UnevenEpoch PlanUnevenEpoch(const std::vector<int64_t>& examples, int64_t batch);
 
 // "a.csv, b.csv" for paths ".../a.csv", ".../b.csv".
 std::string BaseNames(const std::vector<std::string>& paths);
