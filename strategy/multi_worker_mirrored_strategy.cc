@@ -1,11 +1,13 @@
 #include "strategy/multi_worker_mirrored_strategy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "base/ip_address.h"
 #include "base/mutex.h"
@@ -92,14 +94,25 @@ struct Listening {
 // cluster, which has none, at a free port of its address facing the chief.
 // A TFJob task listens on every interface at its port.
 absl::StatusOr<Listening> WhereToListen(const ClusterSpec& cluster, const std::string& chief_host,
-                                        int chief_port, bool all_interfaces) {
+                                        int chief_port, bool all_interfaces,
+                                        absl::Duration timeout) {
   Listening out;
   std::string host;
   int port = 0;
   if (!cluster.task_address().empty()) {
     STRATA_RETURN_IF_ERROR(ParseHostPort(cluster.task_address(), &host, &port));
   } else {
+    // The chief's host may not resolve or be routable yet (a network still
+    // coming up, a name not yet published): retry, as registration does,
+    // until the start-up timeout.
+    const absl::Time deadline = absl::Now() + timeout;
+    absl::Duration backoff = absl::Milliseconds(100);
     absl::StatusOr<std::string> local = LocalAddressToward(chief_host, chief_port);
+    while (!local.ok() && absl::Now() + backoff < deadline) {
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+      local = LocalAddressToward(chief_host, chief_port);
+    }
     if (!local.ok()) {
       return AnnotateStatus(local.status(), absl::StrCat(cluster.TaskPrefix(),
                                                          ": finding this host's address "
@@ -207,7 +220,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   const std::string prefix = absl::StrCat("mwms-", chief_port, "-", fingerprint);
   STRATA_ASSIGN_OR_RETURN(
       const Listening listening,
-      WhereToListen(cluster, chief_host, chief_port, multi_worker.listen_on_all_interfaces));
+      WhereToListen(cluster, chief_host, chief_port, multi_worker.listen_on_all_interfaces,
+                    multi_worker.startup_timeout));
 
   auto rt = std::make_unique<Runtime>();
   rt->options = multi_worker;

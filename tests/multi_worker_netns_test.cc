@@ -11,15 +11,12 @@
 //     silence), both sides exit with an error naming the other.
 // The namespace tests need root and `ip netns` (iproute2); where namespaces
 // cannot be made they are skipped, with the command and its error.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,9 +28,8 @@
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "runtime/security/test_certs.h"
+#include "tests/netns.h"
 #include "tests/trainer_process.h"
-
-extern char** environ;
 
 namespace strata {
 namespace testing {
@@ -179,124 +175,12 @@ TEST(MultiWorkerTcpTest, WithMutualTlsTwoWorkersTrainAndAForeignCertificateIsRef
   }
 }
 
-// Runs `command` through the shell; returns its exit status, its stderr in
-// `*err`.
-int Shell(const std::string& command, std::string* err) {
-  const std::string err_path = TempDir("netns_shell") + "/stderr.txt";
-  const int rc = std::system(absl::StrCat(command, " 2>'", err_path, "' >/dev/null").c_str());
-  *err = ReadFile(err_path);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-// Two network namespaces ("hosts") joined by a veth pair, 10.a.b.1/24 in the
-// first and 10.a.b.2/24 in the second, loopback up in both. Names carry this
-// process's id and a random tag, the /24 is drawn at random in 10.200-250.x,
-// so concurrent runs do not collide. Destroyed (namespaces and veths) by the
-// destructor, also when a test fails half-way.
-class NetnsPair {
- public:
-  NetnsPair() {
-    // The process id alone is not unique: Bazel's sandbox gives each test
-    // its own pid namespace, where every test is pid 12 or so.
-    std::mt19937 rng(std::random_device{}());
-    const std::string id = absl::StrCat(absl::Hex(rng() & 0xffffff, absl::kZeroPad6));
-    for (int i = 0; i < 2; ++i) names_[i] = absl::StrCat("strata-", getpid(), "-", id, "-", i);
-    const std::string net = absl::StrCat("10.", 200 + rng() % 51, ".", rng() % 256, ".");
-    for (int i = 0; i < 2; ++i) hosts_[i] = absl::StrCat(net, i + 1);
-    // veth names are limited to 15 characters.
-    for (int i = 0; i < 2; ++i) veth_[i] = absl::StrCat("stv", id, i == 0 ? "a" : "b");
-    if (geteuid() != 0) {
-      unavailable_ =
-          "network namespaces need root (this test runs as uid " + std::to_string(geteuid()) + ")";
-      return;
-    }
-    std::vector<std::string> commands;
-    for (int i = 0; i < 2; ++i) commands.push_back("ip netns add " + names_[i]);
-    commands.push_back(absl::StrCat("ip link add ", veth_[0], " netns ", names_[0],
-                                    " type veth peer name ", veth_[1], " netns ", names_[1]));
-    for (int i = 0; i < 2; ++i) {
-      commands.push_back(
-          absl::StrCat("ip -n ", names_[i], " addr add ", hosts_[i], "/24 dev ", veth_[i]));
-      commands.push_back(absl::StrCat("ip -n ", names_[i], " link set lo up"));
-      commands.push_back(absl::StrCat("ip -n ", names_[i], " link set ", veth_[i], " up"));
-    }
-    for (const std::string& c : commands) {
-      std::string err;
-      const int rc = Shell(c, &err);
-      if (rc != 0) {
-        unavailable_ = absl::StrCat("network namespaces are not available here: `", c,
-                                    "` exited with ", rc, ": ", err);
-        return;
-      }
-      if (absl::StartsWith(c, "ip netns add")) ++created_;
-    }
-  }
-
-  ~NetnsPair() {
-    std::string err;
-    for (int i = 0; i < created_; ++i) {
-      // The veths are made inside the namespaces; deleting a namespace
-      // destroys its end, and with it the pair.
-      if (Shell("ip netns del " + names_[i], &err) != 0) {
-        ADD_FAILURE() << "cannot remove network namespace " << names_[i] << ": " << err;
-      }
-    }
-  }
-
-  // Empty when the namespaces are ready; else why not.
-  const std::string& unavailable() const { return unavailable_; }
-  const std::string& name(int i) const { return names_[i]; }
-  const std::string& host(int i) const { return hosts_[i]; }
-  const std::string& veth(int i) const { return veth_[i]; }
-
- private:
-  std::string names_[2];
-  std::string hosts_[2];
-  std::string veth_[2];
-  std::string unavailable_;
-  int created_ = 0;
-};
-
-std::string Absolute(const std::string& path) {
-  if (absl::StartsWith(path, "/")) return path;
-  char cwd[4096];
-  return absl::StrCat(getcwd(cwd, sizeof(cwd)), "/", path);
-}
-
-// Starts the trainer inside network namespace `ns` (`ip netns exec`, which
-// execs the trainer in place: the pid is the trainer's), stderr to
-// `stderr_path` (stdout to StdoutPathFor(stderr_path)), with `env` added to this process's environment.
+// The trainer inside namespace `ns`, with `env` besides this process's.
 Process SpawnIn(const std::string& ns, const std::vector<std::string>& args,
                 const std::string& stderr_path, const std::string& env) {
-  std::vector<std::string> argv_s = {"ip", "netns", "exec", ns, Absolute(Runfile("tools/trainer"))};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  argv_s.push_back(absl::StrCat("--digits_path=", Absolute(Runfile("data/digits/digits.csv.gz"))));
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  const std::string name = env.substr(0, env.find('=') + 1);
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, name)) env_s.push_back(*e);
-  }
-  env_s.push_back(env);
-  if (!HasJobToken({env})) env_s.push_back(JobTokenEnv());
-  std::vector<char*> envp;
-  for (std::string& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  Process p;
-  p.stderr_path = stderr_path;
-  p.stdout_path = StdoutPathFor(stderr_path);
-  posix_spawn_file_actions_addopen(&fa, 1, p.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int rc = posix_spawnp(&p.pid, "ip", &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "cannot start ip netns exec";
-  if (rc != 0) p.pid = -1;
-  return p;
+  std::vector<std::string> with_data = args;
+  with_data.push_back(absl::StrCat("--digits_path=", Absolute(Runfile("data/digits/digits.csv.gz"))));
+  return SpawnInNamespace(ns, Absolute(Runfile("tools/trainer")), with_data, stderr_path, {env});
 }
 
 // Worker i of a 2-worker cluster in namespace i, listening on its
@@ -311,23 +195,6 @@ std::vector<Process> StartNetnsCluster(const NetnsPair& net, const std::string& 
         SpawnIn(net.name(i), flags, absl::StrCat(dir, "/stderr_", i, ".txt"), TfConfig(addrs, i)));
   }
   return tasks;
-}
-
-// Waits for `p` up to `seconds`; past that kills it (SIGKILL) and fails the
-// test: a hang detector with room for a loaded machine, not a timing.
-Exit WaitWithin(const Process& p, double seconds, const std::string& who) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < deadline) {
-    siginfo_t info{};
-    if (waitid(P_PID, p.pid, &info, WNOWAIT | WNOHANG | WEXITED) == 0 && info.si_pid == p.pid) {
-      return Wait(p);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(p.pid, SIGKILL);
-  Exit e = Wait(p);
-  ADD_FAILURE() << who << " still ran " << seconds << " s later (killed it now); it " << Describe(e);
-  return e;
 }
 
 TEST(MultiWorkerNetnsTest, WorkersOnTwoHostsTrainTheWeightsOfOneProcess) {
