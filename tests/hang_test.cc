@@ -4,7 +4,8 @@
 // does) is named by the chief with its step and the collective it has not
 // started within heartbeat timeout + 5 s, in 20 runs out of 20; SIGUSR1 on
 // a healthy cluster dumps that task's flight recorder and gets a diagnosis
-// without disturbing training.
+// without disturbing training; workers whose collectives differ (a model-code
+// bug) fail at once naming both.
 #include <signal.h>
 
 #include <algorithm>
@@ -129,6 +130,29 @@ TEST(HangTest, SigusrOneDumpsTheRecorderAndGetsADiagnosisWithoutStoppingTraining
   EXPECT_TRUE(diagnosed) << chief;
   EXPECT_FALSE(absl::StrContains(chief, "error")) << chief;
   EXPECT_FALSE(absl::StrContains(other, "error")) << other;
+}
+
+// A model-code bug: the workers build different models (another hidden
+// layer on worker 1), so their collectives differ. They fail at once with
+// an error naming both workers and what each has, never a hang.
+TEST(HangTest, WorkersIssuingDifferentCollectivesFailNamingBoth) {
+  const std::string dir = TempDir("mismatch");
+  std::vector<Process> ps = StartPair(dir, 100, {{"--hidden=32"}, {"--hidden=32,32"}});
+  const auto start = Clock::now();
+  std::vector<Exit> exits;
+  for (const Process& p : ps) exits.push_back(Wait(p));
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NE(exits[i].code, 0) << "worker " << i << " " << Describe(exits[i]);
+    EXPECT_TRUE(absl::StrContains(exits[i].err, "the workers disagree on this collective"))
+        << exits[i].err;
+    EXPECT_TRUE(absl::StrContains(exits[i].err, "worker /job:worker/replica:0/task:0 has"))
+        << exits[i].err;
+    EXPECT_TRUE(absl::StrContains(exits[i].err, "worker /job:worker/replica:0/task:1 has"))
+        << exits[i].err;
+  }
+  // Well before any timeout (the heartbeat's is 2 s, a collective's 60 s).
+  EXPECT_LT(seconds, 30);
 }
 
 }  // namespace

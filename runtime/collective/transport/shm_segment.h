@@ -51,8 +51,11 @@ struct alignas(kLine) Header {
   // 0: running; 1: an abort is being written; 2: abort_code/message valid.
   std::atomic<uint32_t> abort_state;
   int32_t abort_code;
-  char abort_message[448];
+  // The abort's message, cut to fit: a page for the header, so that an
+  // error naming several workers and what each has arrives whole.
+  char abort_message[4096 - 48];
 };
+static_assert(sizeof(Header) == 4096, "one page");
 
 // Written by its rank only.
 struct alignas(kLine) RankLine {
