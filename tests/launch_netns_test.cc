@@ -9,11 +9,16 @@
 //   - a launcher killed (its host lost for good): the surviving launcher
 //     restarts, its chief names the missing task as never registered, and
 //     past its restarts the launcher gives up; no hang.
-// Needs root and `ip netns`; skips, saying why, where namespaces cannot be
-// made.
+// And the environments Kubeflow's operators set, on such hosts, with the
+// tasks' service names resolved as a pod resolves them (/etc/netns hosts
+// files): TFJob's TF_CONFIG with "environment": "cloud", PyTorchJob's
+// MASTER_ADDR naming the master's service; each trains one process's
+// weights. Needs root and `ip netns`; skips, saying why, where namespaces
+// cannot be made.
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +131,119 @@ TEST(LaunchNetnsTest, AKilledLauncherIsNamedAndTheOtherGivesUp) {
   EXPECT_TRUE(absl::StrContains(e.err, "restarting every task (restart 1 of 1)")) << e.err;
   EXPECT_TRUE(absl::StrContains(e.err, "never registered: /job:worker/replica:0/task:1")) << e.err;
   EXPECT_TRUE(absl::StrContains(e.err, "giving up after 1 restart")) << e.err;
+}
+
+// Kubeflow's operators name tasks by service DNS names. `ip netns exec`
+// bind-mounts /etc/netns/<namespace>/hosts over /etc/hosts, so each
+// simulated host resolves the names as a pod resolves its job's services.
+class ServiceNames {
+ public:
+  ServiceNames(const NetnsPair& net, const std::vector<std::string>& names) {
+    std::string hosts = "127.0.0.1 localhost\n";
+    for (size_t i = 0; i < names.size() && i < 2; ++i) {
+      absl::StrAppend(&hosts, net.host(static_cast<int>(i)), " ", names[i], "\n");
+    }
+    for (int i = 0; i < 2; ++i) {
+      dirs_.push_back("/etc/netns/" + net.name(i));
+      std::string err;
+      if (Shell("mkdir -p '" + dirs_.back() + "'", &err) != 0) {
+        error_ = err;
+        return;
+      }
+      std::FILE* f = std::fopen((dirs_.back() + "/hosts").c_str(), "w");
+      if (f == nullptr) {
+        error_ = "cannot write " + dirs_.back() + "/hosts";
+        return;
+      }
+      std::fputs(hosts.c_str(), f);
+      std::fclose(f);
+    }
+  }
+  ~ServiceNames() {
+    std::string err;
+    for (const std::string& d : dirs_) Shell("rm -rf '" + d + "'", &err);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::vector<std::string> dirs_;
+  std::string error_;
+};
+
+// The trainer's flags for a 2-worker run of kShortSteps.
+constexpr int kShortSteps = 30;
+std::vector<std::string> ShortRun(const std::string& ckpt) {
+  return {"--strategy=multi_worker_mirrored",
+          "--optimizer=sgd",
+          "--hidden=32",
+          absl::StrCat("--steps=", kShortSteps),
+          "--global_batch_size=48",
+          "--prefetch=0",
+          "--quiet",
+          "--intra_op_threads=1",
+          "--startup_timeout=60",
+          absl::StrCat("--checkpoint_dir=", ckpt),
+          absl::StrCat("--digits_path=", Absolute(Runfile("data/digits/digits.csv.gz")))};
+}
+
+// Runs worker i in namespace i with env[i]; expects both to succeed, name
+// `resolver`, and end on one process's weights.
+void ExpectHostsTrainLikeOneProcess(const NetnsPair& net, const std::string& name,
+                                    const std::vector<std::vector<std::string>>& env,
+                                    const std::string& resolver) {
+  const std::string one = TempDir(name + "_one");
+  std::vector<std::string> one_flags = ShortRun(one);
+  one_flags.erase(one_flags.begin());  // one process: one_device
+  Exit e = Wait(SpawnProgram(Runfile("tools/trainer"), one_flags,
+                             TempDir(name + "_one_log") + "/stderr.txt"));
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  const std::string dir = TempDir(name);
+  const std::string ckpt = TempDir(name + "_ckpt");
+  std::vector<Process> ps;
+  for (int i = 0; i < 2; ++i) {
+    ps.push_back(SpawnInNamespace(net.name(i), Absolute(Runfile("tools/trainer")), ShortRun(ckpt),
+                                  absl::StrCat(dir, "/stderr_", i, ".txt"), env[i]));
+  }
+  for (int i = 0; i < 2; ++i) {
+    Exit x = WaitWithin(ps[i], 120, absl::StrCat("worker ", i));
+    EXPECT_EQ(x.code, 0) << "worker " << i << " " << Describe(x);
+    EXPECT_TRUE(absl::StrContains(x.err, absl::StrCat("cluster from ", resolver, " "))) << x.err;
+  }
+  if (::testing::Test::HasFailure()) return;
+  EXPECT_GE(ExpectCloseTensors(absl::StrCat(one, "/ckpt-", kShortSteps),
+                               absl::StrCat(ckpt, "/ckpt-", kShortSteps), 1e-5),
+            0);
+}
+
+TEST(SchedulersOnHostsTest, TfJobServiceNamesTrainTheWeightsOfOneProcess) {
+  NetnsPair net;
+  if (!net.unavailable().empty()) GTEST_SKIP() << net.unavailable();
+  const std::vector<std::string> names = {"mnist-worker-0.kubeflow.svc",
+                                          "mnist-worker-1.kubeflow.svc"};
+  ServiceNames services(net, names);
+  ASSERT_EQ(services.error(), "");
+  std::vector<std::vector<std::string>> env;
+  for (int i = 0; i < 2; ++i) {
+    // As TFJob writes it: the services' names and ports, "environment": "cloud".
+    env.push_back({absl::StrCat(R"(TF_CONFIG={"cluster":{"worker":[")", names[0], R"(:2222",")",
+                                names[1], R"(:2222"]},"task":{"type":"worker","index":)", i,
+                                R"(},"environment":"cloud"})")});
+  }
+  ExpectHostsTrainLikeOneProcess(net, "tfjob_hosts", env, "kubeflow_tfjob");
+}
+
+TEST(SchedulersOnHostsTest, PyTorchJobMasterNameTrainsTheWeightsOfOneProcess) {
+  NetnsPair net;
+  if (!net.unavailable().empty()) GTEST_SKIP() << net.unavailable();
+  ServiceNames services(net, {"mnist-master-0"});
+  ASSERT_EQ(services.error(), "");
+  std::vector<std::vector<std::string>> env;
+  for (int i = 0; i < 2; ++i) {
+    // As PyTorchJob sets them: the master's service name, its port, the rank.
+    env.push_back({"MASTER_ADDR=mnist-master-0", "MASTER_PORT=23456", absl::StrCat("RANK=", i),
+                   "WORLD_SIZE=2"});
+  }
+  ExpectHostsTrainLikeOneProcess(net, "pytorchjob_hosts", env, "torchrun");
 }
 
 }  // namespace
