@@ -35,9 +35,15 @@ ABSL_FLAG(std::string, start_delays, "",
           "workers by index (e.g. 0,0.5,1)");
 ABSL_FLAG(std::string, random_start_order, "",
           "a seed: start the tasks in a random order, up to 0.2 s apart (testing)");
-ABSL_FLAG(int32_t, nnodes, 1,
+ABSL_FLAG(std::string, nnodes, "1",
           "nodes of the job, one launcher each (as torchrun): this node starts --num_workers "
-          "tasks, ranks node_rank * num_workers + i of nnodes * num_workers");
+          "tasks, ranks node_rank * num_workers + i of nnodes * num_workers; MIN:MAX for an "
+          "elastic job (ranks from a rendezvous; a node lost for good is dropped after "
+          "--rdzv_last_call, one that comes back joins at the next restart)");
+ABSL_FLAG(absl::Duration, rdzv_last_call, absl::Seconds(10),
+          "elastic: once MIN nodes are there, how long a round waits for more");
+ABSL_FLAG(absl::Duration, rdzv_timeout, absl::Minutes(5),
+          "elastic: how long a launcher tries to reach the rendezvous");
 ABSL_FLAG(int32_t, node_rank, 0, "this node's index among the --nnodes");
 ABSL_FLAG(std::string, rdzv_endpoint, "",
           "HOST:PORT of node 0, where rank 0 hosts the coordination service (needed with "
@@ -95,7 +101,13 @@ int main(int argc, char** argv) {
     }
     options.random_start_seed = value;
   }
-  options.nnodes = absl::GetFlag(FLAGS_nnodes);
+  if (absl::Status s = strata::ParseNnodes(absl::GetFlag(FLAGS_nnodes), &options.min_nodes,
+                                           &options.nnodes);
+      !s.ok()) {
+    return UsageError(std::string(s.message()));
+  }
+  options.rdzv_last_call = absl::GetFlag(FLAGS_rdzv_last_call);
+  options.rdzv_timeout = absl::GetFlag(FLAGS_rdzv_timeout);
   options.node_rank = absl::GetFlag(FLAGS_node_rank);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   const std::string rdzv = absl::GetFlag(FLAGS_rdzv_endpoint);

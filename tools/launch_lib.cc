@@ -27,6 +27,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/ip_address.h"
+#include "runtime/security/job_token.h"
+#include "tools/rendezvous.h"
 
 extern char** environ;
 
@@ -378,7 +380,26 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
                                                      kMaxTasks, " tasks"));
     }
   }
-  if (!o.rdzv_host.empty() && (o.rdzv_port < 1 || o.rdzv_port + o.max_restarts > 65535)) {
+  if (o.min_nodes > 0) {
+    if (o.rdzv_host.empty()) {
+      return absl::InvalidArgumentError(
+          "--nnodes=MIN:MAX needs --rdzv_endpoint=HOST:PORT (the launcher on that host runs the "
+          "rendezvous)");
+    }
+    if (o.min_nodes > o.nnodes) {
+      return absl::InvalidArgumentError("--nnodes=MIN:MAX needs MIN <= MAX");
+    }
+    if (o.node_rank != 0) {
+      return absl::InvalidArgumentError(
+          "--node_rank: with --nnodes=MIN:MAX the rendezvous gives the node ranks");
+    }
+    if (o.rdzv_last_call < absl::ZeroDuration() || o.rdzv_timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--rdzv_last_call must not be negative and --rdzv_timeout must be positive");
+    }
+  }
+  if (!o.rdzv_host.empty() &&
+      (o.rdzv_port < 1 || o.rdzv_port + (o.min_nodes > 0 ? 1 : 0) + o.max_restarts > 65535)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--rdzv_endpoint: port ", o.rdzv_port, " (restart r uses port + r, up to --max_restarts=",
         o.max_restarts, ") must stay within 1..65535"));
@@ -528,6 +549,44 @@ std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vecto
   return tasks;
 }
 
+absl::Status ParseNnodes(absl::string_view text, int* min_nodes, int* max_nodes) {
+  const size_t colon = text.find(':');
+  int lo = 0, hi = 0;
+  const bool ok = colon == absl::string_view::npos
+                      ? absl::SimpleAtoi(text, &hi)
+                      : absl::SimpleAtoi(text.substr(0, colon), &lo) &&
+                            absl::SimpleAtoi(text.substr(colon + 1), &hi) && lo >= 1 && lo <= hi;
+  if (!ok || hi < 1 || hi > kMaxTasks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes=", text, ": expected N, or MIN:MAX with 1 <= MIN <= MAX <= ", kMaxTasks));
+  }
+  *min_nodes = colon == absl::string_view::npos ? 0 : lo;
+  *max_nodes = hi;
+  return absl::OkStatus();
+}
+
+std::vector<LaunchTask> PlanElasticTasks(const LaunchOptions& options, int round, int node_rank,
+                                         int world_size, int first_rank) {
+  std::vector<LaunchTask> tasks;
+  const int port = options.rdzv_port + 1 + round;
+  for (int i = 0; i < options.num_workers; ++i) {
+    const int rank = first_rank + i;
+    LaunchTask t;
+    t.id = {kWorkerJob, rank};
+    t.name = absl::StrCat(kWorkerJob, ":", rank);
+    t.env = {absl::StrCat("MASTER_ADDR=", options.rdzv_host),
+             absl::StrCat("MASTER_PORT=", port),
+             absl::StrCat("RANK=", rank),
+             absl::StrCat("WORLD_SIZE=", world_size),
+             absl::StrCat("LOCAL_RANK=", i),
+             absl::StrCat("LOCAL_WORLD_SIZE=", options.num_workers),
+             absl::StrCat("GROUP_RANK=", node_rank)};
+    if (rank == 0) t.address = FormatAddress(options.rdzv_host, port);
+    tasks.push_back(std::move(t));
+  }
+  return tasks;
+}
+
 std::vector<LaunchTask> PlanNodeTasks(const LaunchOptions& options, int round) {
   std::vector<LaunchTask> tasks;
   const int world = options.nnodes * options.num_workers;
@@ -606,6 +665,58 @@ struct RoundEnd {
 RoundEnd RunRound(const LaunchOptions& options, const std::string& path,
                   const std::vector<LaunchTask>& tasks, int round);
 
+// Elastic: rounds from the rendezvous (hosted here when this launcher can
+// bind the endpoint), each run as RunRound.
+int RunElastic(const LaunchOptions& options, const std::string& path) {
+  absl::StatusOr<std::optional<JobToken>> token = ResolveJobToken("", /*insecure=*/false);
+  if (!token.ok() || !token->has_value()) {
+    Say(token.ok() ? "no job token" : std::string(token.status().message()));
+    return 1;
+  }
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
+  const std::string node_id = absl::StrCat(hostname, "/", getpid());
+  std::unique_ptr<RendezvousServer> server;
+  {
+    RendezvousServerOptions ro{options.rdzv_host, options.rdzv_port, **token, options.min_nodes,
+                               options.nnodes, options.rdzv_last_call, node_id};
+    absl::StatusOr<std::unique_ptr<RendezvousServer>> s = RendezvousServer::Start(std::move(ro));
+    if (s.ok()) {
+      server = *std::move(s);
+      Say(absl::StrCat("hosting the rendezvous at ",
+                       FormatAddress(options.rdzv_host, options.rdzv_port), " for ",
+                       options.min_nodes, " to ", options.nnodes, " nodes"));
+    }
+  }
+  for (int restarts = 0;; ++restarts) {
+    absl::StatusOr<RendezvousRound> r =
+        JoinRendezvous(options.rdzv_host, options.rdzv_port, **token, node_id, options.num_workers,
+                       options.rdzv_timeout);
+    if (!r.ok()) {
+      if (r.status().code() == absl::StatusCode::kCancelled) {
+        Say(absl::StrCat(r.status().message(), "; nothing to do"));
+        return 0;
+      }
+      Say(absl::StrCat("rendezvous: ", r.status().message()));
+      return 1;
+    }
+    Say(absl::StrCat("round ", r->round, ": node ", r->node_rank, " of ", r->nnodes, ", ranks ",
+                     r->first_rank, "..", r->first_rank + options.num_workers - 1, " of ",
+                     r->world_size));
+    const std::vector<LaunchTask> tasks =
+        PlanElasticTasks(options, r->round, r->node_rank, r->world_size, r->first_rank);
+    const RoundEnd end = RunRound(options, path, tasks, r->round);
+    if (!end.task_failed) return end.exit_code;
+    if (restarts >= options.max_restarts) {
+      Say(absl::StrCat("giving up after ", options.max_restarts, " restart",
+                       options.max_restarts == 1 ? "" : "s", " (--max_restarts)"));
+      return end.exit_code;
+    }
+    Say(absl::StrCat("restarting every task (restart ", restarts + 1, " of ", options.max_restarts,
+                     "); the next round starts with the nodes that come back"));
+  }
+}
+
 }  // namespace
 
 int RunCluster(const LaunchOptions& options) {
@@ -629,6 +740,7 @@ int RunCluster(const LaunchOptions& options) {
     Say(absl::StrCat("pipe: ", signals.error()));
     return 1;
   }
+  if (options.min_nodes > 0) return RunElastic(options, *path);
   for (int round = 0;; ++round) {
     // Across nodes each round meets at its own port (PlanNodeTasks); one
     // node's cluster keeps its ports, free again once its tasks ended.

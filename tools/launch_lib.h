@@ -74,6 +74,16 @@ struct LaunchOptions {
   // Restart r's rendezvous port is rdzv_port + r, so that tasks of a new
   // round never reach a chief of the old one still shutting down.
   int max_restarts = 0;
+  // Elastic (--nnodes=MIN:MAX): when min_nodes > 0, nnodes is the most
+  // nodes and node ranks come from a rendezvous in rounds (tools/
+  // rendezvous.h) at the endpoint, whose launcher hosts it: a round starts
+  // with every node there, or with at least min_nodes once rdzv_last_call
+  // passed (a node lost for good is dropped, the survivors go on from the
+  // newest checkpoint); a node that comes back joins the next round.
+  // Restart r's tasks meet at rdzv_port + 1 + round.
+  int min_nodes = 0;
+  absl::Duration rdzv_last_call = absl::Seconds(10);
+  absl::Duration rdzv_timeout = absl::Minutes(5);
 };
 
 // The longest gap between two starts under random_start_seed.
@@ -118,6 +128,14 @@ std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vecto
 // Across nodes (options.nnodes > 1): this node's tasks for restart
 // `round`, each with its torchrun-style variables.
 std::vector<LaunchTask> PlanNodeTasks(const LaunchOptions& options, int round);
+
+// Elastic: this node's tasks in a round the rendezvous formed.
+std::vector<LaunchTask> PlanElasticTasks(const LaunchOptions& options, int round, int node_rank,
+                                         int world_size, int first_rank);
+
+// "4" -> {0, 4}; "2:4" -> {2, 4} (min nodes, max nodes); InvalidArgument
+// naming --nnodes.
+absl::Status ParseNnodes(absl::string_view text, int* min_nodes, int* max_nodes);
 
 // "host:port" -> host and port; InvalidArgument naming --rdzv_endpoint.
 absl::Status ParseRendezvousEndpoint(absl::string_view text, std::string* host, int* port);

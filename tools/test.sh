@@ -64,7 +64,7 @@ if [[ $# -eq 0 ]]; then
   bazel test --config=tsan --runs_per_test=3 --keep_going \
     //runtime/collective:distributed_collective_executor_test \
     //runtime/collective:local_collective_executor_test //runtime/collective:worker_pool_test \
-    //runtime/collective:hang_diagnosis_test \
+    //runtime/collective:hang_diagnosis_test //tools:rendezvous_test \
     //runtime/coordination:all 2>&1 | tee "$tsan_log"
   tsan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$tsan_log")
@@ -80,7 +80,7 @@ if [[ $# -eq 0 ]]; then
     //train/data:csv_test //runtime/checkpoint:checkpoint_test \
     //runtime/checkpoint:checkpoint_manager_test //graph:graph_def_import_test \
     //strategy:cluster_resolver_test //strategy:scheduler_resolvers_test //base:json_test \
-    //base:ip_address_test //runtime/security:all \
+    //base:ip_address_test //tools:rendezvous_test //runtime/security:all \
     //runtime/coordination:all //runtime/collective:tcp_transport_test //tests/fuzz:all \
     2>&1 | tee "$asan_log"
   asan_rc=${PIPESTATUS[0]}
