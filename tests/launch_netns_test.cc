@@ -133,6 +133,85 @@ TEST(LaunchNetnsTest, AKilledLauncherIsNamedAndTheOtherGivesUp) {
   EXPECT_TRUE(absl::StrContains(e.err, "giving up after 1 restart")) << e.err;
 }
 
+// An elastic job on three hosts (one switch, a launcher on each,
+// --nnodes=2:3): the third host is cut off for good (its link down). The
+// other two lose it, restart, and after the last call go on as a 2-node
+// round from the newest checkpoint, ending within float tolerance of one
+// process's weights; the cut-off launcher cannot reach the rendezvous again
+// and gives up.
+TEST(LaunchNetnsTest, AnElasticJobOnThreeHostsDropsAHostCutOffForGood) {
+  NetnsHosts net(3);
+  if (!net.unavailable().empty()) GTEST_SKIP() << net.unavailable();
+  constexpr int kElasticSteps = 4000;
+  auto flags = [&](const std::string& ckpt, const std::string& metrics) {
+    std::vector<std::string> f = TrainFlags(ckpt, 60);
+    for (std::string& x : f) {
+      if (absl::StartsWith(x, "--steps=")) x = absl::StrCat("--steps=", kElasticSteps);
+    }
+    if (!metrics.empty()) f.push_back("--metrics_out=" + metrics);
+    return f;
+  };
+  const std::string one = TempDir("elastic3_one");
+  {
+    std::vector<std::string> f = flags(one, "");
+    f.erase(f.begin(), f.begin() + 2);  // the program; one_device
+    Exit e = Wait(SpawnProgram(Runfile("tools/trainer"), f, TempDir("elastic3_one_log") + "/e"));
+    ASSERT_EQ(e.code, 0) << Describe(e);
+  }
+  const std::string dir = TempDir("elastic3");
+  const std::string ckpt = TempDir("elastic3_ckpt");
+  std::vector<Process> ls;
+  for (int node = 0; node < 3; ++node) {
+    std::vector<std::string> args = {"--nnodes=2:3",
+                                     "--num_workers=1",
+                                     absl::StrCat("--rdzv_endpoint=", net.host(0), ":", kPort),
+                                     "--max_restarts=2",
+                                     "--rdzv_last_call=3s",
+                                     "--rdzv_timeout=15s",
+                                     "--grace_period=2s",
+                                     "--"};
+    for (const std::string& f : flags(ckpt, dir + "/metrics.jsonl")) args.push_back(f);
+    ls.push_back(SpawnInNamespace(net.name(node), Absolute(Runfile("tools/launch")), args,
+                                  absl::StrCat(dir, "/launcher_", node, ".txt"), {}));
+    if (node == 0) {
+      // Host 0's launcher hosts the rendezvous (it can bind the endpoint).
+      for (int i = 0;
+           i < 3000 && !absl::StrContains(ReadFile(ls[0].stderr_path), "hosting the rendezvous");
+           ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+  if (!WaitForCheckpoint(ckpt, 500)) {
+    KillAll(ls);
+    FAIL() << "no checkpoint of step 500; launcher 0 says:\n" << ReadFile(ls[0].stderr_path);
+  }
+  // Every host is in the first round (hosts 1 and 2 in the order they joined).
+  EXPECT_TRUE(absl::StrContains(ReadFile(ls[2].stderr_path), " of 3, ranks "))
+      << ReadFile(ls[2].stderr_path);
+  std::string err;
+  ASSERT_EQ(Shell(absl::StrCat("ip -n ", net.name(2), " link set ", net.veth(2), " down"), &err), 0)
+      << err;
+  for (int i = 0; i < 2; ++i) {
+    Exit e = WaitWithin(ls[i], 300, absl::StrCat("launcher ", i));
+    EXPECT_EQ(e.code, 0) << "launcher " << i << " " << Describe(e);
+    EXPECT_TRUE(absl::StrContains(e.err, absl::StrCat("round 1: node ", i, " of 2"))) << e.err;
+  }
+  Exit cut = WaitWithin(ls[2], 120, "the cut-off launcher");
+  EXPECT_NE(cut.code, 0) << Describe(cut);
+  EXPECT_TRUE(absl::StrContains(cut.err, "rendezvous")) << cut.err;
+  if (HasFailure()) return;
+  EXPECT_GE(ExpectCloseTensors(absl::StrCat(one, "/ckpt-", kElasticSteps),
+                               absl::StrCat(ckpt, "/ckpt-", kElasticSteps), 1e-2),
+            0);
+  const std::string metrics = ReadFile(dir + "/metrics.jsonl");
+  const size_t final_line = metrics.rfind("{\"final\":true");
+  ASSERT_NE(final_line, std::string::npos);
+  EXPECT_TRUE(absl::StrContains(metrics.substr(final_line), "\"start_step\":"));
+  EXPECT_FALSE(absl::StrContains(metrics.substr(final_line), "\"start_step\":0,"))
+      << metrics.substr(final_line);
+}
+
 // Kubeflow's operators name tasks by service DNS names. `ip netns exec`
 // bind-mounts /etc/netns/<namespace>/hosts over /etc/hosts, so each
 // simulated host resolves the names as a pod resolves its job's services.

@@ -81,6 +81,61 @@ NetnsPair::~NetnsPair() {
   }
 }
 
+NetnsHosts::NetnsHosts(int n) {
+  std::mt19937 rng(std::random_device{}());
+  const std::string id = absl::StrCat(absl::Hex(rng() & 0xffffff, absl::kZeroPad6));
+  const std::string net = absl::StrCat("10.", 200 + rng() % 51, ".", rng() % 256, ".");
+  switch_ = absl::StrCat("strata-", getpid(), "-", id, "-sw");
+  for (int i = 0; i < n; ++i) {
+    names_.push_back(absl::StrCat("strata-", getpid(), "-", id, "-", i));
+    hosts_.push_back(absl::StrCat(net, i + 1));
+    veth_.push_back(absl::StrCat("stv", id, "h", i));  // 15 characters at most
+  }
+  if (n < 2 || n > 16) {
+    unavailable_ = absl::StrCat("NetnsHosts: ", n, " hosts is not in 2..16");
+    return;
+  }
+  if (geteuid() != 0) {
+    unavailable_ =
+        "network namespaces need root (this test runs as uid " + std::to_string(geteuid()) + ")";
+    return;
+  }
+  std::vector<std::string> commands = {"ip netns add " + switch_,
+                                       absl::StrCat("ip -n ", switch_, " link add br0 type bridge"),
+                                       absl::StrCat("ip -n ", switch_, " link set br0 up")};
+  for (int i = 0; i < n; ++i) {
+    const std::string port = absl::StrCat("stv", id, "s", i);
+    commands.push_back("ip netns add " + names_[i]);
+    commands.push_back(absl::StrCat("ip link add ", veth_[i], " netns ", names_[i],
+                                    " type veth peer name ", port, " netns ", switch_));
+    commands.push_back(absl::StrCat("ip -n ", switch_, " link set ", port, " master br0"));
+    commands.push_back(absl::StrCat("ip -n ", switch_, " link set ", port, " up"));
+    commands.push_back(
+        absl::StrCat("ip -n ", names_[i], " addr add ", hosts_[i], "/24 dev ", veth_[i]));
+    commands.push_back(absl::StrCat("ip -n ", names_[i], " link set lo up"));
+    commands.push_back(absl::StrCat("ip -n ", names_[i], " link set ", veth_[i], " up"));
+  }
+  for (const std::string& c : commands) {
+    std::string err;
+    const int rc = Shell(c, &err);
+    if (rc != 0) {
+      unavailable_ = absl::StrCat("network namespaces are not available here: `", c,
+                                  "` exited with ", rc, ": ", err);
+      return;
+    }
+    if (absl::StartsWith(c, "ip netns add ")) created_.push_back(c.substr(13));
+  }
+}
+
+NetnsHosts::~NetnsHosts() {
+  std::string err;
+  for (const std::string& ns : created_) {
+    if (Shell("ip netns del " + ns, &err) != 0) {
+      ADD_FAILURE() << "cannot remove network namespace " << ns << ": " << err;
+    }
+  }
+}
+
 std::string Absolute(const std::string& path) {
   if (absl::StartsWith(path, "/")) return path;
   char cwd[4096];

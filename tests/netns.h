@@ -54,6 +54,31 @@ class NetnsPair {
   int created_ = 0;
 };
 
+// `n` hosts (2..16) on one switch: a network namespace each, plus one for
+// the switch (a Linux bridge), every host joined to it by a veth pair; host
+// i is 10.a.b.(i+1)/24 on its end, `veth(i)`. Taking a host's veth down
+// cuts that host off from all the others. Names and the /24 are drawn as
+// NetnsPair's; the destructor removes everything.
+class NetnsHosts {
+ public:
+  explicit NetnsHosts(int n);
+  ~NetnsHosts();
+  NetnsHosts(const NetnsHosts&) = delete;
+  NetnsHosts& operator=(const NetnsHosts&) = delete;
+
+  const std::string& unavailable() const { return unavailable_; }
+  int size() const { return static_cast<int>(names_.size()); }
+  const std::string& name(int i) const { return names_[i]; }
+  const std::string& host(int i) const { return hosts_[i]; }
+  const std::string& veth(int i) const { return veth_[i]; }
+
+ private:
+  std::vector<std::string> names_, hosts_, veth_;
+  std::string switch_;
+  std::string unavailable_;
+  std::vector<std::string> created_;  // namespaces to delete
+};
+
 // `path` made absolute against the current directory (a namespace's
 // process starts where the test runs, but `ip netns exec` needs a path).
 std::string Absolute(const std::string& path);
