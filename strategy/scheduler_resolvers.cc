@@ -111,28 +111,26 @@ absl::StatusOr<Claim> TorchrunClaim(const Environment& env) {
   return c;
 }
 
-absl::StatusOr<Claim> MpiClaim(const Environment& env) {
+// A rank and size given by two variables, the rank below the size.
+absl::StatusOr<Claim> RankAndSize(const Environment& env, const char* source, const char* rank_var,
+                                  const char* size_var) {
   Claim c;
-  c.source = "mpi";
-  STRATA_ASSIGN_OR_RETURN(c.size, IntVar(env, "OMPI_COMM_WORLD_SIZE", 1, kMaxRendezvousWorkers));
-  STRATA_ASSIGN_OR_RETURN(c.rank, IntVar(env, "OMPI_COMM_WORLD_RANK", 0, kMaxRendezvousWorkers));
-  c.vars = absl::StrCat(Show(env, "OMPI_COMM_WORLD_RANK"), ", ", Show(env, "OMPI_COMM_WORLD_SIZE"));
+  c.source = source;
+  STRATA_ASSIGN_OR_RETURN(c.size, IntVar(env, size_var, 1, kMaxRendezvousWorkers));
+  STRATA_ASSIGN_OR_RETURN(c.rank, IntVar(env, rank_var, 0, kMaxRendezvousWorkers));
+  c.vars = absl::StrCat(Show(env, rank_var), ", ", Show(env, size_var));
   if (c.rank >= c.size) {
     return absl::InvalidArgumentError(absl::StrCat(c.vars, ": the rank is not below the size"));
   }
   return c;
 }
 
+absl::StatusOr<Claim> MpiClaim(const Environment& env) {
+  return RankAndSize(env, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+}
+
 absl::StatusOr<Claim> SlurmClaim(const Environment& env) {
-  Claim c;
-  c.source = "slurm";
-  STRATA_ASSIGN_OR_RETURN(c.size, IntVar(env, "SLURM_STEP_NUM_TASKS", 1, kMaxRendezvousWorkers));
-  STRATA_ASSIGN_OR_RETURN(c.rank, IntVar(env, "SLURM_PROCID", 0, kMaxRendezvousWorkers));
-  c.vars = absl::StrCat(Show(env, "SLURM_PROCID"), ", ", Show(env, "SLURM_STEP_NUM_TASKS"));
-  if (c.rank >= c.size) {
-    return absl::InvalidArgumentError(absl::StrCat(c.vars, ": the rank is not below the size"));
-  }
-  return c;
+  return RankAndSize(env, "slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");
 }
 
 bool TorchrunPresent(const Environment& env) {

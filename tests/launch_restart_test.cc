@@ -6,9 +6,7 @@
 // on exactly (bitwise) the weights of an uninterrupted run; past the
 // restarts the launchers give up, naming the failure.
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -87,26 +85,6 @@ int FindProcess(const std::vector<std::string>& vars) {
   }
   closedir(proc);
   return found;
-}
-
-bool PortFree(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
-// A rendezvous port p with p + 1 (restart 1's) free too.
-int FreePortPair() {
-  for (int tries = 0; tries < 50; ++tries) {
-    const int p = FreePorts(1)[0];
-    if (p < 65535 && PortFree(p + 1)) return p;
-  }
-  return FreePorts(1)[0];
 }
 
 TEST(LaunchRestartTest, TwoNodesTrainAndAKilledWorkerIsRestartedToTheSameWeights) {

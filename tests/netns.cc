@@ -33,6 +33,41 @@ int Shell(const std::string& command, std::string* err) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+namespace {
+
+// Why namespaces cannot be made by this process ("" if they can).
+std::string NeedRoot() {
+  if (geteuid() == 0) return "";
+  return "network namespaces need root (this test runs as uid " + std::to_string(geteuid()) + ")";
+}
+
+// Runs the set-up commands in order; the namespaces made ("ip netns add
+// NAME") are appended to `created`. "" on success, else what failed.
+std::string RunSetup(const std::vector<std::string>& commands, std::vector<std::string>* created) {
+  for (const std::string& c : commands) {
+    std::string err;
+    const int rc = Shell(c, &err);
+    if (rc != 0) {
+      return absl::StrCat("network namespaces are not available here: `", c, "` exited with ", rc,
+                          ": ", err);
+    }
+    if (absl::StartsWith(c, "ip netns add ")) created->push_back(c.substr(13));
+  }
+  return "";
+}
+
+// Deletes the namespaces (and with them the veths made inside them).
+void RemoveNamespaces(const std::vector<std::string>& names) {
+  std::string err;
+  for (const std::string& ns : names) {
+    if (Shell("ip netns del " + ns, &err) != 0) {
+      ADD_FAILURE() << "cannot remove network namespace " << ns << ": " << err;
+    }
+  }
+}
+
+}  // namespace
+
 NetnsPair::NetnsPair() {
   // The process id alone is not unique: Bazel's sandbox gives each test
   // its own pid namespace, where every test is pid 12 or so.
@@ -43,11 +78,8 @@ NetnsPair::NetnsPair() {
   for (int i = 0; i < 2; ++i) hosts_[i] = absl::StrCat(net, i + 1);
   // veth names are limited to 15 characters.
   for (int i = 0; i < 2; ++i) veth_[i] = absl::StrCat("stv", id, i == 0 ? "a" : "b");
-  if (geteuid() != 0) {
-    unavailable_ =
-        "network namespaces need root (this test runs as uid " + std::to_string(geteuid()) + ")";
-    return;
-  }
+  unavailable_ = NeedRoot();
+  if (!unavailable_.empty()) return;
   std::vector<std::string> commands;
   for (int i = 0; i < 2; ++i) commands.push_back("ip netns add " + names_[i]);
   commands.push_back(absl::StrCat("ip link add ", veth_[0], " netns ", names_[0],
@@ -58,28 +90,10 @@ NetnsPair::NetnsPair() {
     commands.push_back(absl::StrCat("ip -n ", names_[i], " link set lo up"));
     commands.push_back(absl::StrCat("ip -n ", names_[i], " link set ", veth_[i], " up"));
   }
-  for (const std::string& c : commands) {
-    std::string err;
-    const int rc = Shell(c, &err);
-    if (rc != 0) {
-      unavailable_ = absl::StrCat("network namespaces are not available here: `", c,
-                                  "` exited with ", rc, ": ", err);
-      return;
-    }
-    if (absl::StartsWith(c, "ip netns add")) ++created_;
-  }
+  unavailable_ = RunSetup(commands, &created_);
 }
 
-NetnsPair::~NetnsPair() {
-  std::string err;
-  for (int i = 0; i < created_; ++i) {
-    // The veths are made inside the namespaces; deleting a namespace
-    // destroys its end, and with it the pair.
-    if (Shell("ip netns del " + names_[i], &err) != 0) {
-      ADD_FAILURE() << "cannot remove network namespace " << names_[i] << ": " << err;
-    }
-  }
-}
+NetnsPair::~NetnsPair() { RemoveNamespaces(created_); }
 
 NetnsHosts::NetnsHosts(int n) {
   std::mt19937 rng(std::random_device{}());
@@ -95,11 +109,8 @@ NetnsHosts::NetnsHosts(int n) {
     unavailable_ = absl::StrCat("NetnsHosts: ", n, " hosts is not in 2..16");
     return;
   }
-  if (geteuid() != 0) {
-    unavailable_ =
-        "network namespaces need root (this test runs as uid " + std::to_string(geteuid()) + ")";
-    return;
-  }
+  unavailable_ = NeedRoot();
+  if (!unavailable_.empty()) return;
   std::vector<std::string> commands = {"ip netns add " + switch_,
                                        absl::StrCat("ip -n ", switch_, " link add br0 type bridge"),
                                        absl::StrCat("ip -n ", switch_, " link set br0 up")};
@@ -115,26 +126,10 @@ NetnsHosts::NetnsHosts(int n) {
     commands.push_back(absl::StrCat("ip -n ", names_[i], " link set lo up"));
     commands.push_back(absl::StrCat("ip -n ", names_[i], " link set ", veth_[i], " up"));
   }
-  for (const std::string& c : commands) {
-    std::string err;
-    const int rc = Shell(c, &err);
-    if (rc != 0) {
-      unavailable_ = absl::StrCat("network namespaces are not available here: `", c,
-                                  "` exited with ", rc, ": ", err);
-      return;
-    }
-    if (absl::StartsWith(c, "ip netns add ")) created_.push_back(c.substr(13));
-  }
+  unavailable_ = RunSetup(commands, &created_);
 }
 
-NetnsHosts::~NetnsHosts() {
-  std::string err;
-  for (const std::string& ns : created_) {
-    if (Shell("ip netns del " + ns, &err) != 0) {
-      ADD_FAILURE() << "cannot remove network namespace " << ns << ": " << err;
-    }
-  }
-}
+NetnsHosts::~NetnsHosts() { RemoveNamespaces(created_); }
 
 std::string Absolute(const std::string& path) {
   if (absl::StartsWith(path, "/")) return path;

@@ -51,7 +51,7 @@ class NetnsPair {
   std::string hosts_[2];
   std::string veth_[2];
   std::string unavailable_;
-  int created_ = 0;
+  std::vector<std::string> created_;  // namespaces to delete
 };
 
 // `n` hosts (2..16) on one switch: a network namespace each, plus one for

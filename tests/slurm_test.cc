@@ -5,10 +5,8 @@
 // weights one process trains. A task that dies takes the step down (srun
 // --kill-on-bad-exit) and the other task names it. Skips, saying what is
 // missing, where Slurm is not installed (Debian: slurm-wlm munge).
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,26 +35,6 @@ int RunShell(const std::string& command, std::string* out) {
   while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
   const int status = pclose(f);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-bool PortFree(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
-// A port p with p and p + 1 free: Slurm task k listens at base + k.
-int FreePortPair() {
-  for (int tries = 0; tries < 50; ++tries) {
-    const int p = FreePorts(1)[0];
-    if (p < 65535 && PortFree(p + 1)) return p;
-  }
-  return 0;
 }
 
 class SlurmTest : public ::testing::Test {

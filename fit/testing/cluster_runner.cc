@@ -77,6 +77,23 @@ std::vector<int> FreePorts(int n) {
   return ports;
 }
 
+int FreePortPair() {
+  for (int tries = 0; tries < 50; ++tries) {
+    const std::vector<int> one = FreePorts(1);
+    if (one.empty() || one[0] >= 65535) continue;
+    // Is the port above free too? Bind it to see.
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(one[0] + 1));
+    const bool free = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    if (free) return one[0];
+  }
+  return 0;
+}
+
 std::string WorkerCluster(int n) {
   std::vector<std::string> addrs;
   for (int port : FreePorts(n)) addrs.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));

@@ -50,6 +50,9 @@ std::string TempDir(const std::string& name);
 std::string ReadFile(const std::string& path);
 // n distinct ports of 127.0.0.1 that were free a moment ago.
 std::vector<int> FreePorts(int n);
+// A port p of 127.0.0.1 with p and p + 1 free a moment ago (a launcher's
+// rendezvous and its restart's); 0 if none was found.
+int FreePortPair();
 // The TF_CONFIG "cluster" JSON of n workers on such ports.
 std::string WorkerCluster(int n);
 
