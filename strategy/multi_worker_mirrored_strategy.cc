@@ -128,13 +128,27 @@ absl::StatusOr<Listening> WhereToListen(const ClusterSpec& cluster, const std::s
   return out;
 }
 
-// Each task publishes its host in the service's store and reads every
-// other's, in worker order.
-absl::StatusOr<std::vector<std::string>> ExchangeHosts(CoordinationClient& client,
-                                                       const std::string& prefix, int worker,
-                                                       const std::string& host,
-                                                       const std::vector<std::string>& task_names,
-                                                       absl::Duration timeout) {
+// Every training task's host, in worker order: from the spec, or (a
+// rendezvous cluster, whose spec has only the chief's) each task publishes
+// its own in the service's store and reads every other's.
+absl::StatusOr<std::vector<std::string>> TaskHosts(const ClusterSpec& cluster,
+                                                   const std::vector<TaskId>& tasks,
+                                                   CoordinationClient& client,
+                                                   const std::string& prefix, int worker,
+                                                   const std::string& host,
+                                                   const std::vector<std::string>& task_names,
+                                                   absl::Duration timeout) {
+  if (!cluster.addresses_from_rendezvous()) {
+    std::vector<std::string> hosts;
+    for (const TaskId& t : tasks) {
+      STRATA_ASSIGN_OR_RETURN(std::string address, cluster.address(t.type, t.index));
+      std::string h;
+      int port = 0;
+      STRATA_RETURN_IF_ERROR(ParseHostPort(address, &h, &port));
+      hosts.push_back(std::move(h));
+    }
+    return hosts;
+  }
   STRATA_RETURN_IF_ERROR(client.Insert(absl::StrCat(prefix, "/host/", worker), host));
   std::vector<std::string> hosts;
   for (size_t i = 0; i < task_names.size(); ++i) {
@@ -264,8 +278,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // Every task's host, as each task sees itself (a rendezvous cluster's
   // spec has only the chief's).
   STRATA_ASSIGN_OR_RETURN(const std::vector<std::string> hosts,
-                          ExchangeHosts(*rt->client, prefix, worker, listening.host, task_names,
-                                        multi_worker.startup_timeout));
+                          TaskHosts(cluster, tasks, *rt->client, prefix, worker, listening.host,
+                                    task_names, multi_worker.startup_timeout));
 
   // 3. The cross-worker data plane.
   std::string kind = multi_worker.transport;

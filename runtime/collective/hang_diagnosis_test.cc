@@ -178,6 +178,7 @@ TEST(HangWatchdogTest, AStalledCollectiveGetsOneDiagnosisFromTheChief) {
     o.stall_threshold = absl::Milliseconds(100);
     o.poll_interval = absl::Milliseconds(20);
     o.answer_timeout = absl::Seconds(2);
+    o.request_wait = absl::Milliseconds(200);
     o.print = [&](const std::string& text) {
       MutexLock l(&mu);
       printed.push_back(text);

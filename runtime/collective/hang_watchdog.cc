@@ -114,7 +114,8 @@ void HangWatchdog::AnswerLoop() {
   while (!Stopping()) {
     const int n = next_.load();
     absl::StatusOr<std::string> request =
-        options_.store->Get(absl::StrCat(options_.key_prefix, "/request/", n), absl::Seconds(1));
+        options_.store->Get(absl::StrCat(options_.key_prefix, "/request/", n),
+                            options_.request_wait);
     if (!request.ok()) {
       // DeadlineExceeded: none yet. Anything else: the store is gone (the
       // cluster failed); keep quiet and retry slowly until stopped.

@@ -53,6 +53,8 @@ struct HangWatchdogOptions {
   absl::Duration stall_threshold = absl::Seconds(10);
   absl::Duration answer_timeout = absl::Seconds(3);
   absl::Duration poll_interval = absl::Milliseconds(200);
+  // How long each wait for a request lasts (one call to the store each).
+  absl::Duration request_wait = absl::Seconds(5);
   int max_diagnoses = 10;
   // Where the chief's diagnosis goes (default: stderr).
   std::function<void(const std::string&)> print;
