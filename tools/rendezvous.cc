@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -78,6 +80,16 @@ std::optional<std::string> ReadLine(int fd, absl::Time deadline) {
   }
 }
 
+// Probes an idle connection, so that a peer gone silent (its host cut
+// off, no reset ever coming) ends the wait in about 25 s instead of never.
+void KeepAlive(int fd) {
+  const int on = 1, idle = 10, interval = 5, count = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
 // A connected TCP socket to host:port, or -1.
 int Dial(const std::string& host, int port) {
   addrinfo hints{};
@@ -94,6 +106,7 @@ int Dial(const std::string& host, int port) {
     }
   }
   freeaddrinfo(res);
+  if (fd >= 0) KeepAlive(fd);
   return fd;
 }
 
@@ -217,10 +230,11 @@ void RendezvousServer::Loop() {
     std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (const Conn& c : conns) fds.push_back({c.fd, POLLIN, 0});
     const int r = poll(fds.data(), fds.size(), 100);
-    if (r < 0 && errno != EINTR) return;
-    if (fds[0].revents != 0) {
+    const bool broken = r < 0 && errno != EINTR;
+    if (broken || fds[0].revents != 0) {
+      // Stopping (or, never seen, poll failing): no launcher is left waiting.
       for (Conn& c : conns) {
-        SendAll(c.fd, "DONE\n");
+        SendAll(c.fd, broken ? "ERROR the rendezvous failed\n" : "DONE\n");
         close(c.fd);
       }
       return;
@@ -228,6 +242,7 @@ void RendezvousServer::Loop() {
     if (fds[1].revents & POLLIN) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd >= 0) {
+        KeepAlive(fd);
         Conn c;
         c.fd = fd;
         c.challenge = absl::BytesToHexString(RandomBytes(16));
