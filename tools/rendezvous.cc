@@ -30,10 +30,15 @@ namespace {
 constexpr size_t kMaxLine = 512;
 constexpr absl::Duration kJoinSilence = absl::Seconds(10);
 
+// What a join or a round reply's HMAC covers: its kind, the challenge of
+// its connection and its text.
+std::string Signed(absl::string_view what, absl::string_view challenge, absl::string_view text) {
+  return absl::StrCat("strata-rendezvous-", what, "\n", challenge, "\n", text);
+}
+
 std::string Mac(const JobToken& token, absl::string_view what, absl::string_view challenge,
                 absl::string_view text) {
-  return absl::BytesToHexString(
-      token.Sign(absl::StrCat("strata-rendezvous-", what, "\n", challenge, "\n", text)));
+  return absl::BytesToHexString(token.Sign(Signed(what, challenge, text)));
 }
 
 // A MAC in hex (2 * kMacBytes characters) as bytes; false for anything else.
@@ -290,8 +295,7 @@ void RendezvousServer::Loop() {
       const std::string request = absl::StrCat("JOIN ", parts[1], " ", parts[2]);
       std::string mac;
       if (!MacFromHex(parts[3], &mac) ||
-          !options_.token.Verify(
-              absl::StrCat("strata-rendezvous-join\n", c.challenge, "\n", request), mac)) {
+          !options_.token.Verify(Signed("join", c.challenge, request), mac)) {
         drop(i, "not this job's token");
         continue;
       }
@@ -349,9 +353,7 @@ absl::StatusOr<RendezvousRound> JoinRendezvous(const std::string& host, int port
         !absl::SimpleAtoi(parts[2], &r.node_rank) || !absl::SimpleAtoi(parts[3], &r.nnodes) ||
         !absl::SimpleAtoi(parts[4], &r.world_size) || !absl::SimpleAtoi(parts[5], &r.first_rank) ||
         !MacFromHex(parts[6], &mac) ||
-        !token.Verify(absl::StrCat("strata-rendezvous-round\n", challenge, "\n",
-                                   reply->substr(0, reply->rfind(' '))),
-                      mac)) {
+        !token.Verify(Signed("round", challenge, reply->substr(0, reply->rfind(' '))), mac)) {
       return absl::UnauthenticatedError(absl::StrCat(
           "rendezvous at ", host, ":", port, " answered without this job's token or garbled"));
     }
