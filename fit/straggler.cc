@@ -8,6 +8,8 @@ namespace strata {
 namespace fit {
 namespace {
 
+constexpr double kMinLatenessSeconds = 1e-3;
+
 // The median of `v` without element `skip`.
 double MedianWithout(const std::vector<double>& v, int skip) {
   std::vector<double> others;
@@ -46,7 +48,9 @@ std::optional<std::string> StragglerDetector::Add(const std::vector<double>& wai
       latest = i;
     }
   }
-  if (lateness >= 0.05 * step_seconds) {
+  // Late by a share of the step, and by enough to matter: on steps of a
+  // fraction of a millisecond the chief's own reporting alone is 10-20%.
+  if (lateness >= std::max(0.05 * step_seconds, kMinLatenessSeconds)) {
     ++slowest_[latest];
     gap_sum_[latest] += lateness;
     share_sum_[latest] += lateness / step_seconds;

@@ -11,7 +11,7 @@
 // alike. A worker's lateness in a step is how much less it waited in
 // collectives than the others' median, plus how much more it waited for a
 // CPU than theirs. Over a window of steps, a worker is a straggler when
-// it was the latest, by at least 5% of the step's time, in at least 80%
+// it was the latest, by at least 5% of the step's time and 1 ms, in at least 80%
 // of them; it is reported once per window:
 //
 //   StragglerDetector d(/*num_workers=*/3);
