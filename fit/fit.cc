@@ -125,15 +125,33 @@ absl::Status BuildEvaluation(const Model& model, const std::vector<ComponentSpec
   return g->root.status();
 }
 
+// Whether batches may not split evenly over the replicas (a partial last
+// batch, a global batch that is not a multiple of the replicas): then
+// each replica's loss is weighted by its share.
+bool Weighted(const FitOptions& o, const distribute::Strategy& s) {
+  return !o.drop_remainder || o.global_batch_size % s.num_replicas_in_sync() != 0;
+}
+
 absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strategy, const Model& model,
                                                      train::Optimizer* optimizer, data::DatasetPtr batches,
-                                                     const std::vector<ComponentSpec>& specs) {
+                                                     const std::vector<ComponentSpec>& specs,
+                                                     const FitOptions& o) {
   auto g = std::make_unique<FitGraph>();
   distribute::StrategyScope in_scope = strategy->Scope();
+  distribute::DistributeOptions options;
+  const bool weighted = Weighted(o, *strategy);
+  if (weighted) {
+    options.partial_batches = distribute::DistributeOptions::PartialBatches::kWeighted;
+    // The weights need the step's example count, which every worker knows
+    // only when each reads every global batch.
+    options.auto_shard_policy = data::AutoShardPolicy::kData;
+  }
   STRATA_ASSIGN_OR_RETURN(g->input, strategy->DistributeDataset(std::move(batches),
                                                                 {{"x", specs[0].dtype, BatchOf(specs[0].shape)},
-                                                                 {"y", specs[1].dtype, BatchOf(specs[1].shape)}}));
+                                                                 {"y", specs[1].dtype, BatchOf(specs[1].shape)}},
+                                                                options));
   STRATA_ASSIGN_OR_RETURN(std::vector<distribute::PerReplica> inputs, g->input->Inputs(g->root));
+  if (weighted) inputs.push_back(g->input->weights());
   auto step_fn = [&](distribute::ReplicaContext& ctx,
                      const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
     train::TrainingPhase training(true);  // Dropout drops, BatchNormalization uses the batch's statistics
@@ -144,6 +162,10 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
     if (!l.ok()) return AnnotateStatus(l.status(), "Fit: the loss: ");
     STRATA_RETURN_IF_ERROR(ctx.scope().status());
     STRATA_RETURN_IF_ERROR(CheckScalar(*l, "the loss"));
+    if (weighted) {
+      *l = distribute::WeightedLoss(ctx.scope().NewSubScope("loss"), *l, in[2]);
+      STRATA_RETURN_IF_ERROR(ctx.scope().status());
+    }
     STRATA_ASSIGN_OR_RETURN(Node* train_op, train::Minimize(ctx.scope(), *l, optimizer));
     return distribute::ReplicaResult{{StackPreemptionFlag(ctx.scope(), *l, &g->preempt_feeds, strategy->num_workers())}, {train_op}};
   };
@@ -192,10 +214,6 @@ absl::StatusOr<Logs> Evaluate(Session* session, const FitGraph& g, const data::D
 absl::Status ValidateOptions(const FitOptions& o, const distribute::Strategy& s) {
   auto bad = [](const std::string& what) { return absl::InvalidArgumentError(absl::StrCat("Fit: ", what)); };
   if (o.global_batch_size < 1) return bad("global_batch_size must be >= 1");
-  if (o.global_batch_size % s.num_replicas_in_sync() != 0) {
-    return bad(absl::StrCat("global_batch_size ", o.global_batch_size, " does not split over the ",
-                            s.num_replicas_in_sync(), " replicas (use a multiple)"));
-  }
   if (o.epochs < 0 || o.steps < 0) return bad("epochs and steps must be >= 0");
   if (o.epochs == 0 && o.steps == 0) return bad("neither epochs nor steps is set");
   if (o.save_every_steps < 0) return bad("save_every_steps must be >= 0");
@@ -217,7 +235,7 @@ absl::StatusOr<data::DatasetPtr> TrainBatches(data::DatasetPtr train, const FitO
   if (o.shuffle) {
     STRATA_ASSIGN_OR_RETURN(train, data::Shuffle(train, o.seed));
   }
-  STRATA_ASSIGN_OR_RETURN(train, data::Batch(train, o.global_batch_size, /*drop_remainder=*/true));
+  STRATA_ASSIGN_OR_RETURN(train, data::Batch(train, o.global_batch_size, o.drop_remainder));
   STRATA_ASSIGN_OR_RETURN(train, data::Repeat(train));
   if (o.prefetch > 0) {
     STRATA_ASSIGN_OR_RETURN(train, data::Prefetch(train, o.prefetch));
@@ -272,10 +290,12 @@ absl::StatusOr<FitResult> FitOnce(distribute::Strategy* strategy, const Model& m
       }
     }
   }
-  // Steps: an epoch is every full global batch of the training examples.
+  // Steps: an epoch is every global batch of the training examples (every
+  // full one with drop_remainder).
   const int64_t examples = train->Cardinality();
-  const int64_t steps_per_epoch = examples >= 0 ? examples / o.global_batch_size : 0;
-  if (examples >= 0 && steps_per_epoch == 0) {
+  const int64_t steps_per_epoch =
+      examples < 0 ? 0 : (examples + (o.drop_remainder ? 0 : o.global_batch_size - 1)) / o.global_batch_size;
+  if (examples >= 0 && steps_per_epoch == 0 && o.drop_remainder) {
     return absl::InvalidArgumentError(absl::StrCat("Fit: global_batch_size ", o.global_batch_size, " is larger than the ",
                                                    examples, " training examples"));
   }
@@ -286,7 +306,7 @@ absl::StatusOr<FitResult> FitOnce(distribute::Strategy* strategy, const Model& m
   result.total_steps = o.steps > 0 ? o.steps : o.epochs * steps_per_epoch;
   STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches, TrainBatches(train, o));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FitGraph> g,
-                          BuildGraph(strategy, model, optimizer, std::move(batches), specs));
+                          BuildGraph(strategy, model, optimizer, std::move(batches), specs, o));
   STRATA_RETURN_IF_ERROR(TrackState(g.get(), o));
   StepGraph step;
   step.root = &g->root;

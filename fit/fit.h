@@ -25,10 +25,18 @@
 // e.g. data::FromTensors({x, y})), each example (features, label) with the
 // same dtypes and shapes throughout. Each epoch the training examples are
 // shuffled (seeded by FitOptions::seed, a new order per epoch) and batched
-// into global batches of global_batch_size (the last partial batch is
-// dropped), split evenly over every replica of every worker: the cluster
-// trains on what one process would. global_batch_size must be a multiple
-// of the replica count.
+// into global batches of global_batch_size, split over every replica of
+// every worker: the cluster trains on what one process would. As Keras, the
+// epoch's last partial batch trains too (FitOptions::drop_remainder drops
+// it), and global_batch_size need not be a multiple of the replica count:
+// a batch that does not split evenly gives some replicas one example more
+// (or a replica none, when there are fewer examples than replicas), each
+// replica's loss weighted by its share (strategy/distributed_dataset.h,
+// PartialBatches::kWeighted) so that every example counts once, as in one
+// process. With several workers every worker then reads every example
+// (DATA sharding: the weights need the step's example count); with
+// drop_remainder and a global batch that splits evenly, FILE sharding
+// applies where the data reads at least as many files as there are workers.
 //
 // The model: `predict` is called once per replica inside the step, and
 // once more outside it for evaluation, and must reuse its variables (make
@@ -42,8 +50,9 @@
 // of its batch; evaluation reports it and the loss over every validation
 // example ("val_loss", "val_<name>").
 //
-// Steps: steps if > 0, else epochs x (examples / global batch). An epoch
-// ends every (examples / global batch) steps.
+// Steps: steps if > 0, else epochs x the steps of an epoch:
+// ceil(examples / global batch), or examples / global batch with
+// drop_remainder.
 //
 // Checkpoints (checkpoint_dir): the variables, the optimizer's slots and
 // step, the input pipeline's position and each callback's state
@@ -147,6 +156,7 @@ struct FitOptions {
   int64_t steps = 0;          // wins over epochs when > 0
   uint64_t seed = 1;          // the shuffle's
   bool shuffle = true;
+  bool drop_remainder = false;  // drop each epoch's last partial batch
   std::string checkpoint_dir;
   int64_t save_every_steps = 0;  // 0: at the end only
   int max_to_keep = 3;

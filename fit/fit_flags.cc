@@ -7,6 +7,9 @@
 ABSL_FLAG(int64_t, epochs, 1, "passes over the training examples (a program may set its own default)");
 ABSL_FLAG(int64_t, steps, 0, "total steps (wins over --epochs when > 0)");
 ABSL_FLAG(int64_t, global_batch_size, 32, "examples per step, split over every replica");
+ABSL_FLAG(bool, drop_remainder, false,
+          "drop each epoch's last partial global batch (false, as Keras: it trains too, split over "
+          "the replicas, each replica's loss weighted by its share: every example once an epoch)");
 ABSL_FLAG(int64_t, seed, 1, "seeds the shuffle (and the program's own randomness)");
 ABSL_FLAG(std::string, optimizer, "adam", "sgd, momentum, adam or adamw");
 ABSL_FLAG(double, learning_rate, 0, "0: the optimizer's default (sgd 0.1, momentum 0.01, adam 0.001)");
@@ -39,6 +42,7 @@ absl::StatusOr<FitOptions> FitOptionsFromFlags() {
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.global_batch_size = absl::GetFlag(FLAGS_global_batch_size);
+  o.drop_remainder = absl::GetFlag(FLAGS_drop_remainder);
   const int64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed < 0) return absl::InvalidArgumentError("--seed: must be >= 0");
   o.seed = static_cast<uint64_t>(seed);

@@ -11,7 +11,8 @@
 //     auto options = fit::FitOptionsFromFlags();
 //     auto optimizer = fit::OptimizerFromFlags();
 //
-// Flags: --epochs, --steps (wins when > 0), --global_batch_size, --seed
+// Flags: --epochs, --steps (wins when > 0), --global_batch_size,
+// --drop_remainder, --seed
 // (the shuffle's), --optimizer (sgd, momentum, adam, adamw), --learning_rate
 // (0: the optimizer's default), --momentum, --weight_decay (adamw),
 // --clip_global_norm, --checkpoint_dir, --save_every_steps,
@@ -38,6 +39,7 @@
 ABSL_DECLARE_FLAG(int64_t, epochs);
 ABSL_DECLARE_FLAG(int64_t, steps);
 ABSL_DECLARE_FLAG(int64_t, global_batch_size);
+ABSL_DECLARE_FLAG(bool, drop_remainder);
 ABSL_DECLARE_FLAG(int64_t, seed);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(double, learning_rate);

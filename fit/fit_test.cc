@@ -63,7 +63,8 @@ struct Outcome {
   Tensor kernel;
 };
 
-absl::StatusOr<Outcome> Train(const StrategyConfig& config, FitOptions o, const std::string& optimizer = "sgd") {
+absl::StatusOr<Outcome> Train(const StrategyConfig& config, FitOptions o, const std::string& optimizer = "sgd",
+                              int64_t examples = 256) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(config));
   train::Sequential net(/*seed=*/5);
   net.Add<train::Dense>(1);
@@ -80,7 +81,7 @@ absl::StatusOr<Outcome> Train(const StrategyConfig& config, FitOptions o, const 
   if (o.checkpoint_dir.empty()) {
     STRATA_ASSIGN_OR_RETURN(o.checkpoint_dir, io::MakeTempDir("fit_test"));
   }
-  STRATA_ASSIGN_OR_RETURN(FitResult r, Fit(strategy.get(), m, opt.get(), Data(256, 1), Data(64, 2), o));
+  STRATA_ASSIGN_OR_RETURN(FitResult r, Fit(strategy.get(), m, opt.get(), Data(examples, 1), Data(64, 2), o));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(r.final_checkpoint));
   Outcome out{r, Tensor()};
   STRATA_RETURN_IF_ERROR(reader->Read("dense/kernel", &out.kernel));
@@ -184,6 +185,41 @@ TEST(FitTest, EveryStrategyEndsOnTheSameWeights) {
     EXPECT_NEAR(two->kernel.data<float>()[i], one->kernel.data<float>()[i], 1e-5);
     EXPECT_NEAR(four->kernel.data<float>()[i], one->kernel.data<float>()[i], 1e-5);
   }
+}
+
+TEST(FitTest, PartialBatchesTrainEveryExampleOnceUnderEveryStrategy) {
+  // 101 examples in global batches of 32: each epoch 3 full batches and one
+  // of 5. Over 3 replicas a full batch splits 11/11/10, the last 2/2/1; over
+  // 4, 8 each and 2/1/1/1; over 8, the last leaves 3 replicas without an
+  // example. Weighted by their shares they train as one device does.
+  FitOptions o;
+  o.global_batch_size = 32;
+  o.epochs = 3;
+  auto one = Train(Config("one_device", 1), o, "adam", 101);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->result.total_steps, 3 * 4);
+  for (int devices : {3, 4, 8}) {
+    auto many = Train(Config("mirrored", devices), o, "adam", 101);
+    ASSERT_TRUE(many.ok()) << many.status();
+    EXPECT_EQ(many->result.final_step, 12);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(many->kernel.data<float>()[i], one->kernel.data<float>()[i], 1e-5) << devices << " replicas";
+    }
+  }
+  // A global batch that is no multiple of the replicas: 33 over 2.
+  o.global_batch_size = 33;
+  auto odd_one = Train(Config("one_device", 1), o, "adam", 101);
+  auto odd_two = Train(Config("mirrored", 2), o, "adam", 101);
+  ASSERT_TRUE(odd_one.ok()) << odd_one.status();
+  ASSERT_TRUE(odd_two.ok()) << odd_two.status();
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(odd_two->kernel.data<float>()[i], odd_one->kernel.data<float>()[i], 1e-5);
+  // drop_remainder: 3 steps an epoch, and other weights.
+  o.global_batch_size = 32;
+  o.drop_remainder = true;
+  auto dropped = Train(Config("mirrored", 4), o, "adam", 101);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->result.total_steps, 3 * 3);
+  EXPECT_GT(std::abs(dropped->kernel.data<float>()[0] - one->kernel.data<float>()[0]), 1e-4);
 }
 
 // Dense(8, relu) -> BatchNormalization -> [Dropout] -> Dense(1) on the
@@ -411,10 +447,10 @@ TEST(FitTest, BadInputIsRefusedByName) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "scalar")) << r.status();
 
-  o.global_batch_size = 33;  // two replicas
+  o.global_batch_size = 0;
   r = Fit(strategy->get(), model(mse), opt->get(), Data(64, 1), nullptr, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(r.status().message(), "global_batch_size 33")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "global_batch_size")) << r.status();
 
   o.global_batch_size = 32;
   auto three = data::FromTensors({Tensor(DT_FLOAT, TensorShape{64, 2}), Tensor(DT_FLOAT, TensorShape{64, 1}),
@@ -423,10 +459,22 @@ TEST(FitTest, BadInputIsRefusedByName) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "(features, label)")) << r.status();
 
+  // Larger than the data: one partial batch an epoch, or nothing to train
+  // with drop_remainder.
   o.global_batch_size = 128;
+  o.drop_remainder = true;
   r = Fit(strategy->get(), model(mse), opt->get(), Data(64, 1), nullptr, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "larger than the 64")) << r.status();
+  o.drop_remainder = false;
+  r = Fit(strategy->get(), model(mse), opt->get(), Data(64, 1), nullptr, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->total_steps, 1);
+  // That optimizer's step counter is the finished Fit's graph's.
+  r = Fit(strategy->get(), model(mse), opt->get(), Data(64, 1), nullptr, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "make a new optimizer")) << r.status();
+  opt = MakeOptimizer("sgd", 0.1);
 
   // A loss function that returns no loss.
   o.global_batch_size = 32;

@@ -287,7 +287,6 @@ absl::Status TrainLoop::Step(int64_t step) {
   Tensor fed = dt == DT_DOUBLE ? Tensor::FromVector<double>(signals)
                                : Tensor::FromVector<float>(std::vector<float>(signals.begin(), signals.end()));
   for (const std::string& name : g_.preempt_feeds) feeds.emplace_back(name, fed);
-  if (g_.step_feeds) g_.step_feeds(step, &feeds);
   const bool traced = !o_.trace_out.empty() && step >= trace_begin_ && step < trace_end_;
   RunOptions ro;
   ro.tracer = traced ? &tracer_ : nullptr;

@@ -85,10 +85,6 @@ struct StepGraph {
   Output learning_rate;  // the step's (DT_DOUBLE), reported when set
   Node* init = nullptr;
   Checkpoint* checkpoint = nullptr;
-  // More feeds of each step (0-based global step), e.g. per-replica loss
-  // weights; null: none.
-  std::function<void(int64_t step, std::vector<std::pair<std::string, Tensor>>* feeds)>
-      step_feeds;
 };
 
 // In a step function: `loss` (a float or double scalar) concatenated with

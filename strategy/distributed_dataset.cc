@@ -1,9 +1,12 @@
 #include "strategy/distributed_dataset.h"
 
+#include <cstring>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
 #include "train/data/preprocess.h"
 
 namespace strata {
@@ -30,7 +33,32 @@ absl::Status CheckSpecs(const std::vector<InputSpec>& specs) {
   return absl::OkStatus();
 }
 
+// Rows [begin, begin + count) of every component (copied).
+data::Example Rows(const data::Example& batch, int64_t begin, int64_t count) {
+  data::Example out;
+  for (const Tensor& t : batch) {
+    DimVector dims(t.shape().dim_sizes().begin(), t.shape().dim_sizes().end());
+    dims[0] = count;
+    Tensor part(t.dtype(), *TensorShape::FromDims(dims));
+    const size_t row_bytes =
+        t.dim_size(0) == 0 ? 0 : t.TotalBytes() / static_cast<size_t>(t.dim_size(0));
+    if (count > 0 && row_bytes > 0) {
+      std::memcpy(part.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row_bytes,
+                  static_cast<size_t>(count) * row_bytes);
+    }
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
 }  // namespace
+
+Output WeightedLoss(const strata::Scope& scope, Output loss, Output weight) {
+  if (!loss.ok() || !weight.ok()) return Output();
+  const DataType dt = loss.node()->output_type(loss.index());
+  if (dt != DT_FLOAT) weight = ops::Cast(scope.WithOpName("replica_weight_cast"), weight, dt);
+  return ops::Mul(scope.WithOpName("weighted_loss"), loss, weight);
+}
 
 absl::StatusOr<int64_t> InputContext::PerReplicaBatchSize(int64_t global_batch) const {
   if (num_replicas_in_sync < 1 || global_batch % num_replicas_in_sync != 0) {
@@ -51,14 +79,23 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributedDataset::Create(
   absl::StatusOr<data::AutoShardResult> shard = data::AutoShard(
       std::move(batches), strategy.num_workers(), strategy.worker_index(), options.auto_shard_policy);
   if (!shard.ok()) return AnnotateStatus(shard.status(), "DistributeDataset: ");
+  if (options.partial_batches == DistributeOptions::PartialBatches::kWeighted &&
+      shard->policy == data::AutoShardPolicy::kFile) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributeDataset: weighted partial batches under FILE sharding (", shard->reason,
+        ") need every worker's example count per step, which the workers' own files do not "
+        "give; use DistributeDatasetsFromFunction with {n, K} counts, or the DATA policy"));
+  }
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it,
                           data::DatasetIterator::Create(shard->dataset));
-  return std::unique_ptr<DistributedDataset>(
-      new DistributedDataset(strategy, std::move(specs), *std::move(shard), std::move(it)));
+  return std::unique_ptr<DistributedDataset>(new DistributedDataset(
+      strategy, std::move(specs), *std::move(shard), std::move(it), options.partial_batches,
+      /*counts=*/false));
 }
 
 absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributedDataset::CreateFromFunction(
-    const Strategy& strategy, const DatasetFn& fn, std::vector<InputSpec> specs) {
+    const Strategy& strategy, const DatasetFn& fn, std::vector<InputSpec> specs,
+    const DistributeOptions& options) {
   if (!fn) return absl::InvalidArgumentError("DistributeDatasetsFromFunction: no function");
   STRATA_RETURN_IF_ERROR(CheckSpecs(specs));
   InputContext ctx;
@@ -79,8 +116,10 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributedDataset::CreateFr
   shard.reason = "the dataset function makes this worker's pipeline";
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it,
                           data::DatasetIterator::Create(*std::move(ds)));
-  return std::unique_ptr<DistributedDataset>(
-      new DistributedDataset(strategy, std::move(specs), std::move(shard), std::move(it)));
+  return std::unique_ptr<DistributedDataset>(new DistributedDataset(
+      strategy, std::move(specs), std::move(shard), std::move(it), options.partial_batches,
+      /*counts=*/options.partial_batches == DistributeOptions::PartialBatches::kWeighted &&
+          strategy.num_workers() > 1));
 }
 
 absl::StatusOr<std::vector<PerReplica>> DistributedDataset::Inputs(const strata::Scope& scope) {
@@ -98,8 +137,104 @@ absl::StatusOr<std::vector<PerReplica>> DistributedDataset::Inputs(const strata:
     STRATA_RETURN_IF_ERROR(scope.status());
     out.emplace_back(std::move(per));
   }
+  if (weighted()) {
+    const strata::Scope s = scope.NewSubScope("replica_weight");
+    std::vector<Output> per;
+    for (int r = 0; r < strategy_.num_local_replicas(); ++r) {
+      per.push_back(ops::Placeholder(
+          s.WithOpName(absl::StrCat("replica_", r)).WithDevice(strategy_.devices()[r]), DT_FLOAT,
+          PartialTensorShape({})));
+    }
+    STRATA_RETURN_IF_ERROR(scope.status());
+    weights_ = PerReplica(std::move(per));
+  }
   inputs_ = out;
   return out;
+}
+
+absl::Status DistributedDataset::CheckBatch(data::Example* batch, bool counts, int64_t* n,
+                                            int64_t* k) const {
+  const size_t want = specs_.size() + (counts ? 1 : 0);
+  if (batch->size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedDataset: a batch has ", batch->size(), " components, the specs ", specs_.size(),
+        counts ? " and the trailing {n, K} counts of a weighted per-worker pipeline" : ""));
+  }
+  if (counts) {
+    const Tensor c = batch->back();
+    batch->pop_back();
+    if (c.dtype() != DT_INT64 || c.NumElements() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataset: a weighted per-worker batch must end with int64 [2] {examples in "
+          "it, examples in the step over every worker}, got ",
+          DataTypeString(c.dtype()), " ", c.shape().DebugString()));
+    }
+    *n = c.data<int64_t>()[0];
+    *k = c.data<int64_t>()[1];
+  }
+  for (size_t i = 0; i < batch->size(); ++i) {
+    const Tensor& t = (*batch)[i];
+    const InputSpec& spec = specs_[i];
+    if (t.dtype() != spec.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataset: input '", spec.name, "' is ", DataTypeString(t.dtype()),
+          ", its spec says ", DataTypeString(spec.dtype)));
+    }
+    if (t.dims() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataset: input '", spec.name, "' is a scalar, not a batch"));
+    }
+    if (t.dim_size(0) != (*batch)[0].dim_size(0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataset: input '", spec.name, "' has ", t.dim_size(0), " rows, input '",
+          specs_[0].name, "' ", (*batch)[0].dim_size(0)));
+    }
+  }
+  const int64_t rows = (*batch)[0].dim_size(0);
+  if (!counts) {
+    *n = rows;
+    // A per-worker batch without counts: one worker, or OFF (every worker
+    // the same batch size).
+    *k = per_worker_batches() ? rows * strategy_.num_workers() : rows;
+  }
+  if (*n < 0 || *n > rows || (*n == 0 && rows == 0) || *k < *n || *k < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedDataset: a batch of ", rows, " rows says it holds ", *n,
+        " examples of the step's ", *k,
+        " (need 0 <= n <= rows, at least one row, and 1 <= K, n <= K)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedDataset::FeedWeighted(
+    const data::Example& batch, int64_t n, int64_t k,
+    std::vector<std::pair<std::string, Tensor>>* feeds) const {
+  const int local = strategy_.num_local_replicas();
+  const int64_t replicas = strategy_.num_replicas_in_sync();
+  // The parts the examples are cut into: the local replicas' of a
+  // per-worker batch, every replica's of a global one (DATA: global replica
+  // g = worker * local + r takes part g, as in one process).
+  const int64_t parts = per_worker_batches() ? local : replicas;
+  const int64_t first =
+      per_worker_batches() ? 0 : static_cast<int64_t>(strategy_.worker_index()) * local;
+  for (int r = 0; r < local; ++r) {
+    const int64_t p = first + r;
+    const int64_t count = n / parts + (p < n % parts ? 1 : 0);
+    const int64_t begin = p * (n / parts) + std::min(p, n % parts);
+    // A replica without examples runs on one row, weighted 0.
+    const data::Example part = count > 0 ? Rows(batch, begin, count) : Rows(batch, 0, 1);
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      if (!specs_[i].shape.IsCompatibleWith(part[i].shape())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "DistributedDataset: replica ", r, "'s slice of input '", specs_[i].name, "' has shape ",
+            part[i].shape().DebugString(), ", its spec says ", specs_[i].shape.DebugString()));
+      }
+    }
+    for (size_t i = 0; i < specs_.size(); ++i) feeds->emplace_back(inputs_[i][r].name(), part[i]);
+    const double w = static_cast<double>(count * replicas) / static_cast<double>(k);
+    feeds->emplace_back(weights_[r].name(), Tensor::Scalar<float>(static_cast<float>(w)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DistributedDataset::GetNext(std::vector<std::pair<std::string, Tensor>>* feeds,
@@ -112,58 +247,43 @@ absl::Status DistributedDataset::GetNext(std::vector<std::pair<std::string, Tens
   data::Example batch;
   STRATA_RETURN_IF_ERROR(iterator_->GetNext(&batch, end_of_sequence));
   if (*end_of_sequence) return absl::OkStatus();
+  int64_t n = 0, k = 0;
+  STRATA_RETURN_IF_ERROR(CheckBatch(&batch, counts_, &n, &k));
+  if (weighted()) return FeedWeighted(batch, n, k, feeds);
   const int local = strategy_.num_local_replicas();
   // The parts the batch is cut into: the local replicas' of a per-worker
   // batch, every replica's of a global one.
-  const int n = per_worker_batches() ? local : strategy_.num_replicas_in_sync();
-  if (batch.size() != specs_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("DistributedDataset: a batch has ",
-                                                   batch.size(), " components, the specs ",
-                                                   specs_.size()));
-  }
-  for (size_t k = 0; k < batch.size(); ++k) {
-    const Tensor& t = batch[k];
-    const InputSpec& spec = specs_[k];
-    if (t.dtype() != spec.dtype) {
+  const int parts = per_worker_batches() ? local : strategy_.num_replicas_in_sync();
+  if (n % parts != 0) {
+    const std::string fix = absl::StrCat(
+        "; use a global batch size that is a multiple of ", strategy_.num_replicas_in_sync(),
+        " and batch with drop_remainder, or weighted partial batches");
+    if (per_worker_batches() && strategy_.num_workers() > 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "DistributedDataset: input '", spec.name, "' is ", DataTypeString(t.dtype()),
-          ", its spec says ", DataTypeString(spec.dtype)));
+          "DistributedDataset: this worker's batch of ", n, " examples (input '", specs_[0].name,
+          "', ", data::AutoShardPolicyName(policy()), " sharding) does not split evenly over its ",
+          parts, " local replicas", fix));
     }
-    if (t.dims() == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DistributedDataset: input '", spec.name, "' is a scalar, not a batch"));
-    }
-    if (t.dim_size(0) % n != 0) {
-      if (per_worker_batches() && strategy_.num_workers() > 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "DistributedDataset: this worker's batch of ", t.dim_size(0), " examples (input '",
-            spec.name, "', ", data::AutoShardPolicyName(policy()), " sharding) does not split evenly over its ",
-            n, " local replicas; use a global batch size that is a multiple of ",
-            strategy_.num_replicas_in_sync(), " and batch with drop_remainder"));
-      }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DistributedDataset: the global batch of ", t.dim_size(0), " examples (input '",
-          spec.name, "') does not split evenly over ", n,
-          " replicas; use a global batch size that is a multiple of ", n,
-          " and batch with drop_remainder"));
-    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedDataset: the global batch of ", n, " examples (input '", specs_[0].name,
+        "') does not split evenly over ", parts, " replicas", fix));
   }
   // DATA: global replica g = worker * local + r takes part g of the global
   // batch, as replica g of one worker with n devices would: the cluster
   // trains on the examples one process would, and no two workers share an
   // example. Per-worker batches: local replica r takes part r.
   const int first = per_worker_batches() ? 0 : strategy_.worker_index() * local;
-  STRATA_ASSIGN_OR_RETURN(std::vector<data::Example> parts,
-                          data::SplitBatch(batch, n, first, local));
-  for (size_t k = 0; k < specs_.size(); ++k) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<data::Example> split,
+                          data::SplitBatch(batch, parts, first, local));
+  for (size_t i = 0; i < specs_.size(); ++i) {
     for (int r = 0; r < local; ++r) {
-      const Tensor& t = parts[r][k];
-      if (!specs_[k].shape.IsCompatibleWith(t.shape())) {
+      const Tensor& t = split[r][i];
+      if (!specs_[i].shape.IsCompatibleWith(t.shape())) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "DistributedDataset: replica ", r, "'s slice of input '", specs_[k].name, "' has shape ",
-            t.shape().DebugString(), ", its spec says ", specs_[k].shape.DebugString()));
+            "DistributedDataset: replica ", r, "'s slice of input '", specs_[i].name, "' has shape ",
+            t.shape().DebugString(), ", its spec says ", specs_[i].shape.DebugString()));
       }
-      feeds->emplace_back(inputs_[k][r].name(), t);
+      feeds->emplace_back(inputs_[i][r].name(), t);
     }
   }
   return absl::OkStatus();

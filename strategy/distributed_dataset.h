@@ -38,12 +38,27 @@
 // the sharding to a function that makes each worker's pipeline of
 // per-worker batches (policy() is then OFF: nothing is rewritten).
 //
-// Uneven batches are an error, not silently re-weighted: a global batch
-// whose size is not a multiple of the replica count would give replicas
-// batches of different sizes, and the mean of their mean gradients would
-// not be the gradient of the global batch's mean loss, so GetNext returns
-// InvalidArgument naming the sizes (batch with drop_remainder and a global
-// batch size that is a multiple of the replica count). Other errors: a
+// Uneven batches (a last partial batch, a global batch size that is not a
+// multiple of the replica count, workers whose files hold different numbers
+// of examples) would give replicas batches of different sizes, and the mean
+// of their mean gradients would not be the gradient of the global batch's
+// mean loss. By default (PartialBatches::kError) GetNext returns
+// InvalidArgument naming the sizes. With PartialBatches::kWeighted (as
+// PyTorch's Join, which tf.distribute lacks) they train exactly, nothing
+// dropped or repeated: the step's K examples are split as evenly as
+// possible over the N replicas of the cluster (replica g gets k_g of them,
+// k_g differing by at most one; one row of the batch where k_g = 0), and
+// replica g is fed a weight k_g * N / K (weights(), a float scalar per
+// replica) by which the step multiplies its mean loss (WeightedLoss), so
+// the all-reduced mean of the weighted losses and of their gradients is the
+// mean over the K examples. Full batches get weight 1 exactly, training bit
+// for bit as unweighted ones. K is the global batch's size for DATA and one
+// worker; a per-worker pipeline (a function's, several workers) must end
+// each element with one more component than the specs, an int64 [2]
+// {n, K}: its first n rows are examples (the rest, at least one row when
+// n = 0, are padding), K the step's examples over every worker. FILE
+// sharding by Create cannot know K and is refused in this mode. Other
+// errors: a
 // batch whose component count, dtype or per-replica shape does not match the
 // specs (InvalidArgument), GetNext before Inputs (FailedPrecondition), the
 // pipeline's own errors.
@@ -85,7 +100,15 @@ struct DistributeOptions {
   // AUTO (FILE where it applies, else DATA), FILE (an error where it does
   // not apply), DATA or OFF, as tf.data.experimental.AutoShardPolicy.
   data::AutoShardPolicy auto_shard_policy = data::AutoShardPolicy::kAuto;
+  // Batches that do not split evenly over the replicas: an error, or
+  // weighted (see the file comment).
+  enum class PartialBatches { kError, kWeighted };
+  PartialBatches partial_batches = PartialBatches::kError;
 };
+
+// `loss` (a replica's mean loss, float or double) times that replica's
+// weight of DistributedDataset::weights() (float), cast to the loss's dtype.
+Output WeightedLoss(const strata::Scope& scope, Output loss, Output weight);
 
 // What a DistributeDatasetsFromFunction function is told about its input
 // pipeline (tf.distribute.InputContext).
@@ -112,13 +135,20 @@ class DistributedDataset {
       const DistributeOptions& options = DistributeOptions());
   // `fn`'s pipeline gives this worker's batches, split over its local
   // replicas. The specs' errors as Create; fn's own, annotated.
+  // options.partial_batches applies; its auto_shard_policy does not.
   static absl::StatusOr<std::unique_ptr<DistributedDataset>> CreateFromFunction(
-      const Strategy& strategy, const DatasetFn& fn, std::vector<InputSpec> specs);
+      const Strategy& strategy, const DatasetFn& fn, std::vector<InputSpec> specs,
+      const DistributeOptions& options = DistributeOptions());
 
   // One PerReplica per spec: placeholders "<name>/replica_<r>" (under
   // `scope`) on replica r's device. Made on the first call; later calls
   // return the same ones.
   absl::StatusOr<std::vector<PerReplica>> Inputs(const strata::Scope& scope);
+  // PartialBatches::kWeighted: each replica's weight, float scalar
+  // placeholders "replica_weight/replica_<r>" made by Inputs (empty before,
+  // and in the default mode).
+  const PerReplica& weights() const { return weights_; }
+  bool weighted() const { return partial_ == DistributeOptions::PartialBatches::kWeighted; }
 
   // The next batch as per-replica feeds for Session::Run, or
   // *end_of_sequence. Errors: see the file comment.
@@ -141,15 +171,26 @@ class DistributedDataset {
 
  private:
   DistributedDataset(const Strategy& strategy, std::vector<InputSpec> specs,
-                     data::AutoShardResult shard, std::unique_ptr<data::DatasetIterator> iterator)
+                     data::AutoShardResult shard, std::unique_ptr<data::DatasetIterator> iterator,
+                     DistributeOptions::PartialBatches partial, bool counts)
       : strategy_(strategy), specs_(std::move(specs)), shard_(std::move(shard)),
-        iterator_(std::move(iterator)) {}
+        iterator_(std::move(iterator)), partial_(partial), counts_(counts) {}
+
+  // Checks a batch's components against the specs; with `counts`, the
+  // element's trailing {n, K} (removed from `batch`) into *n, *k.
+  absl::Status CheckBatch(data::Example* batch, bool counts, int64_t* n, int64_t* k) const;
+  // PartialBatches::kWeighted: the local replicas' parts and weights.
+  absl::Status FeedWeighted(const data::Example& batch, int64_t n, int64_t k,
+                            std::vector<std::pair<std::string, Tensor>>* feeds) const;
 
   const Strategy& strategy_;
   const std::vector<InputSpec> specs_;
   const data::AutoShardResult shard_;
   std::unique_ptr<data::DatasetIterator> iterator_;
+  const DistributeOptions::PartialBatches partial_;
+  const bool counts_;  // elements end with {n, K} (a weighted function's, several workers)
   std::vector<PerReplica> inputs_;  // made by the first Inputs
+  PerReplica weights_;              // kWeighted: made by the first Inputs
 };
 
 }  // namespace distribute

@@ -326,6 +326,162 @@ TEST(DistributedDatasetTest, DatasetsFromFunctionShardThemselves) {
   EXPECT_TRUE(absl::StrContains(failing.status().message(), "input pipeline 0")) << failing.status();
 }
 
+// Every step of a weighted `dist`: (replica, step) -> (weight, the ids of
+// its rows, placeholder rows included).
+std::map<std::pair<int, int>, std::pair<float, std::vector<int>>> FeedWeighted(DistributedDataset* dist,
+                                                                               int local, int max_steps) {
+  std::map<std::pair<int, int>, std::pair<float, std::vector<int>>> out;
+  Scope root = Scope::NewRootScope();
+  EXPECT_TRUE(dist->Inputs(root).ok());
+  EXPECT_EQ(dist->weights().num_replicas(), local);
+  for (int step = 0; step < max_steps; ++step) {
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    bool end = false;
+    absl::Status st = dist->GetNext(&feeds, &end);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok() || end) break;
+    EXPECT_EQ(feeds.size(), size_t(3 * local));  // x, y, weight per replica
+    for (int r = 0; r < local && feeds.size() == size_t(3 * local); ++r) {
+      const Tensor& x = feeds[3 * r].second;
+      const Tensor& y = feeds[3 * r + 1].second;
+      EXPECT_EQ(feeds[3 * r + 2].first, dist->weights()[r].name());
+      auto& [w, ids] = out[{r, step}];
+      w = *feeds[3 * r + 2].second.data<float>();
+      for (int64_t i = 0; i < y.dim_size(0); ++i) {
+        EXPECT_EQ(x.data<float>()[2 * i], float(y.data<int32_t>()[i]));
+        ids.push_back(y.data<int32_t>()[i]);
+      }
+    }
+  }
+  return out;
+}
+
+using Feed = std::pair<float, std::vector<int>>;
+Feed F(double weight, std::vector<int> ids) { return {static_cast<float>(weight), std::move(ids)}; }
+std::pair<int, int> At(int replica, int step) { return {replica, step}; }
+
+DistributeOptions Weighted(data::AutoShardPolicy policy = data::AutoShardPolicy::kAuto) {
+  DistributeOptions o;
+  o.auto_shard_policy = policy;
+  o.partial_batches = DistributeOptions::PartialBatches::kWeighted;
+  return o;
+}
+
+TEST(DistributedDatasetTest, WeightedPartialBatchesSplitEvenlyAndWeighByShare) {
+  // 10 examples in batches of 8 (the last one partial) over 4 replicas.
+  auto s = *MirroredStrategy::Create(testing::CpuSpecs(4), testing::Machine(4));
+  auto ds = *data::Batch(*data::FromTensors({Tensor::FromVector(std::vector<float>{0, 0, 1, 10, 2, 20, 3, 30, 4, 40, 5, 50,
+                                                                                    6, 60, 7, 70, 8, 80, 9, 90},
+                                                                 TensorShape{10, 2}),
+                                              Tensor::FromVector(std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})}),
+                         8, /*drop_remainder=*/false);
+  auto dist = *s->DistributeDataset(ds, Specs(), Weighted());
+  auto fed = FeedWeighted(dist.get(), 4, 10);
+  ASSERT_EQ(fed.size(), 8u);  // 2 steps x 4 replicas
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(fed[At(r, 0)].first, 1.0f) << "a full batch weighs exactly 1";
+    EXPECT_EQ(fed[At(r, 0)].second, (std::vector<int>{2 * r, 2 * r + 1}));
+  }
+  // The last 2 examples: one each for replicas 0 and 1 (weight 1 * 4 / 2),
+  // one row weighted 0 for replicas 2 and 3.
+  EXPECT_EQ(fed[At(0, 1)], F(2.0f, {8}));
+  EXPECT_EQ(fed[At(1, 1)], F(2.0f, {9}));
+  EXPECT_EQ(fed[At(2, 1)].first, 0.0f);
+  EXPECT_EQ(fed[At(3, 1)].first, 0.0f);
+  EXPECT_EQ(fed[At(3, 1)].second.size(), 1u);
+
+  // A global batch of 6 over 4 replicas: 2, 2, 1, 1 examples.
+  auto odd = *s->DistributeDataset(Batches(6, 6), Specs(), Weighted());
+  auto six = FeedWeighted(odd.get(), 4, 1);
+  EXPECT_EQ(six[At(0, 0)], F(8.0 / 6, {0, 1}));
+  EXPECT_EQ(six[At(1, 0)], F(8.0 / 6, {2, 3}));
+  EXPECT_EQ(six[At(2, 0)], F(4.0 / 6, {4}));
+  EXPECT_EQ(six[At(3, 0)], F(4.0 / 6, {5}));
+}
+
+TEST(DistributedDatasetTest, WeightedDataShardingMatchesOneProcess) {
+  // 2 workers x 2 replicas, one file of 14 examples, global batches of 8
+  // (the last of 6): each global replica's rows and weight are those of one
+  // process with 4 replicas.
+  const std::vector<std::string> files = IdFiles("weighted_data_", 1, 14);
+  auto batches = [&]() { return *data::Batch(*data::LoadCsv(files), 8, /*drop_remainder=*/false); };
+  std::map<std::pair<int, int>, std::pair<float, std::vector<int>>> by_global_replica;
+  for (int w = 0; w < 2; ++w) {
+    SimulatedWorker s(2, 2, w);
+    auto dist = s.DistributeDataset(batches(), Specs(), Weighted());
+    ASSERT_TRUE(dist.ok()) << dist.status();
+    EXPECT_EQ((*dist)->policy(), data::AutoShardPolicy::kData);
+    for (const auto& [key, v] : FeedWeighted(dist->get(), 2, 10)) by_global_replica[{2 * w + key.first, key.second}] = v;
+  }
+  auto one = *MirroredStrategy::Create(testing::CpuSpecs(4), testing::Machine(4));
+  auto whole = *one->DistributeDataset(batches(), Specs(), Weighted());
+  EXPECT_EQ(FeedWeighted(whole.get(), 4, 10), by_global_replica);
+  // The partial batch of 6: global replicas 0, 1 get 2 examples, 2, 3 get 1.
+  EXPECT_EQ(by_global_replica[At(2, 1)], F(4.0 / 6, {12}));
+  // FILE cannot know the other workers' counts: refused at creation.
+  const std::vector<std::string> four = IdFiles("weighted_file_", 4, 4);
+  SimulatedWorker s(2, 2, 0);
+  auto file = s.DistributeDataset(*data::Batch(*data::LoadCsv(four), 8, false), Specs(), Weighted());
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(file.status().message(), "FILE")) << file.status();
+}
+
+// A per-worker pipeline of one element: `ids` rows (or one padding row of id
+// -1 when empty) and the counts {ids.size(), total}.
+DatasetFn CountedBatch(std::vector<int> ids, int64_t total, DataType counts_dtype = DT_INT64) {
+  return [ids, total, counts_dtype](const InputContext&) -> absl::StatusOr<data::DatasetPtr> {
+    std::vector<float> x;
+    std::vector<int32_t> y;
+    for (int id : ids.empty() ? std::vector<int>{-1} : ids) {
+      x.push_back(float(id));
+      x.push_back(float(10 * id));
+      y.push_back(id);
+    }
+    const int64_t rows = static_cast<int64_t>(y.size());
+    // One element: each component with a leading dimension of 1.
+    Tensor counts = counts_dtype == DT_INT64
+                        ? Tensor::FromVector(std::vector<int64_t>{static_cast<int64_t>(ids.size()), total},
+                                             TensorShape{1, 2})
+                        : Tensor::FromVector(std::vector<int32_t>{static_cast<int32_t>(ids.size()), 1},
+                                             TensorShape{1, 2});
+    return data::FromTensors(
+        {Tensor::FromVector(x, TensorShape{1, rows, 2}), Tensor::FromVector(y, TensorShape{1, rows}), counts});
+  };
+}
+
+TEST(DistributedDatasetTest, WeightedPerWorkerBatchesCarryTheStepsCounts) {
+  // 2 workers x 2 replicas; the step has 7 examples: 5 on worker 0, 2 on
+  // worker 1; then a step where worker 1 has none (3 examples in all).
+  SimulatedWorker w0(2, 2, 0), w1(2, 2, 1);
+  auto a = *w0.DistributeDatasetsFromFunction(CountedBatch({0, 1, 2, 3, 4}, 7), Specs(), Weighted());
+  auto b = *w1.DistributeDatasetsFromFunction(CountedBatch({5, 6}, 7), Specs(), Weighted());
+  auto fa = FeedWeighted(a.get(), 2, 1), fb = FeedWeighted(b.get(), 2, 1);
+  EXPECT_EQ(fa[At(0, 0)], F(12.0 / 7, {0, 1, 2}));
+  EXPECT_EQ(fa[At(1, 0)], F(8.0 / 7, {3, 4}));
+  EXPECT_EQ(fb[At(0, 0)], F(4.0 / 7, {5}));
+  EXPECT_EQ(fb[At(1, 0)], F(4.0 / 7, {6}));
+  auto none = *w1.DistributeDatasetsFromFunction(CountedBatch({}, 3), Specs(), Weighted());
+  auto fn = FeedWeighted(none.get(), 2, 1);
+  EXPECT_EQ(fn[At(0, 0)], F(0.0f, {-1}));
+  EXPECT_EQ(fn[At(1, 0)], F(0.0f, {-1}));
+
+  // Counts missing, of the wrong dtype, or impossible: errors naming them.
+  auto expect_error = [&](DatasetFn fn, const std::string& words) {
+    auto d = *w0.DistributeDatasetsFromFunction(fn, Specs(), Weighted());
+    Scope root = Scope::NewRootScope();
+    ASSERT_TRUE(d->Inputs(root).ok());
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    bool end = false;
+    absl::Status st = d->GetNext(&feeds, &end);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << words;
+    EXPECT_TRUE(absl::StrContains(st.message(), words)) << st;
+  };
+  expect_error([](const InputContext&) { return absl::StatusOr<data::DatasetPtr>(Batches(4, 4)); },
+               "trailing {n, K} counts");
+  expect_error(CountedBatch({1, 2}, 7, DT_INT32), "int64 [2]");
+  expect_error(CountedBatch({1, 2}, 1), "says it holds 2 examples of the step's 1");
+}
+
 }  // namespace
 }  // namespace distribute
 }  // namespace strata

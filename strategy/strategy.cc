@@ -370,6 +370,11 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasets
   return DistributedDataset::CreateFromFunction(*this, fn, std::move(specs));
 }
 
+absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasetsFromFunction(
+    const DatasetFn& fn, std::vector<InputSpec> specs, const DistributeOptions& options) const {
+  return DistributedDataset::CreateFromFunction(*this, fn, std::move(specs), options);
+}
+
 absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     const strata::Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) {
   ReplicaContext* ctx = ReplicaContext::Current();

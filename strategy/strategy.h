@@ -232,9 +232,12 @@ class Strategy {
       data::DatasetPtr batches, std::vector<InputSpec> specs,
       const DistributeOptions& options) const;
   // `fn` makes each worker's pipeline of per-worker batches, sharding it
-  // itself (tf.distribute's distribute_datasets_from_function).
+  // itself (tf.distribute's distribute_datasets_from_function);
+  // `options.partial_batches` applies.
   absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributeDatasetsFromFunction(
       const DatasetFn& fn, std::vector<InputSpec> specs) const;
+  absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributeDatasetsFromFunction(
+      const DatasetFn& fn, std::vector<InputSpec> specs, const DistributeOptions& options) const;
 
   // For DistributedOptimizer: inside Run, all-reduces (mean) the replica's
   // gradients in buckets and pairs each with the replica's own copy of its

@@ -193,14 +193,16 @@ TEST(MultiWorkerShardingTest, UnevenFilesFinishEveryEpochWithoutAHang) {
     int workers;
     std::string shards;  // the sharding line's counts
     int steps;           // per epoch
+    int devices;         // per worker
   };
-  for (const Case& c : {Case{3, "100, 97, 61", 7}, Case{2, "161, 97", 7}}) {
+  for (const Case& c : {Case{3, "100, 97, 61", 7, 1}, Case{2, "161, 97", 7, 2}}) {
     SCOPED_TRACE(absl::StrCat(c.workers, " workers"));
     const std::string metrics = TempDir(absl::StrCat("uneven_", c.workers)) + "/metrics.jsonl";
     std::vector<Exit> exits = RunCluster(
         c.workers, absl::StrCat("uneven_run_", c.workers),
         {"--data=csv:" + data, "--hidden=32", "--global_batch_size=48", "--epochs=4",
-         "--test_fraction=0", "--prefetch=2", "--metrics_out=" + metrics});
+         "--test_fraction=0", "--prefetch=2", "--metrics_out=" + metrics,
+         absl::StrCat("--num_cpu_devices=", c.devices)});
     for (int w = 0; w < c.workers; ++w) {
       EXPECT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
       EXPECT_TRUE(absl::StrContains(
@@ -225,6 +227,41 @@ TEST(MultiWorkerShardingTest, UnevenFilesFinishEveryEpochWithoutAHang) {
   EXPECT_NE(exits[0].code, 0);
   EXPECT_TRUE(absl::StrContains(exits[0].err + exits[1].err, "holds no training examples"))
       << exits[0].err << exits[1].err;
+}
+
+// A partial last global batch (--drop_remainder=false, DATA sharding): the
+// 1438 training digits in global batches of 40 are 36 steps an epoch, the
+// last of 38 examples, split 10/10/9/9 over 2 workers x 2 devices and
+// weighted: the cluster ends where one device does, and the epochs end
+// where they should.
+TEST(MultiWorkerShardingTest, PartialLastBatchesTrainAsOneDeviceDoes) {
+  const std::string data = DigitsInFiles("partial", 1);
+  const std::vector<std::string> common = {"--data=csv:" + data, "--hidden=32", "--global_batch_size=40",
+                                           "--epochs=2", "--drop_remainder=false", "--optimizer=sgd",
+                                           "--intra_op_threads=1"};
+  const std::string one = TempDir("partial_one");
+  std::vector<std::string> alone = common;
+  alone.push_back("--checkpoint_dir=" + one);
+  Exit e = RunTrainer(alone, "partial_one");
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  const std::string cluster = TempDir("partial_cluster");
+  std::vector<std::string> flags = common;
+  flags.insert(flags.end(), {"--checkpoint_dir=" + cluster, "--num_cpu_devices=2",
+                             "--metrics_out=" + cluster + "/metrics.jsonl"});
+  std::vector<Exit> exits = RunCluster(2, "partial_run", flags);
+  for (int w = 0; w < 2; ++w) ASSERT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
+  const std::string m = ReadFile(cluster + "/metrics.jsonl");
+  EXPECT_TRUE(absl::StrContains(m, "{\"epoch\":1,\"step\":36,\"loss\":")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "{\"epoch\":2,\"step\":72,\"loss\":")) << m;
+  EXPECT_LE(ExpectCloseTensors(one + "/ckpt-72", cluster + "/ckpt-72", 1e-5), 1e-5);
+  // Dropping the remainder instead: 35 steps an epoch, another model.
+  const std::string dropped = TempDir("partial_dropped");
+  std::vector<std::string> drop = common;
+  drop[4] = "--drop_remainder=true";
+  drop.push_back("--checkpoint_dir=" + dropped);
+  e = RunTrainer(drop, "partial_dropped");
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  EXPECT_TRUE(std::ifstream(dropped + "/ckpt-70.index").good()) << e.err;
 }
 
 }  // namespace

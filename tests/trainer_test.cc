@@ -71,9 +71,10 @@ TEST(TrainerTest, DigitsMlpReaches96PercentTestAccuracy) {
               FinalMetric(metrics, "test_loss"), seconds);
   EXPECT_GE(acc, 0.96);
   EXPECT_LT(FinalMetric(metrics, "test_loss"), 0.3);
-  // One line per step (1438 training examples / 32 = 44 steps per epoch), then the final one.
-  EXPECT_EQ(LastStep(metrics), 44 * 30);
-  EXPECT_EQ(FinalMetric(metrics, "step"), 44 * 30);
+  // One line per step (1438 training examples / 32: 45 steps per epoch, the
+  // last of 30 examples), then the final one.
+  EXPECT_EQ(LastStep(metrics), 45 * 30);
+  EXPECT_EQ(FinalMetric(metrics, "step"), 45 * 30);
   EXPECT_TRUE(absl::StrContains(e.err, "test accuracy")) << e.err;
 }
 
@@ -286,7 +287,8 @@ TEST(TrainerTest, BadFlagsExitNonZeroWithAClearMessage) {
       // Issue 23, defect 5: once std::bad_alloc after reading forever.
       {{"--data=csv:/dev/zero"}, "'/dev/zero' is a character device"},
       {{"--test_fraction=1.5"}, "--test_fraction"},
-      {{"--global_batch_size=5000"}, "--global_batch_size=5000"},
+      // (Without --drop_remainder it is one partial batch an epoch.)
+      {{"--global_batch_size=5000", "--drop_remainder"}, "--global_batch_size=5000"},
       {{"--save_every_steps=10"}, "needs --checkpoint_dir"},
       {{"--steps=abc"}, "steps"},
       {{"--no_such_flag=1"}, "no_such_flag"},

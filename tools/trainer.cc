@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   c.tensorboard_dir = absl::GetFlag(FLAGS_tensorboard_dir);
   c.tensorboard_update_steps = absl::GetFlag(FLAGS_tensorboard_update_steps);
   c.prefetch = absl::GetFlag(FLAGS_prefetch);
+  c.drop_remainder = absl::GetFlag(FLAGS_drop_remainder);
   c.log_every_steps = absl::GetFlag(FLAGS_log_every_steps);
   c.quiet = absl::GetFlag(FLAGS_quiet);
   c.crash_at_step = absl::GetFlag(FLAGS_crash_at_step);

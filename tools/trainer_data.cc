@@ -55,33 +55,30 @@ uint64_t SplitMix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Shuffle -> Batch(drop remainder) -> Repeat over in-memory [n, d] / [n]
-// tensors in one stage: each batch is gathered straight into its two
-// tensors (two allocations per batch instead of several per example, which
-// the per-example pipeline costs an overhead-bound step). The order of
-// epoch e is a permutation drawn from (seed, e); the state is (epoch, batch
-// within the epoch), so a restored iterator continues exactly. With
-// num_shards > 1 each element is shard `shard` of the global batch (its
-// rows [shard * b / num_shards, (shard + 1) * b / num_shards)), gathered
-// alone: the shards of one position are the global batch cut in order, and
-// their states are the global one (a state from any shard, or from the
-// unsharded pipeline, restores any other).
+// Shuffle -> Batch -> Repeat over in-memory [n, d] / [n] tensors in one
+// stage: each batch is gathered straight into its two tensors (two
+// allocations per batch instead of several per example, which the
+// per-example pipeline costs an overhead-bound step). The order of epoch e
+// is a permutation drawn from (seed, e); the state is (epoch, batch within
+// the epoch), so a restored iterator continues exactly. With
+// layout.num_shards > 1 each element is shard `shard` of the global batch
+// (the rows of its replicas in the batch's even split, trainer_data.h),
+// gathered alone: the shards of one position are the global batch cut in
+// order, and their states are the global one (a state from any shard, or
+// from the unsharded pipeline, restores any other).
 class ShuffledBatchDataset : public data::Dataset {
  public:
-  // epoch_steps > 0 (one shard only): every epoch has that many batches;
-  // batch s holds rows [s * batch, (s + 1) * batch) of the epoch's order,
-  // fewer for the last, and one row (weighted 0 by the step) once they run
-  // out: each example once per epoch, however many the other workers hold.
-  ShuffledBatchDataset(Tensor x, Tensor y, int64_t batch, uint64_t seed, std::string name,
-                       int64_t start, int64_t shard, int64_t num_shards, int64_t epoch_steps = 0)
-      : x_(std::move(x)), y_(std::move(y)), batch_(batch), seed_(seed), name_(std::move(name)),
-        start_(start), shard_(shard), num_shards_(num_shards), epoch_steps_(epoch_steps) {}
+  ShuffledBatchDataset(Tensor x, Tensor y, uint64_t seed, std::string name, int64_t start,
+                       BatchLayout layout)
+      : x_(std::move(x)), y_(std::move(y)), seed_(seed), name_(std::move(name)), start_(start),
+        layout_(std::move(layout)) {}
 
   int64_t Cardinality() const override { return data::kInfiniteCardinality; }
   // The pipeline's identity, which a restored state must match: the shard
   // is left out (every shard walks the same positions).
   std::string DebugString() const override {
-    return absl::StrCat("ShuffledBatches(batch=", batch_, ",seed=", seed_, ")<-", name_, "[",
+    return absl::StrCat("ShuffledBatches(batch=", layout_.batch, ",seed=", seed_,
+                        layout_.keep_remainder ? ",keep_remainder" : "", ")<-", name_, "[",
                         x_.dim_size(0), "x", x_.dim_size(1), "]");
   }
   absl::StatusOr<std::unique_ptr<data::IteratorBase>> MakeIterator(int64_t) const override {
@@ -91,9 +88,7 @@ class ShuffledBatchDataset : public data::Dataset {
  private:
   class Iterator : public data::IteratorBase {
    public:
-    explicit Iterator(const ShuffledBatchDataset* ds)
-        : ds_(ds),
-          per_epoch_(ds->epoch_steps_ > 0 ? ds->epoch_steps_ : ds->x_.dim_size(0) / ds->batch_) {
+    explicit Iterator(const ShuffledBatchDataset* ds) : ds_(ds), per_epoch_(ds->layout_.EpochSteps(ds->x_.dim_size(0))) {
       SetEpoch(ds->start_ / per_epoch_);
       index_ = ds->start_ % per_epoch_;
     }
@@ -103,14 +98,30 @@ class ShuffledBatchDataset : public data::Dataset {
         SetEpoch(epoch_ + 1);
         index_ = 0;
       }
-      int64_t b = ds_->batch_ / ds_->num_shards_;
-      const int64_t d = ds_->x_.dim_size(1);
-      const int64_t* rows = perm_.data() + index_ * ds_->batch_ + ds_->shard_ * b;
-      if (ds_->epoch_steps_ > 0) {
-        const int64_t left = ds_->x_.dim_size(0) - index_ * ds_->batch_;
-        b = std::clamp<int64_t>(left, 1, ds_->batch_);
-        if (left <= 0) rows = perm_.data();  // the placeholder row
+      const BatchLayout& l = ds_->layout_;
+      const int64_t n = ds_->x_.dim_size(0);
+      // This element's rows of the epoch's order: [begin, begin + count),
+      // of the step's `total` examples over every worker.
+      int64_t begin = 0, count = 0, total = 0;
+      if (l.epoch_steps > 0) {
+        // A worker's own shard (FILE): its next batch, fewer at its end.
+        begin = index_ * l.batch;
+        count = std::clamp<int64_t>(n - begin, 0, l.batch);
+        for (int64_t w : l.worker_examples) total += std::clamp<int64_t>(w - begin, 0, l.batch);
+      } else {
+        // The global batch, or this shard's replicas' part of it.
+        const int64_t first = index_ * l.batch;
+        total = std::min(l.batch, n - first);
+        const int64_t replicas = l.num_shards * l.replicas_per_shard;
+        const int64_t r0 = l.shard * l.replicas_per_shard, r1 = r0 + l.replicas_per_shard;
+        auto start_of = [&](int64_t r) { return r * (total / replicas) + std::min(r, total % replicas); };
+        begin = first + start_of(r0);
+        count = start_of(r1) - start_of(r0);
       }
+      // No examples of its own: one placeholder row, weighted 0 by the step.
+      const int64_t b = std::max<int64_t>(count, 1);
+      const int64_t* rows = perm_.data() + (count > 0 ? begin : 0);
+      const int64_t d = ds_->x_.dim_size(1);
       Tensor x(DT_FLOAT, TensorShape{b, d}), y(DT_INT32, TensorShape{b});
       const float* src = ds_->x_.data<float>();
       const int32_t* labels = ds_->y_.data<int32_t>();
@@ -124,6 +135,7 @@ class ShuffledBatchDataset : public data::Dataset {
       out->clear();
       out->push_back(std::move(x));
       out->push_back(std::move(y));
+      if (l.counts) out->push_back(Tensor::FromVector(std::vector<int64_t>{count, total}));
       *end_of_sequence = false;
       return absl::OkStatus();
     }
@@ -165,12 +177,10 @@ class ShuffledBatchDataset : public data::Dataset {
   };
 
   const Tensor x_, y_;
-  const int64_t batch_;
   const uint64_t seed_;
   const std::string name_;
   const int64_t start_;  // the first batch a new iterator yields
-  const int64_t shard_, num_shards_;
-  const int64_t epoch_steps_;
+  const BatchLayout layout_;
 };
 
 }  // namespace
@@ -421,17 +431,32 @@ absl::Status StandardizeInPlace(TrainerData* d, const Tensor& mean, const Tensor
   return absl::OkStatus();
 }
 
+int64_t BatchLayout::EpochSteps(int64_t examples) const {
+  if (epoch_steps > 0) return epoch_steps;
+  return keep_remainder ? (examples + batch - 1) / batch : examples / batch;
+}
+
 absl::StatusOr<data::DatasetPtr> MakeUnevenTrainBatches(const TrainerData& d, int64_t batch,
                                                         int64_t epoch_steps, uint64_t seed,
-                                                        int64_t prefetch, int64_t start_batch) {
+                                                        int64_t prefetch, int64_t start_batch,
+                                                        std::vector<int64_t> worker_examples) {
   const int64_t n = d.train_x.dim_size(0);
-  if (batch < 1 || n < 1 || epoch_steps < (n + batch - 1) / batch) {
+  bool listed = false;
+  for (int64_t w : worker_examples) listed = listed || w == n;
+  if (batch < 1 || n < 1 || epoch_steps < (n + batch - 1) / batch || !listed) {
     return absl::InvalidArgumentError(absl::StrCat("uneven batches: ", n, " examples in batches of ",
-                                                   batch, " do not fit ", epoch_steps, " steps"));
+                                                   batch, " do not fit ", epoch_steps,
+                                                   " steps, or are not among the workers' (",
+                                                   absl::StrJoin(worker_examples, ", "), ")"));
   }
+  BatchLayout layout;
+  layout.batch = batch;
+  layout.epoch_steps = epoch_steps;
+  layout.worker_examples = std::move(worker_examples);
+  layout.counts = true;
   data::DatasetPtr ds = std::make_shared<ShuffledBatchDataset>(
-      d.train_x, d.train_y, batch, seed * 0x9E3779B97F4A7C15ull + 1, d.name,
-      std::max<int64_t>(0, start_batch), 0, 1, epoch_steps);
+      d.train_x, d.train_y, seed * 0x9E3779B97F4A7C15ull + 1, d.name, std::max<int64_t>(0, start_batch),
+      std::move(layout));
   if (prefetch > 0) {
     STRATA_ASSIGN_OR_RETURN(ds, data::Prefetch(ds, prefetch));
   }
@@ -441,22 +466,33 @@ absl::StatusOr<data::DatasetPtr> MakeUnevenTrainBatches(const TrainerData& d, in
 absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& d, int64_t batch,
                                                   uint64_t seed, int64_t prefetch,
                                                   int64_t start_batch, int64_t shard,
-                                                  int64_t num_shards) {
+                                                  int64_t num_shards, bool keep_remainder,
+                                                  int64_t replicas_per_shard) {
   const int64_t n = d.train_x.dim_size(0);
-  if (batch < 1 || n < batch) {
+  if (batch < 1 || (n < batch && !keep_remainder) || n < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", batch, " is larger than the ",
                                                    n, " training examples"));
   }
-  if (num_shards < 1 || shard < 0 || shard >= num_shards || batch % num_shards != 0) {
+  if (num_shards < 1 || shard < 0 || shard >= num_shards || replicas_per_shard < 1 ||
+      (!keep_remainder && batch % num_shards != 0)) {
     return absl::InvalidArgumentError(absl::StrCat("shard ", shard, " of ", num_shards,
                                                    " of a batch of ", batch,
                                                    ": the shards must split the batch evenly"));
   }
+  BatchLayout layout;
+  layout.batch = batch;
+  layout.keep_remainder = keep_remainder;
+  layout.shard = shard;
+  layout.num_shards = num_shards;
+  // Without partial batches every shard gets batch / num_shards rows, cut
+  // as its replicas would cut them.
+  layout.replicas_per_shard = keep_remainder ? replicas_per_shard : 1;
+  layout.counts = keep_remainder && num_shards > 1;
   // The shuffle's seed differs from the split's so that the epoch-0 order
   // is not a function of the split's permutation.
   data::DatasetPtr ds = std::make_shared<ShuffledBatchDataset>(
-      d.train_x, d.train_y, batch, seed * 0x9E3779B97F4A7C15ull + 1, d.name,
-      std::max<int64_t>(0, start_batch), shard, num_shards);
+      d.train_x, d.train_y, seed * 0x9E3779B97F4A7C15ull + 1, d.name, std::max<int64_t>(0, start_batch),
+      std::move(layout));
   if (prefetch > 0) {
     STRATA_ASSIGN_OR_RETURN(ds, data::Prefetch(ds, prefetch));
   }

@@ -87,32 +87,61 @@ Tensor StddevFromSums(const std::vector<double>& squared_deviation_sums, double 
 // 1e-6 counts as 1, as data::Standardize does).
 absl::Status StandardizeInPlace(TrainerData* data, const Tensor& mean, const Tensor& stddev);
 
+// How MakeTrainBatches and MakeUnevenTrainBatches cut the training split.
+struct BatchLayout {
+  int64_t batch = 0;            // examples of a full batch
+  bool keep_remainder = false;  // each epoch's last partial batch too (else dropped)
+  // A worker's part of each global batch (DATA over several workers): the
+  // batch's examples split over num_shards * replicas_per_shard replicas as
+  // evenly as possible (sizes differing by at most one, the first ones
+  // larger, as DistributedDataset splits), this shard taking the rows of
+  // replicas [shard * replicas_per_shard, (shard + 1) * replicas_per_shard).
+  int64_t shard = 0, num_shards = 1, replicas_per_shard = 1;
+  // A worker's own shard of uneven files (FILE): every epoch epoch_steps
+  // batches; worker_examples holds every worker's example count.
+  int64_t epoch_steps = 0;
+  std::vector<int64_t> worker_examples;
+  // Each element ends with int64 [2] {n, K}: its n examples (one
+  // placeholder row when n = 0) of the step's K over every worker, as
+  // DistributedDataset's weighted partial batches take per-worker batches.
+  bool counts = false;
+  // Batches per epoch over `examples` training examples.
+  int64_t EpochSteps(int64_t examples) const;
+};
+
 // Batches of the training split, forever: each epoch a permutation drawn
-// from (seed, epoch), cut into n / batch batches (the remainder is dropped),
-// then Prefetch(prefetch) if prefetch > 0. An iterator's state is (epoch,
-// batch); a new iterator starts at batch `start_batch` of that sequence
-// (not part of the pipeline's identity: saved states stay interchangeable).
-// With num_shards > 1 each element is only shard `shard` of every batch (its
-// rows [shard * batch / num_shards, ...), in order), gathered without
-// building the rest: a worker's part of each global batch. The shards'
-// states are the unsharded pipeline's. InvalidArgument if the split has
-// fewer than `batch` examples, or the shards do not split `batch` evenly.
+// from (seed, epoch), cut into n / batch batches (the remainder dropped), or
+// with keep_remainder ceil(n / batch) (the last one partial), then
+// Prefetch(prefetch) if prefetch > 0. An iterator's state is (epoch,
+// batch); a new iterator starts at batch `start_batch` of that sequence (not
+// part of the pipeline's identity: saved states stay interchangeable).
+// With num_shards > 1 each element is only shard `shard` of every batch
+// (BatchLayout; without keep_remainder its rows [shard * batch /
+// num_shards, ...), in order), gathered without building the rest: a
+// worker's part of each global batch, ending with its {n, K} counts when
+// keep_remainder. The shards' states are the unsharded pipeline's.
+// InvalidArgument if the split has fewer than `batch` examples (without
+// keep_remainder) or none, or the shards do not split `batch` evenly
+// (without keep_remainder).
 absl::StatusOr<data::DatasetPtr> MakeTrainBatches(const TrainerData& data, int64_t batch,
                                                   uint64_t seed, int64_t prefetch,
                                                   int64_t start_batch = 0, int64_t shard = 0,
-                                                  int64_t num_shards = 1);
+                                                  int64_t num_shards = 1, bool keep_remainder = false,
+                                                  int64_t replicas_per_shard = 1);
 // A worker's batches when the workers hold different numbers of examples
-// (FILE sharding of uneven files): every epoch is `epoch_steps` batches
-// (the most any worker needs); batch s holds rows [s * batch, (s + 1) *
-// batch) of the epoch's shuffled order, fewer for its last, then a single
-// placeholder row once they run out, which the step weighs 0
-// (UnevenStepWeights): each example exactly once per epoch. The order of
-// epoch e is MakeTrainBatches's, so with equal shards that are a multiple
-// of the batch the batches are the same. InvalidArgument when the examples
-// do not fit `epoch_steps` batches.
+// (FILE sharding of uneven files; `worker_examples` every worker's count,
+// this one's among them): every epoch is `epoch_steps` batches (the most
+// any worker needs); batch s holds rows [s * batch, (s + 1) * batch) of the
+// epoch's shuffled order, fewer for its last, then a single placeholder row
+// once they run out; each ends with its {n, K} counts, so that weighted
+// (DistributedDataset) each example counts exactly once per epoch. The
+// order of epoch e is MakeTrainBatches's, so with equal shards that are a
+// multiple of the batch the batches are the same. InvalidArgument when the
+// examples do not fit `epoch_steps` batches.
 absl::StatusOr<data::DatasetPtr> MakeUnevenTrainBatches(const TrainerData& data, int64_t batch,
                                                         int64_t epoch_steps, uint64_t seed,
-                                                        int64_t prefetch, int64_t start_batch);
+                                                        int64_t prefetch, int64_t start_batch,
+                                                        std::vector<int64_t> worker_examples);
 // An iterator over MakeTrainBatches(data, batch, seed, prefetch).
 absl::StatusOr<std::unique_ptr<data::DatasetIterator>> MakeTrainIterator(const TrainerData& data,
                                                                          int64_t batch,

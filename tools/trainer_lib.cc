@@ -101,15 +101,13 @@ struct TrainGraph {
   std::unique_ptr<fit::Checkpoint> checkpoint;
   std::unique_ptr<train::Sequential> model;
   std::unique_ptr<train::Optimizer> optimizer;
-  // Uneven shards: each replica's loss weight placeholder (UnevenEpoch),
-  // of the loss's dtype.
-  std::vector<std::string> weight_feeds;
-  DataType weight_dtype = DT_FLOAT;
 };
 
 // `batches`: global batches, or with `per_worker_batches` this worker's
 // (FILE sharding: the pipeline over its own files; DATA: its part of each
-// global batch).
+// global batch). `weighted`: batches may not split evenly over the
+// replicas (partial batches, uneven shards), each replica's loss weighted
+// by its share (DistributedDataset's PartialBatches::kWeighted).
 absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
                                                        int64_t total_steps,
                                                        distribute::Strategy* strategy,
@@ -124,18 +122,20 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
   // Input: each batch split over the replicas ("x/replica_<r>", ...).
   std::vector<distribute::InputSpec> specs = {{"x", DT_FLOAT, PartialTensorShape({-1, d.num_features})},
                                               {"y", DT_INT32, PartialTensorShape({-1})}};
+  distribute::DistributeOptions options;
+  if (weighted) options.partial_batches = distribute::DistributeOptions::PartialBatches::kWeighted;
   if (per_worker_batches) {
     STRATA_ASSIGN_OR_RETURN(g->input, s.DistributeDatasetsFromFunction(
                                           [&](const distribute::InputContext&) { return batches; },
-                                          std::move(specs)));
+                                          std::move(specs), options));
   } else {
     // One worker: each global batch split over its replicas. (Several
     // workers get per-worker batches above; kData is what they amount to.)
-    distribute::DistributeOptions options;
     options.auto_shard_policy = data::AutoShardPolicy::kData;
     STRATA_ASSIGN_OR_RETURN(g->input, s.DistributeDataset(std::move(batches), std::move(specs), options));
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<distribute::PerReplica> inputs, g->input->Inputs(root));
+  if (weighted) inputs.push_back(g->input->weights());
 
   // The model code, the same under every strategy.
   if (c.model == "mlp") {
@@ -172,14 +172,8 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
                      const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
     STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(ctx.scope(), in[0]));
     Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
-    if (weighted) {
-      // Uneven shards: this replica's share of the step's examples.
-      const DataType dt = loss.node()->output_type(loss.index());
-      Output w = ops::Placeholder(ctx.scope().WithOpName("example_weight"), dt, PartialTensorShape({}));
-      g->weight_feeds.push_back(w.name());
-      g->weight_dtype = dt;
-      loss = ops::Mul(ctx.scope().WithOpName("weighted_loss"), loss, w);
-    }
+    // This replica's share of the step's examples.
+    if (weighted) loss = distribute::WeightedLoss(ctx.scope().NewSubScope("loss"), loss, in[2]);
     STRATA_ASSIGN_OR_RETURN(Node* train_op,
                             train::Minimize(ctx.scope(), loss, g->model->reads(), g->optimizer.get()));
     return distribute::ReplicaResult{{fit::StackPreemptionFlag(ctx.scope(), loss, &g->preempt_feeds, s.num_workers())}, {train_op}};
@@ -370,14 +364,11 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
                             CombineShards(strategy, plan, &data, &shard_examples));
     uneven = PlanUnevenEpoch(shard_examples, local_batch);
     join = !uneven.even();
-    if (join && strategy->num_local_replicas() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--data: the workers' shards are uneven (", absl::StrJoin(shard_examples, ", "),
-          " training examples, in batches of ", local_batch,
-          "), which trains with one device per worker; this one has ",
-          strategy->num_local_replicas(), " (--devices, --num_cpu_devices)"));
-    }
   }
+  // --drop_remainder=false: each epoch's last partial global batch trains
+  // too (DATA, one worker); FILE shards never drop (join above).
+  const bool keep_remainder = !c.drop_remainder && !plan.by_file();
+  const bool weighted = join || keep_remainder;
   result.num_classes = data.num_classes;
   if (multi_worker != nullptr) {
     // One line per worker, even from quiet ones: which examples it reads.
@@ -399,7 +390,9 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
             : absl::StrCat("reads all the data and keeps its part of every global batch of ",
                            c.global_batch_size)));
   }
-  const int64_t steps_per_epoch = join ? uneven.steps : result.train_examples / c.global_batch_size;
+  const int64_t steps_per_epoch =
+      join ? uneven.steps
+           : (result.train_examples + (keep_remainder ? c.global_batch_size - 1 : 0)) / c.global_batch_size;
   if (steps_per_epoch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", c.global_batch_size,
                                                    " is larger than the ", result.train_examples,
@@ -421,7 +414,8 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   // only a FILE run of as many workers.
   const std::string fingerprint = ConfigFingerprint(
       c, absl::StrCat(data.name, c.standardize ? "+standardized" : "",
-                      plan.by_file() ? absl::StrCat(",input=FILE/", plan.num_workers) : ""));
+                      plan.by_file() ? absl::StrCat(",input=FILE/", plan.num_workers) : "",
+                      keep_remainder ? ",drop_remainder=false" : ""));
 
   // 2. The newest intact checkpoint, if any; corrupt newer ones are skipped.
   std::unique_ptr<CheckpointManager> manager;
@@ -482,17 +476,18 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   if (join) {
     STRATA_ASSIGN_OR_RETURN(batches, MakeUnevenTrainBatches(data, local_batch, uneven.steps,
                                                             static_cast<uint64_t>(c.seed), c.prefetch,
-                                                            result.start_step));
+                                                            result.start_step, uneven.examples));
   } else {
     STRATA_ASSIGN_OR_RETURN(batches,
                             MakeTrainBatches(data, local_batch, static_cast<uint64_t>(c.seed), c.prefetch,
                                              plan.by_file() ? result.start_step : 0,
                                              by_example ? plan.worker : 0,
-                                             by_example ? plan.num_workers : 1));
+                                             by_example ? plan.num_workers : 1, keep_remainder,
+                                             strategy->num_local_replicas()));
   }
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
                           BuildGraph(c, data, result.total_steps, strategy, std::move(batches),
-                                     plan.by_file() || by_example, join));
+                                     plan.by_file() || by_example, weighted));
   result.devices = g->strategy->devices();
   if (reader != nullptr && !plan.by_file()) {
     absl::Status s = g->input->RestoreState(iterator_state);
@@ -552,14 +547,6 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   step.learning_rate = g->optimizer->applied_learning_rate();
   step.init = g->init;
   step.checkpoint = g->checkpoint.get();
-  if (join) {
-    step.step_feeds = [&uneven, &g, worker = plan.worker](
-                          int64_t global_step, std::vector<std::pair<std::string, Tensor>>* feeds) {
-      const float w = uneven.Weight(worker, global_step);
-      const Tensor t = g->weight_dtype == DT_DOUBLE ? Tensor::Scalar<double>(w) : Tensor::Scalar<float>(w);
-      for (const std::string& name : g->weight_feeds) feeds->emplace_back(name, t);
-    };
-  }
   fit::LoopHooks hooks;
   hooks.steps_per_epoch = steps_per_epoch;
   hooks.log_prefix = "trainer";

@@ -124,7 +124,10 @@ struct TrainerConfig : fit::StrategyConfig {
   int64_t lr_decay_steps = 0;                // 0 = the run's total steps
   double lr_decay_rate = 0.1;                // exponential: rate per decay_steps
   int64_t global_batch_size = 32;
-  int64_t epochs = 0;                        // steps = epochs * (train / batch)
+  // Each epoch's last partial global batch trains too, split over the
+  // replicas and weighted by their shares, as Fit does (true: dropped).
+  bool drop_remainder = false;
+  int64_t epochs = 0;                        // steps = epochs * ceil(train / batch)
   int64_t steps = 0;                         // wins over epochs; neither: 30 epochs
   int64_t seed = 1;
   std::string checkpoint_dir;

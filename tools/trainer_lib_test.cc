@@ -260,7 +260,7 @@ TEST(TrainerLibTest, UnevenBatchesCoverEachExampleOncePerEpochThenPlaceholders) 
   const UnevenEpoch plan = PlanUnevenEpoch({100, 97, 61}, 16);
   ASSERT_EQ(plan.steps, 7);
   EXPECT_FALSE(plan.even());
-  auto ds = MakeUnevenTrainBatches(*d, 16, plan.steps, 5, /*prefetch=*/0, /*start_batch=*/0);
+  auto ds = MakeUnevenTrainBatches(*d, 16, plan.steps, 5, /*prefetch=*/0, /*start_batch=*/0, plan.examples);
   ASSERT_TRUE(ds.ok()) << ds.status();
   auto it = data::DatasetIterator::Create(*ds);
   ASSERT_TRUE(it.ok());
@@ -275,11 +275,12 @@ TEST(TrainerLibTest, UnevenBatchesCoverEachExampleOncePerEpochThenPlaceholders) 
       EXPECT_EQ(k, std::vector<int64_t>({16, 16, 16, 13, 0, 0, 0})[s]);
       ASSERT_EQ(batch[0].dim_size(0), std::max<int64_t>(k, 1)) << "step " << s;
       for (int64_t i = 0; i < k; ++i) seen.insert(static_cast<int>(batch[0].data<float>()[i * 3]));
-      // The weights: this worker's share of the step's examples, scaled by
-      // the workers; they always add up to the worker count.
-      const int64_t total = plan.TotalExamples(step);
-      EXPECT_FLOAT_EQ(plan.Weight(2, step), k * 3.0f / total);
-      EXPECT_FLOAT_EQ(plan.Weight(0, step) + plan.Weight(1, step) + plan.Weight(2, step), 3.0f);
+      // The counts DistributedDataset weighs by: this worker's examples and
+      // the step's over every worker.
+      ASSERT_EQ(batch.size(), 3u);
+      EXPECT_EQ(batch[2].data<int64_t>()[0], k);
+      EXPECT_EQ(batch[2].data<int64_t>()[1], plan.TotalExamples(step));
+      EXPECT_EQ(plan.TotalExamples(step), plan.Examples(0, step) + plan.Examples(1, step) + k);
     }
     // Each of the 61 exactly once.
     EXPECT_EQ(seen.size(), 61u) << "epoch " << epoch;
@@ -287,12 +288,13 @@ TEST(TrainerLibTest, UnevenBatchesCoverEachExampleOncePerEpochThenPlaceholders) 
   }
   // The last step of an epoch: 100 - 96 = 4 and 97 - 96 = 1 examples.
   EXPECT_EQ(plan.TotalExamples(6), 5);
-  EXPECT_FLOAT_EQ(plan.Weight(0, 6), 4 * 3.0f / 5);
   // Even shards that are a multiple of the batch need none of this.
   EXPECT_TRUE(PlanUnevenEpoch({32, 32}, 16).even());
   EXPECT_FALSE(PlanUnevenEpoch({40, 40}, 16).even());
   // Too many examples for the epoch's steps is refused.
-  EXPECT_FALSE(MakeUnevenTrainBatches(*d, 16, 3, 5, 0, 0).ok());
+  EXPECT_FALSE(MakeUnevenTrainBatches(*d, 16, 3, 5, 0, 0, plan.examples).ok());
+  // Nor a shard that is none of the workers'.
+  EXPECT_FALSE(MakeUnevenTrainBatches(*d, 16, 7, 5, 0, 0, {100, 97}).ok());
 }
 
 // A worker's shard of each global batch (DATA sharding): the shards of one
@@ -348,6 +350,54 @@ TEST(TrainerLibTest, ShardsOfTheTrainBatchesAreTheGlobalBatchCutInOrder) {
   }
   EXPECT_FALSE(MakeTrainBatches(*d, 12, 5, 0, 0, 0, 5).ok());  // 5 does not divide 12
   EXPECT_FALSE(MakeTrainBatches(*d, 12, 5, 0, 0, 2, 2).ok());  // no shard 2 of 2
+}
+
+// keep_remainder: 103 examples in global batches of 12 make 9 batches an
+// epoch, the last of 7. Sharded over 2 workers of 2 replicas (4 replicas,
+// 2/2/2/1 of the 7), worker 0 gets 4 of them and worker 1 3, each with its
+// {n, K} counts; every example once per epoch.
+TEST(TrainerLibTest, KeptRemaindersCoverEveryExampleOnceAndCarryTheirCounts) {
+  auto spec = ParseDataSpec("synthetic:103:3:2");
+  auto d = LoadTrainerData(*spec, "", 0.0, 1);
+  ASSERT_TRUE(d.ok());
+  for (int64_t i = 0; i < 103; ++i) d->train_x.data<float>()[i * 3] = static_cast<float>(i);
+  auto whole = data::DatasetIterator::Create(*MakeTrainBatches(*d, 12, 5, 0, 0, 0, 1, /*keep_remainder=*/true));
+  ASSERT_TRUE(whole.ok());
+  std::vector<std::unique_ptr<data::DatasetIterator>> workers;
+  for (int w = 0; w < 2; ++w) {
+    auto ds = MakeTrainBatches(*d, 12, 5, /*prefetch=*/2, 0, w, 2, /*keep_remainder=*/true, 2);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    workers.push_back(std::move(*data::DatasetIterator::Create(*ds)));
+  }
+  data::Example batch;
+  bool end = false;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::multiset<int> seen;
+    for (int s = 0; s < 9; ++s) {
+      ASSERT_TRUE((*whole)->GetNext(&batch, &end).ok());
+      const int64_t k = s < 8 ? 12 : 7;
+      ASSERT_EQ(batch.size(), 2u) << "one worker: no counts";
+      ASSERT_EQ(batch[0].dim_size(0), k);
+      std::vector<float> want;
+      for (int64_t i = 0; i < k; ++i) want.push_back(batch[0].data<float>()[i * 3]);
+      std::vector<float> got;
+      for (int w = 0; w < 2; ++w) {
+        ASSERT_TRUE(workers[w]->GetNext(&batch, &end).ok());
+        ASSERT_EQ(batch.size(), 3u);
+        const int64_t n = batch[2].data<int64_t>()[0];
+        EXPECT_EQ(n, s < 8 ? 6 : (w == 0 ? 4 : 3)) << "step " << s;
+        EXPECT_EQ(batch[2].data<int64_t>()[1], k);
+        for (int64_t i = 0; i < n; ++i) got.push_back(batch[0].data<float>()[i * 3]);
+      }
+      EXPECT_EQ(got, want) << "step " << s;
+      for (float v : want) seen.insert(static_cast<int>(v));
+    }
+    EXPECT_EQ(seen.size(), 103u);
+    EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), 103u);
+  }
+  // Fewer examples than one batch still make one (partial) batch an epoch.
+  EXPECT_TRUE(MakeTrainBatches(*d, 200, 5, 0, 0, 0, 1, true).ok());
+  EXPECT_FALSE(MakeTrainBatches(*d, 200, 5, 0, 0, 0, 1, false).ok());
 }
 
 TEST(TrainerLibTest, TrainsDeterministicallyWithOrWithoutPrefetchAndInterOpThreads) {

@@ -163,13 +163,6 @@ int64_t UnevenEpoch::TotalExamples(int64_t step) const {
   return k;
 }
 
-float UnevenEpoch::Weight(int worker, int64_t step) const {
-  const int64_t total = TotalExamples(step);
-  if (total == 0) return 0;
-  return static_cast<float>(static_cast<double>(Examples(worker, step)) *
-                            static_cast<double>(examples.size()) / static_cast<double>(total));
-}
-
 bool UnevenEpoch::even() const {
   for (int64_t n : examples) {
     if (n != examples[0] || n % batch != 0) return false;

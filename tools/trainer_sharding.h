@@ -72,17 +72,16 @@ absl::StatusOr<std::pair<Tensor, Tensor>> CombinedStats(distribute::Strategy* s,
 // Join: every worker runs the same number of steps per epoch, the most any
 // worker needs (ceil(examples / batch)); in step s worker w trains on
 // k_w(s) = clamp(n_w - s * batch, 0, batch) examples (a placeholder row
-// when 0). Its loss is weighted by k_w(s) * workers / K(s), K(s) the
-// examples of the step over every worker, so the all-reduced mean of the
-// weighted losses and of their gradients is the mean over the step's K(s)
-// examples, each example counted once per epoch.
+// when 0), its batches carrying {k_w(s), K(s)} (MakeUnevenTrainBatches), K(s)
+// the examples of the step over every worker, so that DistributedDataset
+// weighs each replica's loss by its share and every example counts once
+// per epoch.
 struct UnevenEpoch {
   std::vector<int64_t> examples;  // n_w by worker
   int64_t batch = 0;              // per worker
   int64_t steps = 0;              // per epoch: max_w ceil(n_w / batch)
-  // Worker w's weight in global step `step` (0-based, epochs repeating).
-  float Weight(int worker, int64_t step) const;
-  // The examples of worker w, and of every worker, in that step.
+  // The examples of worker w, and of every worker, in global step `step`
+  // (0-based, epochs repeating).
   int64_t Examples(int worker, int64_t step) const;
   int64_t TotalExamples(int64_t step) const;
   // Whether the shards are even: every worker the same multiple of batch.

@@ -80,6 +80,10 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
     checked.push_back({grad, var});
   }
   if (checked.empty()) return fail("no gradients to apply");
+  if (graph_ != nullptr && scope.graph() != graph_) {
+    // Its step counter and slots are another graph's nodes.
+    return fail("was used in another graph: make a new optimizer for each graph");
+  }
 
   std::vector<GradAndVar> aggregated = AggregateGradients(scope, checked);
   if (clip_global_norm_ > 0) aggregated = ClipByGlobalNorm(scope, aggregated);
@@ -89,6 +93,7 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
     iterations_ = CreateVariable(scope.WithNoControlDependencies(), absl::StrCat(name_, "/iter"),
                                  TensorShape(), DT_INT64, Zeros(), /*trainable=*/false);
     if (iterations_ == nullptr) return nullptr;
+    graph_ = scope.graph();
   }
   const Scope ns = scope.NewSubScope(name_);
   Output step = iterations_->Read(ns);

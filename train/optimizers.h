@@ -129,6 +129,7 @@ class Optimizer {
   const LearningRateSchedule learning_rate_;
   double clip_global_norm_ = 0;
   Variable* iterations_ = nullptr;
+  const Graph* graph_ = nullptr;  // where iterations_ and the slots live
   Output applied_learning_rate_;
   std::map<std::pair<const Variable*, std::string>, Variable*> slots_;
   absl::flat_hash_set<const Variable*> slotted_;  // CreateSlots has run for these
