@@ -35,6 +35,9 @@ struct MultiWorkerMirroredStrategy::Runtime {
   // called Abort on a destroyed executor (trainers died of SIGSEGV in
   // DistributedCollectiveExecutor::Fail, before printing their error).
   ~Runtime() {
+    // The error's post-mortem (HangWatchdog::OnClusterError) goes through
+    // the client: this task's answer, and on the chief the others'.
+    if (watchdog != nullptr) watchdog->AwaitClusterErrorReport(absl::Seconds(3));
     if (client != nullptr) client->Stop();
   }
 
@@ -361,15 +364,6 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     DistributedCollectiveExecutor* executor = rt->executor.get();
     rt->abort_collectives = [executor](const absl::Status& s) { executor->Abort(s); };
   }
-  // On the cluster's error every task prints its flight recorder: what it
-  // was doing when the cluster failed.
-  rt->abort_collectives = [abort = std::move(rt->abort_collectives),
-                           task = cluster.TaskPrefix()](const absl::Status& s) {
-    const std::string dump = FormatSnapshot(FlightRecorder::Process().Snapshot(task, 8));
-    std::fprintf(stderr, "strata: %s at the cluster's error: %s", task.c_str(), dump.c_str());
-    abort(s);
-  };
-  rt->client->SetErrorCallback(rt->abort_collectives);
   // Hangs named by default: a collective waiting past the heartbeat
   // timeout, or SIGUSR1, gets the chief's diagnosis (hang_watchdog.h).
   if (num_workers > 1) {
@@ -379,9 +373,24 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     wo.rank = worker;
     wo.task_names = task_names;
     wo.stall_threshold = multi_worker.heartbeat_timeout;
+    if (rt->server != nullptr && rt->server->coordination_service() != nullptr) {
+      CoordinationServiceImpl* service = rt->server->coordination_service();
+      wo.peek = [service](const std::string& key) { return service->PeekKeyValue(key); };
+    }
     rt->watchdog = HangWatchdog::Start(std::move(wo));
     HangWatchdog::InstallSignalHandler();
   }
+  // On the cluster's error every task prints its flight recorder (what it
+  // was doing when the cluster failed), and the chief one diagnosis of
+  // every task's.
+  rt->abort_collectives = [abort = std::move(rt->abort_collectives), watchdog = rt->watchdog.get(),
+                           task = cluster.TaskPrefix()](const absl::Status& s) {
+    const std::string dump = FormatSnapshot(FlightRecorder::Process().Snapshot(task, 8));
+    std::fprintf(stderr, "strata: %s at the cluster's error: %s", task.c_str(), dump.c_str());
+    if (watchdog != nullptr) watchdog->OnClusterError(s);
+    abort(s);
+  };
+  rt->client->SetErrorCallback(rt->abort_collectives);
 
   std::unique_ptr<MultiWorkerMirroredStrategy> s(new MultiWorkerMirroredStrategy(
       std::move(resolved), machine, options, cluster, std::move(rt)));

@@ -40,12 +40,13 @@ std::vector<std::string> Flags(int steps) {
           absl::StrCat("--heartbeat_timeout=", kHeartbeatSeconds)};
 }
 
-// Starts 2 workers of a fresh cluster; worker i gets extra[i].
+// Starts extra.size() workers of a fresh cluster; worker i gets extra[i].
 std::vector<Process> StartPair(const std::string& dir, int steps,
                                const std::vector<std::vector<std::string>>& extra) {
-  const std::string cluster = WorkerCluster(2);
+  const int n = static_cast<int>(extra.size());
+  const std::string cluster = WorkerCluster(n);
   std::vector<Process> out;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < n; ++i) {
     std::vector<std::string> args = Flags(steps);
     args.insert(args.end(), extra[i].begin(), extra[i].end());
     out.push_back(Spawn(args, absl::StrCat(dir, "/stderr_", i, ".txt"),
@@ -130,6 +131,37 @@ TEST(HangTest, SigusrOneDumpsTheRecorderAndGetsADiagnosisWithoutStoppingTraining
   EXPECT_TRUE(diagnosed) << chief;
   EXPECT_FALSE(absl::StrContains(chief, "error")) << chief;
   EXPECT_FALSE(absl::StrContains(other, "error")) << other;
+}
+
+// A lost task (SIGKILL): every survivor dumps its recorder and the chief
+// prints one diagnosis of the cluster's error, naming the task that did not
+// answer and what each survivor was doing, within heartbeat timeout + 5 s.
+TEST(HangTest, ALostTaskGetsOneDiagnosisFromTheChiefOfEverySurvivor) {
+  const std::string dir = TempDir("lost");
+  std::vector<Process> ps = StartPair(dir, 1000000, {{}, {}, {}});
+  const std::string chief_err = dir + "/stderr_0.txt";
+  ASSERT_TRUE(WaitForText(dir + "/stderr_2.txt", "input sharding", std::chrono::seconds(60)).has_value())
+      << ReadFile(dir + "/stderr_2.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // training
+  ASSERT_EQ(kill(ps[2].pid, SIGKILL), 0);
+  const Clock::time_point killed = Clock::now();
+  std::vector<Exit> exits;
+  for (const Process& p : ps) exits.push_back(Wait(p));
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  const std::string chief = ReadFile(chief_err), other = ReadFile(dir + "/stderr_1.txt");
+  EXPECT_NE(exits[0].code, 0) << chief;
+  EXPECT_NE(exits[1].code, 0) << other;
+  EXPECT_LT(seconds, kHeartbeatSeconds + 5) << chief;
+  EXPECT_TRUE(absl::StrContains(other, "strata: /job:worker/replica:0/task:1 at the cluster's error: "))
+      << other;
+  EXPECT_TRUE(absl::StrContains(chief, "hang diagnosis #1, requested by the cluster's error (")) << chief;
+  EXPECT_TRUE(absl::StrContains(chief, "no answer: /job:worker/replica:0/task:2 (no answer within"))
+      << chief;
+  // The survivors answered: each is named with its step.
+  for (const char* task : {"task:0 at step ", "task:1 at step "}) {
+    EXPECT_TRUE(absl::StrContains(chief, absl::StrCat("/job:worker/replica:0/", task))) << chief;
+  }
+  std::printf("lost task: survivors exited %.2f s after the kill, the chief's diagnosis printed\n", seconds);
 }
 
 // A model-code bug: the workers build different models (another hidden

@@ -197,5 +197,74 @@ TEST(HangWatchdogTest, AStalledCollectiveGetsOneDiagnosisFromTheChief) {
   EXPECT_THAT(printed[0], HasSubstr("\"reading files\""));
 }
 
+TEST(HangWatchdogTest, AtTheClusterErrorTheChiefDiagnosesEveryTaskThatIsLeft) {
+  // Three tasks; task 2 is lost: the others answer, the chief names it.
+  InMemoryKeyValueStore store;
+  FlightRecorder r0, r1;
+  const std::vector<std::string> names = {"/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1",
+                                          "/job:worker/replica:0/task:2"};
+  r0.SetStep(7);
+  r1.SetStep(7);
+  r1.SetActivity("input pipeline");
+  r0.Begin(AllReduce(3, 6));
+  r1.Begin(AllReduce(3, 6));
+  Mutex mu;
+  std::vector<std::string> printed;
+  auto make = [&](int rank, FlightRecorder* rec) {
+    HangWatchdogOptions o;
+    o.store = &store;
+    o.key_prefix = "test/diag";
+    o.rank = rank;
+    o.task_names = names;
+    o.recorder = rec;
+    o.stall_threshold = absl::Hours(1);
+    o.request_wait = absl::Milliseconds(100);
+    o.error_gather_timeout = absl::Milliseconds(500);
+    if (rank == 0) {
+      o.peek = [&store](const std::string& key) { return store.Get(key, absl::ZeroDuration()); };
+    }
+    o.print = [&](const std::string& text) {
+      MutexLock l(&mu);
+      printed.push_back(text);
+    };
+    return HangWatchdog::Start(o);
+  };
+  auto w0 = make(0, &r0);
+  auto w1 = make(1, &r1);
+  const absl::Status error = absl::UnavailableError("task /job:worker/replica:0/task:2 lost");
+  w1->OnClusterError(error);
+  w0->OnClusterError(error);
+  w0->OnClusterError(error);  // once only
+  w1->AwaitClusterErrorReport(absl::Seconds(5));
+  w0->AwaitClusterErrorReport(absl::Seconds(5));
+  MutexLock l(&mu);
+  ASSERT_EQ(printed.size(), 1u);
+  EXPECT_THAT(printed[0], HasSubstr("requested by the cluster's error (task /job:worker/replica:0/task:2 lost"));
+  EXPECT_THAT(printed[0], HasSubstr("no answer: /job:worker/replica:0/task:2 (no answer within 0.5 s: it failed"));
+  EXPECT_THAT(printed[0], HasSubstr("waiting: /job:worker/replica:0/task:1 at step 7 in all-reduce 'grad'"));
+  EXPECT_THAT(printed[0], HasSubstr("waiting: /job:worker/replica:0/task:0 at step 7"));
+}
+
+TEST(HangWatchdogTest, AnErrorBeforeTrainingStartedGetsNoDiagnosis) {
+  // A bad flag on one task: nobody has a step or a collective to report.
+  InMemoryKeyValueStore store;
+  FlightRecorder r0;
+  HangWatchdogOptions o;
+  o.store = &store;
+  o.key_prefix = "test/diag";
+  o.task_names = {"/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"};
+  o.recorder = &r0;
+  o.request_wait = absl::Milliseconds(100);
+  o.error_gather_timeout = absl::Milliseconds(100);
+  o.peek = [&store](const std::string& key) { return store.Get(key, absl::ZeroDuration()); };
+  int printed = 0;
+  o.print = [&](const std::string&) { ++printed; };
+  auto w = HangWatchdog::Start(o);
+  w->OnClusterError(absl::InvalidArgumentError("task 1: --global_batch_size"));
+  w->AwaitClusterErrorReport(absl::Seconds(5));
+  w.reset();
+  EXPECT_EQ(printed, 0);
+}
+
 }  // namespace
 }  // namespace strata

@@ -51,6 +51,75 @@ HangWatchdog::~HangWatchdog() {
   }
   if (monitor_.joinable()) monitor_.join();
   if (answerer_.joinable()) answerer_.join();
+  if (error_reporter_.joinable()) error_reporter_.join();
+}
+
+void HangWatchdog::OnClusterError(const absl::Status& error) {
+  MutexLock l(&mu_);
+  if (error_started_ || stop_) return;
+  error_started_ = true;
+  // Now, before the collectives are aborted: what this task was doing.
+  const std::string& me = options_.task_names.at(static_cast<size_t>(options_.rank));
+  error_reporter_ = std::thread([this, error, snapshot = Serialize(recorder_->Snapshot(me))] {
+    ReportClusterError(error, snapshot);
+  });
+}
+
+void HangWatchdog::AwaitClusterErrorReport(absl::Duration timeout) {
+  MutexLock l(&mu_);
+  if (!error_started_) return;
+  mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return error_done_; },
+                       timeout);
+}
+
+void HangWatchdog::ReportClusterError(const absl::Status& error, const std::string& snapshot) {
+  const std::string prefix = absl::StrCat(options_.key_prefix, "/at_error/");
+  (void)options_.store->Insert(absl::StrCat(prefix, options_.rank), snapshot);
+  if (options_.rank == 0 && options_.peek) {
+    // Every task that is still there answers within milliseconds; the
+    // chief waits for the rest (the lost ones) until the timeout.
+    std::vector<TaskReport> reports(options_.task_names.size());
+    const absl::Time deadline = absl::Now() + options_.error_gather_timeout;
+    for (;;) {
+      bool all = true;
+      for (size_t r = 0; r < reports.size(); ++r) {
+        if (reports[r].snapshot.has_value()) continue;
+        reports[r].task = options_.task_names[r];
+        absl::StatusOr<std::string> answer = options_.peek(absl::StrCat(prefix, r));
+        FlightRecorderSnapshot s;
+        if (answer.ok() && s.ParseFromString(*answer)) {
+          reports[r].snapshot = std::move(s);
+        } else {
+          all = false;
+          reports[r].missing =
+              answer.ok() ? "its answer is not a flight recorder snapshot"
+                          : absl::StrFormat("no answer within %.1f s: it failed, was lost or is "
+                                            "cut off",
+                                            absl::ToDoubleSeconds(options_.error_gather_timeout));
+        }
+      }
+      if (all || absl::Now() >= deadline) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    // Nothing to say when no task that answered has started training (an
+    // error at start-up, such as a bad flag, says it all).
+    bool started = false;
+    for (const TaskReport& t : reports) {
+      if (!t.snapshot.has_value()) continue;
+      started = started || t.snapshot->step() >= 0 || t.snapshot->records_size() > 0;
+    }
+    if (started) {
+      const std::string text =
+          DiagnoseHang(reports, next_.load() + 1, "the cluster's error", error.message());
+      if (options_.print) {
+        options_.print(text);
+      } else {
+        std::fprintf(stderr, "%s", text.c_str());
+      }
+    }
+  }
+  MutexLock l(&mu_);
+  error_done_ = true;
 }
 
 void HangWatchdog::InstallSignalHandler() {

@@ -24,6 +24,14 @@
 // answers for up to `answer_timeout` and prints. At most `max_diagnoses`
 // per cluster; one per stalled collective.
 //
+// When the cluster fails (a lost task, a failed collective), the store's
+// waits end at once, so the protocol above cannot run; instead
+// OnClusterError has every task insert its snapshot at "at_error/<rank>"
+// (inserts still work) and the chief, which hosts the store, reads them
+// without waiting through `peek` for up to `error_gather_timeout` and
+// prints one diagnosis of the error: the tasks that did not answer (the
+// lost one) and what every other was doing.
+//
 // Thread-safety: Request may be called from any thread. Ownership: the
 // store and the recorder must outlive the watchdog; the destructor stops
 // its threads (within about a second).
@@ -58,6 +66,11 @@ struct HangWatchdogOptions {
   int max_diagnoses = 10;
   // Where the chief's diagnosis goes (default: stderr).
   std::function<void(const std::string&)> print;
+  // The chief's non-blocking read of the store that works after the
+  // cluster's error (NotFound while a key is absent); null on the others
+  // (then OnClusterError only answers).
+  std::function<absl::StatusOr<std::string>(const std::string& key)> peek;
+  absl::Duration error_gather_timeout = absl::Seconds(2);
 };
 
 class HangWatchdog {
@@ -74,10 +87,22 @@ class HangWatchdog {
   // every watchdog in it asks for a diagnosis. Idempotent.
   static void InstallSignalHandler();
 
+  // The cluster failed with `error`: answers with this task's snapshot
+  // (taken now: call it before aborting the collectives) and, on the chief
+  // (options.peek), gathers the others' and prints one diagnosis (file
+  // comment), unless no task that answered had started training (an error
+  // at start-up). Returns at once; the first call only.
+  void OnClusterError(const absl::Status& error);
+  // Waits up to `timeout` for OnClusterError's work to finish (before the
+  // process stops its store client); at once if it was never called.
+  void AwaitClusterErrorReport(absl::Duration timeout);
+
  private:
   explicit HangWatchdog(HangWatchdogOptions options);
   void MonitorLoop();
   void AnswerLoop();
+  // OnClusterError's thread; `snapshot` is this task's, serialized.
+  void ReportClusterError(const absl::Status& error, const std::string& snapshot);
   // Rank 0: gathers diagnosis n's answers and prints it.
   void Diagnose(int n, const std::string& request);
   bool Stopping() const;
@@ -89,8 +114,11 @@ class HangWatchdog {
   mutable Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
+  bool error_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool error_done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread monitor_;
   std::thread answerer_;
+  std::thread error_reporter_;  // OnClusterError's
 };
 
 }  // namespace strata

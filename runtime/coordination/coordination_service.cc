@@ -627,6 +627,15 @@ absl::Status CoordinationServiceImpl::InsertKeyValue(const std::string& key,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> CoordinationServiceImpl::PeekKeyValue(const std::string& key) const {
+  MutexLock l(&mu_);
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    return absl::NotFoundError(absl::StrCat("key-value store: no key ", QuoteForMessage(key)));
+  }
+  return it->second;
+}
+
 absl::StatusOr<std::string> CoordinationServiceImpl::GetKeyValue(const std::string& key,
                                                                  absl::Duration timeout,
                                                                  const CallerGone& caller_gone) {

@@ -165,6 +165,10 @@ class CoordinationServiceImpl {
   // `timeout`; the cluster's error if one happens first.
   absl::StatusOr<std::string> GetKeyValue(const std::string& key, absl::Duration timeout,
                                           const CallerGone& caller_gone = nullptr);
+  // The key's value if inserted, else NotFound; never waits, and answers
+  // after the cluster's error too (for the chief's post-mortem of it, in
+  // this process only: no RPC reaches it).
+  absl::StatusOr<std::string> PeekKeyValue(const std::string& key) const;
 
   // Makes `error` (with `task` named) the cluster's error unless it has one.
   absl::Status ReportError(const std::string& task, const absl::Status& error);
