@@ -34,8 +34,19 @@ const char* CollectiveTypeName(CollectiveType t) {
     case CollectiveType::kAllGather: return "all-gather";
     case CollectiveType::kBroadcastSend: return "broadcast-send";
     case CollectiveType::kBroadcastRecv: return "broadcast-recv";
+    case CollectiveType::kReduceScatter: return "reduce-scatter";
   }
   return "unknown collective";
+}
+
+absl::Status CheckReduceScatterShape(const CollectiveParams& p) {
+  if (p.type != CollectiveType::kReduceScatter) return absl::OkStatus();
+  if (p.shape.dims() == 0 || p.group_size < 1 || p.shape.dim_size(0) % p.group_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reduce-scatter needs an input whose dimension 0 splits into the group's ", p.group_size,
+        " equal blocks, got shape ", p.shape.DebugString()));
+  }
+  return absl::OkStatus();
 }
 
 const char* MergeOpName(MergeOp op) {

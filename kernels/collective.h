@@ -46,6 +46,9 @@ enum class CollectiveType {
   kAllGather,      // every rank gets the inputs concatenated along dim 0, in rank order
   kBroadcastSend,  // the source: its input goes to every rank (and is its own output)
   kBroadcastRecv,  // every other rank: receives the source's tensor
+  // Every rank gets its block of merge(inputs), then final_op: the inputs'
+  // dim 0 cut into group_size equal blocks, rank r getting block r.
+  kReduceScatter,
 };
 
 enum class MergeOp { kAdd, kMul, kMin, kMax };
@@ -74,8 +77,8 @@ struct CollectiveParams {
   // expected output shape (broadcast recv). All-gather inputs must agree on
   // every dimension (dim 0 included).
   TensorShape shape;
-  MergeOp merge_op = MergeOp::kAdd;  // all-reduce only
-  FinalOp final_op = FinalOp::kId;   // all-reduce only
+  MergeOp merge_op = MergeOp::kAdd;  // all-reduce and reduce-scatter only
+  FinalOp final_op = FinalOp::kId;   // all-reduce and reduce-scatter only
   // Seconds to wait for all participants to arrive and finish; <= 0: the
   // executor's default. Past it: DeadlineExceeded naming the missing ones.
   float timeout_seconds = 0;
@@ -84,6 +87,11 @@ struct CollectiveParams {
   // It must be the same on every participant.
   std::string communication_hint = "auto";
 };
+
+// A reduce-scatter's input must have a dimension 0 that splits into
+// group_size equal blocks: InvalidArgument naming the shape otherwise (OK
+// for the other collectives).
+absl::Status CheckReduceScatterShape(const CollectiveParams& p);
 
 class CollectiveExecutor {
  public:

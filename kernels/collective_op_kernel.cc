@@ -29,7 +29,7 @@ CollectiveOpKernel::CollectiveOpKernel(OpKernelConstruction &c,
   STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("T", &dtype_));
   STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("communication_hint", &hint_));
   STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("timeout_seconds", &timeout_seconds_));
-  if (type_ == CollectiveType::kAllReduce) {
+  if (type_ == CollectiveType::kAllReduce || type_ == CollectiveType::kReduceScatter) {
     std::string merge, final_op;
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("merge_op", &merge));
     STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("final_op", &final_op));
@@ -102,7 +102,7 @@ absl::Status CollectiveOpKernel::MakeParams(const OpKernelContext &ctx,
       return absl::InvalidArgumentError(
           "CollectiveGatherV2 needs an input of rank >= 1, got a scalar");
     }
-    return absl::OkStatus();
+    return CheckReduceScatterShape(*p);
   }
   const Tensor &shape = ctx.input(3);
   if (shape.dims() != 1) {

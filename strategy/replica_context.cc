@@ -92,6 +92,82 @@ absl::StatusOr<std::vector<Output>> ReplicaContext::AllReduce(const strata::Scop
   return out;
 }
 
+int ReplicaContext::collective_rank() const {
+  const std::vector<std::string>& devices = strategy_->devices();
+  int before = 0;
+  for (const std::string& d : devices) before += d < device() ? 1 : 0;
+  return strategy_->worker_index() * static_cast<int>(devices.size()) + before;
+}
+
+absl::StatusOr<Output> ReplicaContext::ReduceScatter(const strata::Scope& scope, ReduceOp op,
+                                                     Output value) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  const std::string what = absl::StrCat("ReduceScatter on replica ", replica_id_);
+  if (!value.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": the value is null"));
+  if (!IsReducible(value.type())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", value.name(), " is ",
+                                                   DataTypeString(value.type()),
+                                                   "; collectives reduce float, double, int32 "
+                                                   "and int64"));
+  }
+  if (op == ReduceOp::kMean && value.type() != DT_FLOAT && value.type() != DT_DOUBLE) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the mean of ", value.name(),
+                                                   " needs a floating dtype"));
+  }
+  const int n = num_replicas_in_sync();
+  const PartialTensorShape shape = value.shape();
+  if (!shape.unknown_rank() &&
+      (shape.dims() == 0 || (shape.dim_size(0) >= 0 && shape.dim_size(0) % n != 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", value.name(), " has shape ", shape.DebugString(),
+        "; its dimension 0 must split into the ", n, " replicas' equal blocks"));
+  }
+  const strata::Scope s = scope.WithDevice(device());
+  if (n == 1) return ops::Identity(s, value);
+  const StrategyOptions& o = strategy_->options();
+  const int key = next_instance_key_++;
+  Output r = ops::CollectiveReduceScatter(
+      s, value, n, strategy_->collective_group_key(), key,
+      ops::CollectiveAttrs()
+          .MergeOp("Add")
+          .FinalOp(op == ReduceOp::kMean ? "Div" : "Id")
+          .TimeoutSeconds(o.collective_timeout_seconds)
+          .CommunicationHint(o.communication_hint));
+  STRATA_RETURN_IF_ERROR(scope.status());
+  collectives_.push_back({key, value.type(), shape, r.node()->name()});
+  return r;
+}
+
+absl::StatusOr<Output> ReplicaContext::AllGather(const strata::Scope& scope, Output value) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  const std::string what = absl::StrCat("AllGather on replica ", replica_id_);
+  if (!value.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": the value is null"));
+  if (!IsReducible(value.type()) && value.type() != DT_HALF) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", value.name(), " is ",
+                                                   DataTypeString(value.type()),
+                                                   "; all-gather moves float, half, double, "
+                                                   "int32 and int64"));
+  }
+  const PartialTensorShape shape = value.shape();
+  if (!shape.unknown_rank() && shape.dims() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", value.name(), " is a scalar; all-gather concatenates along "
+                                               "dimension 0"));
+  }
+  const strata::Scope s = scope.WithDevice(device());
+  const int n = num_replicas_in_sync();
+  if (n == 1) return ops::Identity(s, value);
+  const StrategyOptions& o = strategy_->options();
+  const int key = next_instance_key_++;
+  Output r = ops::CollectiveGather(s, value, n, strategy_->collective_group_key(), key,
+                                   ops::CollectiveAttrs()
+                                       .TimeoutSeconds(o.collective_timeout_seconds)
+                                       .CommunicationHint(o.communication_hint));
+  STRATA_RETURN_IF_ERROR(scope.status());
+  collectives_.push_back({key, value.type(), shape, r.node()->name()});
+  return r;
+}
+
 absl::StatusOr<Output> ReplicaContext::AllReduce(const strata::Scope& scope, ReduceOp op,
                                                  Output value) {
   STRATA_ASSIGN_OR_RETURN(std::vector<Output> out, AllReduce(scope, op, std::vector<Output>{value}));

@@ -1,6 +1,6 @@
 // ReplicaContext: what a step function sees while Strategy::Run traces it for
 // one replica (tf.distribute.ReplicaContext): the replica's id, device and
-// scope, and all-reduce across the replicas.
+// scope, and all-reduce, reduce-scatter and all-gather across the replicas.
 //
 //   strategy->Run(root, [&](ReplicaContext& ctx, const std::vector<Output>& in)
 //                           -> absl::StatusOr<ReplicaResult> {
@@ -69,6 +69,24 @@ class ReplicaContext {
   absl::StatusOr<std::vector<Output>> AllReduce(const strata::Scope& scope, ReduceOp op,
                                                 const std::vector<Output>& values, bool differentiable = false);
   absl::StatusOr<Output> AllReduce(const strata::Scope& scope, ReduceOp op, Output value);
+
+  // This replica's rank in the strategy's collectives: its block of
+  // ReduceScatter and its place in AllGather. Workers in order, and within
+  // a worker its devices in name order (the executors' ranks), which is
+  // the replicas' order unless a worker has more than 10 devices of a kind
+  // ("CPU:10" sorts before "CPU:2").
+  int collective_rank() const;
+  // The sum or mean over the replicas of `value`, cut along dimension 0
+  // into num_replicas_in_sync() equal blocks: this replica gets block
+  // collective_rank() (CollectiveReduceScatterV2; as ZeRO shards gradients).
+  // Errors as AllReduce's, and InvalidArgument for a scalar or a known
+  // dimension 0 that does not split. With one replica: an Identity.
+  absl::StatusOr<Output> ReduceScatter(const strata::Scope& scope, ReduceOp op, Output value);
+  // Every replica's `value` concatenated along dimension 0 in
+  // collective_rank() order (CollectiveGatherV2; tf.distribute's
+  // ReplicaContext.all_gather with axis 0). InvalidArgument for a null or
+  // scalar value or a dtype the collectives do not move.
+  absl::StatusOr<Output> AllGather(const strata::Scope& scope, Output value);
 
   // One collective this trace made, for Run's cross-replica check.
   struct CollectiveRecord {

@@ -83,6 +83,58 @@ TEST(ReplicaContextTest, AllReduceMakesOneCollectivePerReplicaWithSharedKeys) {
   EXPECT_NE(other->collective_group_key(), s->collective_group_key());
 }
 
+// ReduceScatter and AllGather run end to end on 3 replicas: each replica
+// gets its block of the mean, and gathering the blocks back gives the whole
+// mean on every replica, as ZeRO's reduce-scatter then all-gather does.
+TEST(ReplicaContextTest, ReduceScatterThenAllGatherIsTheAllReduce) {
+  auto s = *MirroredStrategy::Create(CpuSpecs(3), Machine(3));
+  Scope root = Scope::NewRootScope();
+  auto result = s->Run(root, [](ReplicaContext& ctx, const std::vector<Output>&)
+                                 -> absl::StatusOr<ReplicaResult> {
+    // Replica r: [6, 2] of r * 100 + i.
+    std::vector<float> x(12);
+    for (int i = 0; i < 12; ++i) x[i] = float(ctx.replica_id() * 100 + i);
+    Output v = ops::Const<float>(ctx.scope(), x, TensorShape{6, 2});
+    STRATA_ASSIGN_OR_RETURN(Output block, ctx.ReduceScatter(ctx.scope(), ReduceOp::kMean, v));
+    STRATA_ASSIGN_OR_RETURN(Output whole, ctx.AllGather(ctx.scope(), block));
+    EXPECT_EQ(ctx.collective_rank(), ctx.replica_id());
+    return ReplicaResult{{block, whole}, {}};
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->values[0][1].node()->IsOp("CollectiveReduceScatterV2"));
+  EXPECT_EQ(result->values[0][1].shape().DebugString(), PartialTensorShape({2, 2}).DebugString());
+  auto session = *Session::Create(root, s->session_options());
+  std::vector<std::string> names = result->values[0].names();
+  for (const std::string& n : result->values[1].names()) names.push_back(n);
+  auto out = testing::Fetch(*session, names);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int r = 0; r < 3; ++r) {
+    const Tensor& block = (*out)[r];
+    const Tensor& whole = (*out)[3 + r];
+    ASSERT_EQ(block.shape(), TensorShape({2, 2}));
+    ASSERT_EQ(whole.shape(), TensorShape({6, 2}));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(block.data<float>()[i], 100.0f + 4 * r + i);
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(whole.data<float>()[i], 100.0f + i);
+  }
+  // A dimension 0 that does not split, and a scalar, are refused at trace.
+  Scope other = Scope::NewRootScope();
+  auto bad = s->Run(other, [](ReplicaContext& ctx, const std::vector<Output>&)
+                               -> absl::StatusOr<ReplicaResult> {
+    STRATA_RETURN_IF_ERROR(
+        ctx.ReduceScatter(ctx.scope(), ReduceOp::kSum, ops::Const<float>(ctx.scope(), {1, 2})).status());
+    return ReplicaResult{};
+  });
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "3 replicas' equal blocks")) << bad.status();
+  Scope third = Scope::NewRootScope();
+  bad = s->Run(third, [](ReplicaContext& ctx, const std::vector<Output>&) -> absl::StatusOr<ReplicaResult> {
+    STRATA_RETURN_IF_ERROR(ctx.AllGather(ctx.scope(), ops::Const(ctx.scope(), 1.0f)).status());
+    return ReplicaResult{};
+  });
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "scalar")) << bad.status();
+}
+
 TEST(ReplicaContextTest, OneReplicaNeedsNoCollective) {
   auto s = *OneDeviceStrategy::Create("/cpu:0", Machine(1));
   Scope root = Scope::NewRootScope();

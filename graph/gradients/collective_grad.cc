@@ -56,6 +56,7 @@ absl::Status CollectiveReduceGrad(const Scope& s, const Node& op, const OutputLi
 
 STRATA_REGISTER_GRADIENT("CollectiveReduceV2", CollectiveReduceGrad);
 STRATA_NO_GRADIENT("CollectiveGatherV2");
+STRATA_NO_GRADIENT("CollectiveReduceScatterV2");
 STRATA_NO_GRADIENT("CollectiveBcastSendV2");
 STRATA_NO_GRADIENT("CollectiveBcastRecvV2");
 

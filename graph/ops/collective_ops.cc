@@ -70,6 +70,35 @@ absl::Status GatherShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// Dim 0 shrinks group_size times (it must divide); unknown when either is
+// unknown.
+absl::Status ReduceScatterShape(InferenceContext& c) {
+  STRATA_RETURN_IF_ERROR(CheckStringAttr(c, "merge_op", {"Min", "Max", "Mul", "Add"}));
+  STRATA_RETURN_IF_ERROR(CheckStringAttr(c, "final_op", {"Id", "Div"}));
+  STRATA_RETURN_IF_ERROR(CheckKeyInputs(c, 1));
+  PartialTensorShape in;
+  STRATA_RETURN_IF_ERROR(c.WithRankAtLeast(0, 1, &in));
+  if (in.unknown_rank()) {
+    c.set_output(0, in);
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> dims(in.dim_sizes().begin(), in.dim_sizes().end());
+  const Tensor* group_size = c.input_tensor(1);
+  if (group_size != nullptr && group_size->dtype() == DT_INT32 && group_size->NumElements() == 1 &&
+      dims[0] >= 0) {
+    const int32_t g = group_size->data<int32_t>()[0];
+    if (g < 1 || dims[0] % g != 0) {
+      return c.Error(absl::StrCat("reduce-scatter: dimension 0 of the input (", dims[0],
+                                  ") does not split into group_size ", g, " equal blocks"));
+    }
+    dims[0] /= g;
+  } else {
+    dims[0] = -1;
+  }
+  c.set_output(0, PartialTensorShape(dims));
+  return absl::OkStatus();
+}
+
 // The output shape is the `shape` input's value when it is a constant.
 absl::Status BcastRecvShape(InferenceContext& c) {
   STRATA_RETURN_IF_ERROR(CheckKeyInputs(c, 0));
@@ -127,6 +156,24 @@ STRATA_REGISTER_OP("CollectiveGatherV2")
     .Attr("Nordering_token: int >= 0 = 0")
     .SetIsStateful()
     .SetShapeFn(GatherShape);
+
+STRATA_REGISTER_OP("CollectiveReduceScatterV2")
+    .Input("input: T")
+    .Input("group_size: int32")
+    .Input("group_key: int32")
+    .Input("instance_key: int32")
+    .Input("ordering_token: Nordering_token * resource")
+    .Output("data: T")
+    .Attr("T: {bfloat16, float, half, double, int32, int64}")
+    .Attr("merge_op: string")
+    .Attr("final_op: string")
+    .Attr("communication_hint: string = 'auto'")
+    .Attr("timeout_seconds: float = 0")
+    .Attr("is_stateless: bool = false")
+    .Attr("Nordering_token: int >= 0 = 0")
+    .Attr("max_subdivs_per_device: int = -1")
+    .SetIsStateful()
+    .SetShapeFn(ReduceScatterShape);
 
 STRATA_REGISTER_OP("CollectiveBcastSendV2")
     .Input("input: T")
@@ -186,6 +233,20 @@ Output CollectiveReduce(const Scope& s, Output input, int group_size, int group_
   if (attrs.backward_instance_key_ >= 0) {
     b.Attr(kBackwardInstanceKeyAttr, MakeAttr(int64_t{attrs.backward_instance_key_}));
   }
+  AddCommonAttrs(b, attrs);
+  return Finish(b);
+}
+
+Output CollectiveReduceScatter(const Scope& s, Output input, int group_size, int group_key,
+                               int instance_key, const CollectiveAttrs& attrs) {
+  NodeBuilder b(s, "CollectiveReduceScatterV2");
+  b.Input(input)
+      .Input(KeyConst(s, group_size))
+      .Input(KeyConst(s, group_key))
+      .Input(KeyConst(s, instance_key))
+      .Input(OutputList{})
+      .Attr("merge_op", MakeAttr(attrs.merge_op_))
+      .Attr("final_op", MakeAttr(attrs.final_op_));
   AddCommonAttrs(b, attrs);
   return Finish(b);
 }

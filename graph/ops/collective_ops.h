@@ -10,6 +10,11 @@
 //                         by group_size).
 //   CollectiveGatherV2    all-gather: the inputs concatenated along dim 0 in
 //                         rank order (ranks: the devices' names sorted).
+//   CollectiveReduceScatterV2
+//                         reduce-scatter: merge_op over the inputs, then
+//                         final_op, as CollectiveReduceV2, cut along dim 0
+//                         into group_size equal blocks (dim 0 must divide):
+//                         rank r gets block r.
 //   CollectiveBcastSendV2 broadcast from this participant (output = input).
 //   CollectiveBcastRecvV2 receives the broadcast, of dtype T and the given shape.
 //
@@ -58,8 +63,8 @@ struct CollectiveAttrs {
   // CollectiveReduce only: the instance key of its gradient's all-reduce.
   CollectiveAttrs& BackwardInstanceKey(int v) { backward_instance_key_ = v; return *this; }
 
-  std::string merge_op_ = "Add";   // CollectiveReduce only: Add, Mul, Min, Max
-  std::string final_op_ = "Id";    // CollectiveReduce only: Id, Div
+  std::string merge_op_ = "Add";   // CollectiveReduce(Scatter) only: Add, Mul, Min, Max
+  std::string final_op_ = "Id";    // CollectiveReduce(Scatter) only: Id, Div
   int backward_instance_key_ = -1;  // none: not differentiable
   float timeout_seconds_ = 0;      // 0: the session's default
   std::string communication_hint_ = "auto";  // auto, ring, reduce_to_one (local), nccl
@@ -69,6 +74,8 @@ Output CollectiveReduce(const Scope& s, Output input, int group_size, int group_
                         int instance_key, const CollectiveAttrs& attrs = {});
 Output CollectiveGather(const Scope& s, Output input, int group_size, int group_key,
                         int instance_key, const CollectiveAttrs& attrs = {});
+Output CollectiveReduceScatter(const Scope& s, Output input, int group_size, int group_key,
+                               int instance_key, const CollectiveAttrs& attrs = {});
 Output CollectiveBcastSend(const Scope& s, Output input, int group_size, int group_key,
                            int instance_key, const CollectiveAttrs& attrs = {});
 Output CollectiveBcastRecv(const Scope& s, DataType dtype, const TensorShape& shape,

@@ -11,6 +11,8 @@ STRATA_REGISTER_KERNEL(KernelBuilder("CollectiveReduceV2").Device(kDeviceCpu),
                        CollectiveKernel<CollectiveType::kAllReduce>);
 STRATA_REGISTER_KERNEL(KernelBuilder("CollectiveGatherV2").Device(kDeviceCpu),
                        CollectiveKernel<CollectiveType::kAllGather>);
+STRATA_REGISTER_KERNEL(KernelBuilder("CollectiveReduceScatterV2").Device(kDeviceCpu),
+                       CollectiveKernel<CollectiveType::kReduceScatter>);
 STRATA_REGISTER_KERNEL(KernelBuilder("CollectiveBcastSendV2").Device(kDeviceCpu),
                        CollectiveKernel<CollectiveType::kBroadcastSend>);
 STRATA_REGISTER_KERNEL(KernelBuilder("CollectiveBcastRecvV2").Device(kDeviceCpu),

@@ -89,6 +89,11 @@ constexpr AutoChoice kAutoChoices[] = {
     // Across address spaces the ring was as fast or faster than reduce_to_one.
     {CollectiveType::kAllReduce, nullptr, AutoChoice::kAny, "ring"},
     {CollectiveType::kAllGather, nullptr, AutoChoice::kAny, "ring"},
+    // Reduce-scatter as all-reduce's first half: in the segment over shared
+    // memory, from the peers' inputs in one address space, else the ring.
+    {CollectiveType::kReduceScatter, "shm", AutoChoice::kAny, "shm"},
+    {CollectiveType::kReduceScatter, nullptr, AutoChoice::kShared, "direct"},
+    {CollectiveType::kReduceScatter, nullptr, AutoChoice::kAny, "ring"},
     {CollectiveType::kBroadcastSend, nullptr, AutoChoice::kAny, "tree"},
     {CollectiveType::kBroadcastRecv, nullptr, AutoChoice::kAny, "tree"},
 };
@@ -115,7 +120,10 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
   } else if (hint == "direct" || hint == "shared_memory") {
     // The in-memory reduction of whichever memory the ranks share.
     if (same_address_space) wanted = "direct";
-    if (type == CollectiveType::kAllReduce && transport_kind == "shm") wanted = "shm";
+    if ((type == CollectiveType::kAllReduce || type == CollectiveType::kReduceScatter) &&
+        transport_kind == "shm") {
+      wanted = "shm";
+    }
   } else if (hint != "auto" && hint != "nccl" && !hint.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "communication_hint '", hint,

@@ -92,12 +92,13 @@ std::string DescriptorText(const Descriptor& d) {
   absl::StrAppend(&s, "[", absl::StrJoin(dims, ","), d.rank > kMaxDims ? ",..." : "", "] ");
   if (d.type == static_cast<int32_t>(CollectiveType::kBroadcastSend)) {
     absl::StrAppend(&s, "broadcast");
-  } else if (d.type >= 0 && d.type <= static_cast<int32_t>(CollectiveType::kBroadcastRecv)) {
+  } else if (d.type >= 0 && d.type <= static_cast<int32_t>(CollectiveType::kReduceScatter)) {
     absl::StrAppend(&s, CollectiveTypeName(static_cast<CollectiveType>(d.type)));
   } else {
     absl::StrAppend(&s, "collective #", d.type);
   }
-  if (d.type == static_cast<int32_t>(CollectiveType::kAllReduce)) {
+  if (d.type == static_cast<int32_t>(CollectiveType::kAllReduce) ||
+      d.type == static_cast<int32_t>(CollectiveType::kReduceScatter)) {
     absl::StrAppend(&s, " ",
                     d.merge_op >= 0 && d.merge_op <= 3 ? MergeOpName(static_cast<MergeOp>(d.merge_op))
                                                        : "?",
@@ -414,6 +415,7 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
   // in step; any other error leaves peers waiting, so it breaks it.
   bool symmetric = false;
   Tensor output;
+  std::vector<Tensor> outputs;  // reduce-scatter: one per participant
   std::unique_ptr<AllReduceJob> ordered;
   absl::Status status = [&]() -> absl::Status {
     {
@@ -444,6 +446,8 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
       }
       case CollectiveType::kAllGather:
         return RunAllGather(*inst, t, &output);
+      case CollectiveType::kReduceScatter:
+        return RunReduceScatter(*inst, t, &outputs);
       case CollectiveType::kBroadcastSend:
       case CollectiveType::kBroadcastRecv: {
         absl::Status s = RunBroadcast(*inst, t, all, &output);
@@ -454,7 +458,31 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
     return absl::InternalError("unknown collective type");
   }();
   if (status.ok() && ordered != nullptr) return SubmitAllReduce(std::move(inst), run, std::move(ordered));
+  if (ref->params.type == CollectiveType::kReduceScatter) {
+    return FinishRunEach(inst, std::move(status), symmetric, std::move(outputs));
+  }
   FinishRun(inst, std::move(status), symmetric, std::move(output));
+}
+
+void DistributedCollectiveExecutor::FinishRunEach(const std::shared_ptr<Instance>& inst,
+                                                  absl::Status status, bool symmetric,
+                                                  std::vector<Tensor> outputs) {
+  if (!status.ok()) {
+    if (!symmetric) Fail(status);
+    status = AnnotateStatus(status, absl::StrCat(Describe(*inst), " on worker ",
+                                                 worker_names_[worker_rank_], ": "));
+  }
+  {
+    MutexLock l(&dmu_);
+    auto it = runs_.find(inst->id);
+    if (it != runs_.end()) {
+      recorder_->End(it->second->record, status);
+      runs_.erase(it);
+    }
+  }
+  const int n = static_cast<int>(inst->participants.size());
+  outputs.resize(n);
+  for (int i = 0; i < n; ++i) FinishParticipant(inst, i, status, status.ok() ? outputs[i] : Tensor());
 }
 
 void DistributedCollectiveExecutor::FinishRun(const std::shared_ptr<Instance>& inst,
@@ -736,6 +764,67 @@ absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transpo
     in = staged.raw_data();
   }
   return alg->Run(t, in, out->raw_data());
+}
+
+absl::Status DistributedCollectiveExecutor::RunReduceScatter(Instance& inst, Transport& t,
+                                                             std::vector<Tensor>* outs) {
+  const int local = static_cast<int>(inst.participants.size());
+  std::vector<const Participant*> by_rank(local);
+  for (const Participant& p : inst.participants) by_rank[p.rank] = &p;
+  const Participant& first = *by_rank[0];
+  const CollectiveParams& p = first.params;
+  const int group = p.group_size;  // local * num_workers_, blocks of the input
+  const int64_t total = p.shape.num_elements();
+  const int64_t block = total / group;
+  const size_t elem = DataTypeSize(p.dtype);
+  // 1. This worker's inputs merged (its own input with one device).
+  const void* merged = by_rank[0]->input.raw_data();
+  Tensor local_sum;
+  AlgorithmParams ap;
+  ap.type = CollectiveType::kReduceScatter;
+  ap.rank = worker_rank_;
+  ap.size = num_workers_;
+  ap.dtype = p.dtype;
+  ap.num_elements = total;  // num_workers_ regions of `local` blocks
+  ap.merge_op = p.merge_op;
+  ap.final_op = FinalOp::kId;  // divided by the whole group below
+  ap.scratch_allocator = first.allocator;
+  if (local > 1) {
+    STRATA_ASSIGN_OR_RETURN(local_sum, AllocateScratch(ap, total * elem));
+    std::vector<const void*> inputs(local);
+    for (int r = 0; r < local; ++r) inputs[r] = by_rank[r]->input.raw_data();
+    ReduceInputs(p.merge_op, FinalOp::kId, p.dtype, inputs.data(), local, 0, total,
+                 local_sum.raw_data(), 1);
+    merged = local_sum.raw_data();
+  }
+  // 2. Across the workers: worker w gets region w, the blocks of its
+  // participants (global ranks w * local ... w * local + local - 1).
+  STRATA_ASSIGN_OR_RETURN(std::string name,
+                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
+                                          total * elem, /*same_address_space=*/false, t.kind()));
+  if (name == "shm") {
+    // The workspace's collectives run in one order on every worker, which
+    // only the all-reduce lane arranges so far: the ring over the same
+    // transport instead.
+    name = "ring";
+  }
+  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
+  Tensor region;
+  STRATA_ASSIGN_OR_RETURN(region, AllocateScratch(ap, block * local * elem));
+  STRATA_RETURN_IF_ERROR(alg->Run(t, merged, region.raw_data()));
+  if (p.final_op == FinalOp::kDiv) DivideBy(p.dtype, region.raw_data(), block * local, group);
+  // 3. Each participant's block.
+  std::vector<int64_t> dims(p.shape.dim_sizes().begin(), p.shape.dim_sizes().end());
+  dims[0] /= group;
+  STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(dims));
+  outs->assign(local, Tensor());
+  for (int i = 0; i < local; ++i) {
+    const Participant& q = inst.participants[i];
+    STRATA_ASSIGN_OR_RETURN((*outs)[i], Tensor::Allocate(q.allocator, p.dtype, out_shape));
+    CopyBytes((*outs)[i].raw_data(), static_cast<const char*>(region.raw_data()) + q.rank * block * elem,
+              block * elem);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DistributedCollectiveExecutor::RunBroadcast(Instance& inst, Transport& t,

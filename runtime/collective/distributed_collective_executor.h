@@ -187,6 +187,10 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   // every local participant gets `status` and `output`.
   void FinishRun(const std::shared_ptr<Instance>& inst, absl::Status status, bool symmetric,
                  Tensor output);
+  // As FinishRun, each local participant (by index) getting its own output
+  // (a reduce-scatter's blocks).
+  void FinishRunEach(const std::shared_ptr<Instance>& inst, absl::Status status, bool symmetric,
+                     std::vector<Tensor> outputs);
   absl::StatusOr<std::string> AllReduceAlgorithm(const CollectiveParams& p,
                                                  const Transport& t) const;
   // Whether an all-reduce by `algorithm` runs on the lane (AllReduceShm).
@@ -211,6 +215,10 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   // "group 1 instance 7 (execution 3 mod 2^14)".
   static std::string LaneIdText(uint64_t id);
   absl::Status RunAllGather(Instance& inst, Transport& t, Tensor* out);
+  // Reduce-scatter: the local inputs merged, the cross-worker reduce-scatter
+  // of this worker's region of blocks, each participant's block into
+  // (*outs)[participant index].
+  absl::Status RunReduceScatter(Instance& inst, Transport& t, std::vector<Tensor>* outs);
   absl::Status RunBroadcast(Instance& inst, Transport& t, const std::vector<Descriptor>& all,
                             Tensor* out);
   // Sends ours to every peer and receives theirs; `all` by worker rank.

@@ -160,6 +160,44 @@ TEST_P(ShapesTest, AllGatherIsWorkerMajorThenDeviceOrder) {
   }
 }
 
+// Rank g (worker-major, then device) gets block g of the mean: every
+// device's input holds n blocks of 3 rows, element i of input g being
+// g * 1000 + i.
+TEST_P(ShapesTest, ReduceScatterGivesEachDeviceItsBlockOfTheMean) {
+  const auto [w, l] = GetParam();
+  const int n = w * l;
+  for (bool tcp : {false, true}) {
+    if (tcp && w == 1) continue;
+    SCOPED_TRACE(tcp ? "tcp" : "in-process");
+    Cluster c(w, absl::Seconds(60), tcp);
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnDevices(w, l, [&](int r, int d) {
+      const int g = r * l + d;
+      std::vector<float> x(3 * n * 2);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(g * 1000 + i);
+      CollectiveParams p = Params(CollectiveType::kReduceScatter, n, 1, r, d, TensorShape{3 * n, 2});
+      p.final_op = FinalOp::kDiv;
+      out[g] = c.workers[r]->Execute(p, Tensor::FromVector(x, TensorShape{3 * n, 2}), CpuAllocator(),
+                                     nullptr);
+    });
+    for (int g = 0; g < n; ++g) {
+      ASSERT_TRUE(out[g].ok()) << out[g].status();
+      ASSERT_EQ(out[g]->shape(), TensorShape({3, 2}));
+      for (int i = 0; i < 6; ++i) {
+        // mean over ranks q of q * 1000 + (6 g + i)
+        const float want = 1000.0f * (n - 1) / 2 + float(6 * g + i);
+        EXPECT_FLOAT_EQ(out[g]->data<float>()[i], want) << "rank " << g << " element " << i;
+      }
+    }
+  }
+  // A dimension 0 that does not split is refused before anyone waits.
+  Cluster c(w);
+  auto bad = c.workers[0]->Execute(Params(CollectiveType::kReduceScatter, n, 2, 0, 0, TensorShape{3 * n + 1}),
+                                   Tensor(DT_FLOAT, TensorShape{3 * n + 1}), CpuAllocator(), nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(bad.status(), "equal blocks")) << bad.status();
+}
+
 TEST_P(ShapesTest, BroadcastFromADeviceOfWorkerOneReachesEveryDevice) {
   const auto [w, l] = GetParam();
   const int n = w * l;

@@ -22,7 +22,7 @@ namespace {
 // What every participant of one instance must agree on, as text for errors.
 std::string Signature(const CollectiveParams& p) {
   std::string s = absl::StrCat(DataTypeString(p.dtype), " ", p.shape.DebugString());
-  if (p.type == CollectiveType::kAllReduce) {
+  if (p.type == CollectiveType::kAllReduce || p.type == CollectiveType::kReduceScatter) {
     absl::StrAppend(&s, " merge_op ", MergeOpName(p.merge_op), " final_op ",
                     p.final_op == FinalOp::kDiv ? "Div" : "Id");
   }
@@ -36,7 +36,8 @@ bool SameSignature(const CollectiveParams& a, const CollectiveParams& b) {
   if (a.dtype != b.dtype || a.shape != b.shape || a.communication_hint != b.communication_hint) {
     return false;
   }
-  if (a.type == CollectiveType::kAllReduce || b.type == CollectiveType::kAllReduce) {
+  if (a.type == CollectiveType::kAllReduce || b.type == CollectiveType::kAllReduce ||
+      a.type == CollectiveType::kReduceScatter || b.type == CollectiveType::kReduceScatter) {
     return a.merge_op == b.merge_op && a.final_op == b.final_op;
   }
   return true;
@@ -63,7 +64,10 @@ absl::Status CheckParticipant(const CollectiveParams& p, const Tensor& input) {
   if (p.type == CollectiveType::kAllGather && p.shape.dims() == 0) {
     return absl::InvalidArgumentError("all-gather needs an input of rank >= 1, got a scalar");
   }
-  if (p.type == CollectiveType::kAllReduce) STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
+  STRATA_RETURN_IF_ERROR(CheckReduceScatterShape(p));
+  if (p.type == CollectiveType::kAllReduce || p.type == CollectiveType::kReduceScatter) {
+    STRATA_RETURN_IF_ERROR(CheckReducible(p.dtype));
+  }
   // Rejects unknown hints now rather than once everyone has arrived.
   return SelectAlgorithm(p.type, p.communication_hint, p.group_size, 0,
                          /*same_address_space=*/true)
@@ -464,6 +468,7 @@ void LocalCollectiveExecutor::RunParticipant(std::shared_ptr<Instance> inst, int
   }
   std::vector<int64_t> out_dims(p.params.shape.dim_sizes().begin(), p.params.shape.dim_sizes().end());
   if (p.params.type == CollectiveType::kAllGather) out_dims[0] *= n;
+  if (p.params.type == CollectiveType::kReduceScatter) out_dims[0] /= n;
   AlgorithmParams ap;
   ap.type = p.params.type;
   ap.rank = p.rank;

@@ -169,6 +169,36 @@ TEST(LocalCollectiveExecutorTest, AllGatherConcatenatesInDeviceNameOrder) {
   }
 }
 
+TEST(LocalCollectiveExecutorTest, ReduceScatterGivesEachDeviceItsBlockWithEveryHint) {
+  for (const char* hint : {"auto", "ring", "direct"}) {
+    SCOPED_TRACE(hint);
+    LocalCollectiveExecutor ce;
+    constexpr int n = 3;
+    std::vector<absl::StatusOr<Tensor>> out(n);
+    OnRanks(n, [&](int r) {
+      // Input r: [6, 1] of r * 10 + i.
+      std::vector<int64_t> x(6);
+      for (int i = 0; i < 6; ++i) x[i] = r * 10 + i;
+      CollectiveParams p = Params(CollectiveType::kReduceScatter, n, 1, r, TensorShape{6, 1}, DT_INT64);
+      p.merge_op = MergeOp::kAdd;
+      p.communication_hint = hint;
+      out[r] = ce.Execute(p, Tensor::FromVector(x, TensorShape{6, 1}), CpuAllocator(), nullptr);
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(out[r].ok()) << out[r].status();
+      EXPECT_EQ(out[r]->shape(), TensorShape({2, 1}));
+      // Sum over ranks of rank * 10 + i, for i = 2r, 2r + 1: 30 + 3i.
+      EXPECT_EQ(std::vector<int64_t>(out[r]->data<int64_t>(), out[r]->data<int64_t>() + 2),
+                std::vector<int64_t>({30 + 6 * r, 33 + 6 * r}));
+    }
+  }
+  LocalCollectiveExecutor ce;
+  auto bad = ce.Execute(Params(CollectiveType::kReduceScatter, 4, 2, 0, TensorShape{6}, DT_FLOAT),
+                        Tensor(DT_FLOAT, TensorShape{6}), CpuAllocator(), nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("4 equal blocks"), std::string::npos) << bad.status();
+}
+
 TEST(LocalCollectiveExecutorTest, BroadcastFromAnyDevice) {
   LocalCollectiveExecutor ce;
   constexpr int n = 4;

@@ -150,6 +150,108 @@ TEST_P(AllReduceTest, UnsupportedDtypeIsUnimplemented) {
 INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest,
                          ::testing::Values("ring", "reduce_to_one", "direct"));
 
+// Reduce-scatter: the reference all-reduce's block r on rank r.
+template <typename T>
+void CheckReduceScatter(const std::string& alg, int n, int64_t block, MergeOp op, FinalOp final_op,
+                        DataType dtype = DataTypeToEnum<T>::value) {
+  SCOPED_TRACE(absl::StrCat(alg, " reduce-scatter n=", n, " block=", block, " op=", MergeOpName(op),
+                            final_op == FinalOp::kDiv ? " Div " : " Id ", DataTypeString(dtype)));
+  const int64_t count = block * n;
+  std::vector<std::vector<char>> in(n, std::vector<char>(count * sizeof(T) + 1));
+  std::vector<std::vector<char>> out(n, std::vector<char>(block * sizeof(T) + 1));
+  std::vector<T> expected(count);
+  for (int r = 0; r < n; ++r) {
+    T* x = reinterpret_cast<T*>(in[r].data());
+    for (int64_t i = 0; i < count; ++i) {
+      x[i] = InputValue<T>(r, i, op);
+      T& e = expected[i];
+      if (r == 0) {
+        e = x[i];
+      } else {
+        switch (op) {
+          case MergeOp::kAdd: e = e + x[i]; break;
+          case MergeOp::kMul: e = e * x[i]; break;
+          case MergeOp::kMin: e = std::min(e, x[i]); break;
+          case MergeOp::kMax: e = std::max(e, x[i]); break;
+        }
+      }
+    }
+  }
+  if (final_op == FinalOp::kDiv) {
+    for (T& e : expected) e /= static_cast<T>(n);
+  }
+  AlgorithmParams p;
+  p.size = n;
+  p.dtype = dtype;
+  p.num_elements = count;
+  p.merge_op = op;
+  p.final_op = final_op;
+  auto status = RunRanks(CollectiveType::kReduceScatter, alg, p, in, &out);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    const T* y = reinterpret_cast<const T*>(out[r].data());
+    for (int64_t i = 0; i < block; ++i) {
+      ASSERT_EQ(static_cast<double>(y[i]), static_cast<double>(expected[r * block + i]))
+          << "rank " << r << " element " << i;
+    }
+  }
+}
+
+class ReduceScatterTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReduceScatterTest, EveryMergeOpFinalOpAndSizeMatchesTheReference) {
+  for (int n : kRankCounts) {
+    for (int64_t block : {0, 1, 5, 1001, 65537}) {
+      for (MergeOp op : {MergeOp::kAdd, MergeOp::kMul, MergeOp::kMin, MergeOp::kMax}) {
+        for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) CheckReduceScatter<float>(GetParam(), n, block, op, f);
+      }
+    }
+  }
+}
+
+TEST_P(ReduceScatterTest, EveryElementType) {
+  for (int n : {3, 4}) {
+    for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) {
+      CheckReduceScatter<double>(GetParam(), n, 777, MergeOp::kAdd, f);
+      CheckReduceScatter<int32_t>(GetParam(), n, 777, MergeOp::kAdd, f);
+      CheckReduceScatter<int64_t>(GetParam(), n, 777, MergeOp::kMax, f);
+      for (MergeOp op : {MergeOp::kAdd, MergeOp::kMul, MergeOp::kMax}) {
+        CheckReduceScatter<Eigen::half>(GetParam(), n, 1001, op, f, DT_HALF);
+        CheckReduceScatter<Eigen::bfloat16>(GetParam(), n, 1001, op, f, DT_BFLOAT16);
+      }
+    }
+  }
+}
+
+TEST_P(ReduceScatterTest, AnInputThatDoesNotSplitAndUnsupportedDtypesAreRefused) {
+  AlgorithmParams p;
+  p.type = CollectiveType::kReduceScatter;
+  p.size = 4;
+  p.dtype = DT_FLOAT;
+  p.num_elements = 10;
+  p.same_address_space = true;
+  auto alg = CreateCollectiveAlgorithm(CollectiveType::kReduceScatter, GetParam(), p);
+  EXPECT_EQ(alg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(alg.status().message().find("10 elements do not split into 4 equal blocks"),
+            std::string::npos)
+      << alg.status();
+  p.num_elements = 8;
+  p.dtype = DT_BOOL;
+  alg = CreateCollectiveAlgorithm(CollectiveType::kReduceScatter, GetParam(), p);
+  EXPECT_EQ(alg.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, ReduceScatterTest, ::testing::Values("ring", "direct"));
+
+TEST(ReduceScatterDirectTest, NeedsOneAddressSpace) {
+  AlgorithmParams p;
+  p.size = 2;
+  p.dtype = DT_FLOAT;
+  p.num_elements = 4;
+  auto alg = CreateCollectiveAlgorithm(CollectiveType::kReduceScatter, "direct", p);
+  EXPECT_EQ(alg.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 // The executor's way of running direct: every rank writes one shared output
 // (with the inputs exchanged, and known up front as the executor gives them).
 TEST(AllReduceDirectTest, RanksSharingOneOutputBufferAllSeeTheResult) {

@@ -129,6 +129,64 @@ TEST_P(AllReduceShmTest, OneRankCopies) {
   CheckAllReduce<float>(GetParam(), 1, 33, MergeOp::kAdd, FinalOp::kDiv);
 }
 
+// Reduce-scatter over shared memory: "shm" (in the workspace) and "ring"
+// (through the transport), rank r checking its block.
+template <typename T>
+void CheckReduceScatter(Mode mode, const std::string& name, int n, int64_t block, MergeOp op,
+                        FinalOp final_op, size_t chunk_bytes = size_t{256} << 10) {
+  SCOPED_TRACE(absl::StrCat(name, " reduce-scatter, ", n, " ranks, blocks of ", block, ", ",
+                            DataTypeString(DataTypeToEnum<T>::value), " op ", static_cast<int>(op),
+                            " final ", static_cast<int>(final_op)));
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("rs");
+  options.chunk_bytes = chunk_bytes;
+  auto statuses = RunRanks(mode, n, options, [&](int rank, Transport& t) -> absl::Status {
+    AlgorithmParams p;
+    p.type = CollectiveType::kReduceScatter;
+    p.rank = rank;
+    p.size = n;
+    p.dtype = DataTypeToEnum<T>::value;
+    p.num_elements = block * n;
+    p.merge_op = op;
+    p.final_op = final_op;
+    auto alg = CreateCollectiveAlgorithm(CollectiveType::kReduceScatter, name, p);
+    if (!alg.ok()) return alg.status();
+    std::vector<T> in(block * n), out(block, T(-99));
+    for (int64_t i = 0; i < block * n; ++i) in[i] = InputValue<T>(rank, i, op);
+    for (int run = 0; run < 2; ++run) {
+      if (absl::Status s = (*alg)->Run(t, in.data(), out.data()); !s.ok()) return s;
+      for (int64_t i = 0; i < block; ++i) {
+        const int64_t g = rank * block + i;
+        T want = InputValue<T>(0, g, op);
+        for (int q = 1; q < n; ++q) want = Merge(op, want, InputValue<T>(q, g, op));
+        if (final_op == FinalOp::kDiv) want /= static_cast<T>(n);
+        if (out[i] != want) {
+          return absl::DataLossError(absl::StrCat("rank ", rank, " element ", i, ": got ", out[i],
+                                                  " want ", want));
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+}
+
+TEST_P(AllReduceShmTest, ReduceScatterInTheWorkspaceAndAroundTheRing) {
+  for (const char* name : {"shm", "ring"}) {
+    for (int n : {1, 2, 3, 4}) {
+      for (int64_t block : {0, 1, 17, 20000}) {
+        CheckReduceScatter<float>(GetParam(), name, n, block, MergeOp::kAdd, FinalOp::kDiv);
+      }
+    }
+    CheckReduceScatter<int64_t>(GetParam(), name, 3, 301, MergeOp::kMax, FinalOp::kId);
+    CheckReduceScatter<double>(GetParam(), name, 4, 301, MergeOp::kMul, FinalOp::kId);
+  }
+  // 1 KiB chunks: a rank's block spans several chunks, and chunks span
+  // several blocks.
+  CheckReduceScatter<float>(GetParam(), "shm", 3, 1000, MergeOp::kAdd, FinalOp::kId, 1024);
+  CheckReduceScatter<float>(GetParam(), "shm", 4, 50, MergeOp::kAdd, FinalOp::kId, 1024);
+}
+
 // Ranks that disagree on the element count fail, naming the rank, instead
 // of reading past a buffer.
 TEST(AllReduceShmErrorsTest, RanksThatDisagreeFailNamingTheRank) {
@@ -175,6 +233,9 @@ TEST(AllReduceShmSelectTest, ShmKindPicksShmForAllReduceOnly) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "ring", 2, 8, false, "shm"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 2, 8, false, "tcp"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 8, false, "shm"), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, false, "shm"), "shm");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, false, "tcp"), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, true, ""), "direct");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastSend, "auto", 2, 8, false, "shm"), "tree");
 }
 
