@@ -104,7 +104,8 @@ std::vector<std::string> RegisteredAlgorithms(CollectiveType type);
 // the first row of the selection table in algorithm.cc that fits: for
 // all-reduce "pipelined_ring" over TCP, "shm" over shared memory, "direct"
 // when same_address_space, else "ring"; for reduce-scatter "shm", "direct"
-// or "ring" likewise; "ring" for all-gather, "tree" for broadcast. A hint that names no usable algorithm of this collective falls
+// or "ring" likewise; for all-gather "shm" over shared memory, else
+// "ring"; "tree" for broadcast. A hint that names no usable algorithm of this collective falls
 // back to auto; an unknown one is InvalidArgument. Depends only on
 // group-wide values (same_address_space is a property of the executor, the
 // same for every rank; every rank of a communicator has the same transport).

@@ -31,6 +31,11 @@
 //       --kv_dir=/tmp/kv --host=10.9.0.2
 // (one command each, shown on two lines)
 //
+// --collective=reduce_scatter or all_gather times that collective instead
+// (as tools/bench/allreduce_mpi.c's --collective): a size is the whole
+// tensor, reduce-scatter's input and all-gather's output, each rank's block
+// a 1/n of it; busbw = algbw * (n-1)/n; the RESULT lines say collective=.
+//
 // Prints a table per rank count and a line per measurement for scripts:
 //   RESULT impl=strata-shm ranks=2 bytes=4096 time_us=1.85 busbw_gbps=2.214
 #include <dirent.h>
@@ -73,6 +78,8 @@ ABSL_FLAG(int, rank, -1,
           "every rank of each --ranks count)");
 ABSL_FLAG(std::string, kv_dir, "",
           "with --rank: the key-value store's directory, shared by every rank (empty at the start)");
+ABSL_FLAG(std::string, collective, "all_reduce",
+          "what to time: all_reduce, reduce_scatter or all_gather");
 ABSL_FLAG(std::string, algorithm, "auto",
           "all-reduce algorithm: auto (SelectAlgorithm's pick for the transport), shm, ring, ...");
 ABSL_FLAG(int64_t, spin_us, -1,
@@ -192,12 +199,14 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
   return ConnectTcpTransport(rank, n, kv, options);
 }
 
-// One all-reduce of `count` elements with a fresh algorithm object.
-absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t, DataType dtype,
-                                                                   int64_t count, MergeOp op,
-                                                                   const std::string& hint) {
+// One collective of `count` elements (all-gather: of each rank's input)
+// with a fresh algorithm object.
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeCollective(Transport& t, CollectiveType type,
+                                                                    DataType dtype, int64_t count,
+                                                                    MergeOp op,
+                                                                    const std::string& hint) {
   AlgorithmParams p;
-  p.type = CollectiveType::kAllReduce;
+  p.type = type;
   p.rank = t.rank();
   p.size = t.size();
   p.dtype = dtype;
@@ -220,6 +229,81 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t,
   return CreateCollectiveAlgorithm(p.type, name, p);
 }
 
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeAllReduce(Transport& t, DataType dtype,
+                                                                   int64_t count, MergeOp op,
+                                                                   const std::string& hint) {
+  return MakeCollective(t, CollectiveType::kAllReduce, dtype, count, op, hint);
+}
+
+// --collective.
+absl::StatusOr<CollectiveType> TimedCollective() {
+  const std::string c = absl::GetFlag(FLAGS_collective);
+  if (c == "all_reduce") return CollectiveType::kAllReduce;
+  if (c == "reduce_scatter") return CollectiveType::kReduceScatter;
+  if (c == "all_gather") return CollectiveType::kAllGather;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--collective=", c, " is not all_reduce, reduce_scatter or all_gather"));
+}
+
+// Reduce-scatter or all-gather, timed as RunRank times all-reduce (out of
+// place: their outputs and inputs differ in size).
+absl::Status RunOtherCollective(Transport& t, CollectiveType type, const Schedule& schedule,
+                                const std::map<int64_t, double>& memcpy_gbps) {
+  const int n = t.size(), rank = t.rank();
+  const bool scatter = type == CollectiveType::kReduceScatter;
+  const std::string hint = absl::GetFlag(FLAGS_algorithm);
+  const int64_t max_count = schedule.sizes.back() / 4;
+  Tensor input_tensor(DT_FLOAT, TensorShape{max_count}), output_tensor(DT_FLOAT, TensorShape{max_count});
+  float* const input = input_tensor.data<float>();
+  float* const output = output_tensor.data<float>();
+  std::fill(input, input + max_count, static_cast<float>(rank + 1));
+  std::fill(output, output + max_count, 0.0f);
+  auto status = [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(auto sync, MakeAllReduce(t, DT_FLOAT, 1, MergeOp::kAdd, "auto"));
+    STRATA_ASSIGN_OR_RETURN(auto slowest, MakeAllReduce(t, DT_DOUBLE, 1, MergeOp::kMax, "auto"));
+    float one = 1, sum = 0;
+    for (int64_t bytes : schedule.sizes) {
+      const int64_t block = bytes / 4 / n, count = block * n;
+      if (block == 0) continue;
+      STRATA_ASSIGN_OR_RETURN(auto alg, MakeCollective(t, type, DT_FLOAT, scatter ? count : block,
+                                                       MergeOp::kAdd, hint));
+      for (int64_t i = 0; i < schedule.Warmup(bytes) + 1; ++i) {
+        STRATA_RETURN_IF_ERROR(alg->Run(t, input, output));
+      }
+      // Reduce-scatter: the sum everywhere; all-gather: rank q's q + 1.
+      const int64_t last = scatter ? block - 1 : count - 1;
+      const float want_first = scatter ? static_cast<float>(n) * (n + 1) / 2 : 1.0f;
+      const float want_last = scatter ? want_first : static_cast<float>(n);
+      if (output[0] != want_first || output[last] != want_last) {
+        return absl::InternalError(absl::StrCat("rank ", rank, " got ", output[0], " and ",
+                                                output[last], ", want ", want_first, " and ",
+                                                want_last, " at ", bytes, " bytes"));
+      }
+      STRATA_RETURN_IF_ERROR(sync->Run(t, &one, &sum));
+      const int64_t iters = schedule.Iters(bytes);
+      const Clock::time_point start = Clock::now();
+      for (int64_t i = 0; i < iters; ++i) STRATA_RETURN_IF_ERROR(alg->Run(t, input, output));
+      const double mean = Seconds(Clock::now() - start) / iters;
+      double worst = 0;
+      STRATA_RETURN_IF_ERROR(slowest->Run(t, &mean, &worst));
+      if (rank != 0) continue;
+      const int64_t whole = count * 4;
+      const double algbw = whole / worst / 1e9, busbw = algbw * (n - 1) / n;
+      const double mc = memcpy_gbps.at(bytes);
+      std::printf("%6d %10lld %12.2f %10.3f %10.3f %10.3f %10.3f\n", n, static_cast<long long>(whole),
+                  worst * 1e6, algbw, busbw, mc, busbw / mc);
+      std::printf("RESULT impl=strata-%s%s collective=%s ranks=%d bytes=%lld time_us=%.2f "
+                  "busbw_gbps=%.3f\n",
+                  t.kind(), UsesTls() ? "-tls" : "", scatter ? "reduce_scatter" : "allgather", n,
+                  static_cast<long long>(whole), worst * 1e6, busbw);
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) t.Abort(status);
+  return status;
+}
+
 absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& schedule,
                      const std::map<int64_t, double>& memcpy_gbps) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, Connect(rank, n, dir));
@@ -233,6 +317,8 @@ absl::Status RunRank(int rank, int n, const std::string& dir, const Schedule& sc
   std::fill(input, input + max_count, static_cast<float>(rank + 1));
   std::fill(separate_output, separate_output + max_count, 0.0f);
   const float expected = static_cast<float>(n) * (n + 1) / 2;
+  STRATA_ASSIGN_OR_RETURN(const CollectiveType type, TimedCollective());
+  if (type != CollectiveType::kAllReduce) return RunOtherCollective(*t, type, schedule, memcpy_gbps);
   auto status = [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(auto sync, MakeAllReduce(*t, DT_FLOAT, 1, MergeOp::kAdd, "auto"));
     STRATA_ASSIGN_OR_RETURN(auto slowest, MakeAllReduce(*t, DT_DOUBLE, 1, MergeOp::kMax, "auto"));
@@ -330,8 +416,14 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
     return s.ok() ? 0 : 1;
   }
-  std::printf("all-reduce float32 SUM across processes, transport %s, algorithm %s, %s\n",
-              transport.c_str(), absl::GetFlag(FLAGS_algorithm).c_str(),
+  if (!TimedCollective().ok()) {
+    std::fprintf(stderr, "cross_process_bench: %s\n",
+                 std::string(TimedCollective().status().message()).c_str());
+    return 2;
+  }
+  std::printf("%s float32 SUM across processes, transport %s, algorithm %s, %s\n",
+              absl::GetFlag(FLAGS_collective).c_str(), transport.c_str(),
+              absl::GetFlag(FLAGS_algorithm).c_str(),
               absl::GetFlag(FLAGS_in_place) ? "in place where supported" : "out of place");
   std::printf("%6s %10s %12s %10s %10s %10s %10s\n", "ranks", "bytes", "time_us", "algbw_GBps",
               "busbw_GBps", "memcpy_GBps", "vs_memcpy");

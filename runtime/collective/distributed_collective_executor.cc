@@ -751,6 +751,10 @@ absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transpo
                           SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
                                           block_bytes * local, /*same_address_space=*/false,
                                           t.kind()));
+  // The workspace's collectives run in one order on every worker, which
+  // only the all-reduce lane arranges so far: the ring over the same
+  // transport instead.
+  if (name == "shm") name = "ring";
   STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, out_shape));
   const void* in = inputs[0]->raw_data();

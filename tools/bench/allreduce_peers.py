@@ -32,6 +32,11 @@ kernel's defaults but for its MTU (--mtu, 1500 by default: what two hosts on
 Ethernet get; 9000: jumbo frames). Needs root and `ip netns`: without them it
 exits with status 3 and says why.
 
+--collective=reduce_scatter or allgather times that collective instead
+(MPI_Reduce_scatter_block, MPI_Allgather; cross_process_bench --collective),
+Open MPI and Strata only; a size is the whole tensor (reduce-scatter's input,
+all-gather's output), bus bandwidth = algbw x (n-1)/n.
+
 plus this machine's memcpy bandwidth (1 and 2 threads; tools/bench/memcpy_bw.c)
 as the physical limit for same-host collectives. The C and C++ peers are
 compiled here, with mpicc and g++, into a temporary directory. Every
@@ -64,6 +69,9 @@ import peers_common as pc
 from engine_bench import table
 
 PEERS = ["mpi-shm", "mpi-tcp", "gloo", "torch-gloo"]
+COLLECTIVES = {"allreduce": "all_reduce", "reduce_scatter": "reduce_scatter", "allgather": "all_gather"}
+# What times the collectives other than all-reduce (Gloo's and torch's peers time all-reduce only).
+OTHER_COLLECTIVE_IMPLS = ["mpi-shm", "mpi-tcp", "strata-shm", "strata-tcp"]
 NETNS_IMPLS = ["mpi-tcp", "gloo", "torch-gloo", "strata-tcp"]  # what can cross hosts
 NETNS_UNAVAILABLE = 3  # exit status when namespaces cannot be made here
 STRATA = ["strata-shm", "strata-tcp"]
@@ -98,9 +106,19 @@ def build(tmp):
     return out
 
 
+COLLECTIVE = "allreduce"  # --collective
+
+
 def run_impl(impl, ranks, schedule, exes, strata, strata_args, tmp):
     """RESULT dicts of one implementation at one rank count; raises RuntimeError with why not."""
     flags = pc.schedule_flags(schedule)
+    if COLLECTIVE != "allreduce":
+        if impl not in OTHER_COLLECTIVE_IMPLS:
+            raise RuntimeError(f"no {COLLECTIVE} peer for {impl}")
+        if impl.startswith("mpi-"):
+            flags = flags + [f"--collective={COLLECTIVE}"]
+        else:
+            strata_args = strata_args + [f"--collective={COLLECTIVES[COLLECTIVE]}"]
     if impl.startswith("mpi-"):
         if not os.path.isfile(exes["mpi"]):
             raise RuntimeError(exes["mpi"])
@@ -215,9 +233,10 @@ def report(ranks, impls, results, schedule, mtu=None):
         rows.append(row)
     where = ("one host" if mtu is None else
              f"{ranks} hosts (network namespaces, veth link, MTU {mtu})")
-    table(f"all-reduce float32 SUM, {ranks} processes, {where}: bus bandwidth GB/s (time per operation)",
+    what = {"allreduce": "all-reduce", "reduce_scatter": "reduce-scatter", "allgather": "all-gather"}[COLLECTIVE]
+    table(f"{what} float32 SUM, {ranks} processes, {where}: bus bandwidth GB/s (time per operation)",
           header, rows)
-    if ranks != 2:
+    if ranks != 2 and COLLECTIVE == "allreduce":
         return
     for s, p, target in ratios:
         big = [by[(p, b)]["time_us"] / by[(s, b)]["time_us"] for b in pc.sizes(schedule)
@@ -226,7 +245,7 @@ def report(ranks, impls, results, schedule, mtu=None):
             mark = "ok" if min(big) >= target else "BELOW"
             print(f"{s} / {p} at >= 1 MiB: {min(big):.2f}x..{max(big):.2f}x (target >= {target}x: {mark})")
     small = by.get(("strata-shm", 4 * pc.KIB))
-    if small:
+    if small and COLLECTIVE == "allreduce":
         mark = "ok" if small["time_us"] <= 5 else "BELOW"
         print(f"strata-shm 4 KiB: {small['time_us']:.1f} µs (target <= 5 µs: {mark})")
     if ("strata-tcp", pc.MIB) in by and mtu is None:
@@ -255,10 +274,16 @@ def main():
                    help="cross_process_bench binary; auto: bazel-bin's if built; none: skip Strata")
     p.add_argument("--strata_args", default="", help="extra flags for Strata's bench, space-separated")
     p.add_argument("--json_out", default="", help="also write every result to this JSON file")
+    p.add_argument("--collective", default="allreduce", choices=sorted(COLLECTIVES),
+                   help="the collective timed (reduce_scatter, allgather: Open MPI and Strata only)")
     a = p.parse_args()
+    global COLLECTIVE
+    COLLECTIVE = a.collective
     schedule = dict(pc.QUICK_SCHEDULE if a.quick else pc.FULL_SCHEDULE)
     rank_counts = [int(r) for r in a.ranks.split(",") if r]
     known = NETNS_IMPLS if a.netns else PEERS + STRATA
+    if a.collective != "allreduce":
+        known = [i for i in known if i in OTHER_COLLECTIVE_IMPLS]
     impls = [i for i in (a.impls or ",".join(known)).split(",") if i]
     unknown = set(impls) - set(known)
     if unknown:
@@ -345,7 +370,7 @@ def main():
     print("\n" + pc.load_note())
     if a.json_out:
         out = {"mode": mode, "rounds": rounds, "schedule": schedule, "memcpy": memcpy,
-               "allreduce": results, "skipped": skipped}
+               "allreduce": results, "skipped": skipped, "collective": a.collective}
         if a.netns:
             out.update({"link": "netns", "mtus": mtus, "ifname": netns_hosts.IFNAME})
         with open(a.json_out, "w") as f:
@@ -369,7 +394,10 @@ def measure(impls, ranks, mtu, hosts, schedule, exes, strata, strata_args, tmp, 
                            | ({} if mtu is None else {"mtu": mtu}))
             continue
         for r in got:
-            line = pc.allreduce_result(impl, r["ranks"], r["bytes"], r["time_us"] / 1e6)
+            line = (pc.allreduce_result(impl, r["ranks"], r["bytes"], r["time_us"] / 1e6)
+                    if COLLECTIVE == "allreduce" else
+                    f"RESULT impl={impl} collective={COLLECTIVE} ranks={r['ranks']} bytes={r['bytes']} "
+                    f"time_us={r['time_us']:.2f} busbw_gbps={r['busbw_gbps']:.3f}")
             print(line + ("" if mtu is None else f" mtu={mtu}"), flush=True)
             if mtu is not None:
                 r["mtu"] = mtu

@@ -187,6 +187,46 @@ TEST_P(AllReduceShmTest, ReduceScatterInTheWorkspaceAndAroundTheRing) {
   CheckReduceScatter<float>(GetParam(), "shm", 4, 50, MergeOp::kAdd, FinalOp::kId, 1024);
 }
 
+TEST_P(AllReduceShmTest, AllGatherInTheWorkspace) {
+  for (const char* name : {"shm"}) {
+  for (int n : {1, 2, 3, 4}) {
+    for (int64_t block : {0, 1, 17, 20000}) {
+      for (size_t chunk : {size_t{1024}, size_t{256} << 10}) {
+        SCOPED_TRACE(absl::StrCat("all-gather ", name, ", ", n, " ranks, blocks of ", block, ", chunk ", chunk));
+        ShmTransportOptions options;
+        options.key_prefix = UniquePrefix("ag");
+        options.chunk_bytes = chunk;
+        auto statuses = RunRanks(GetParam(), n, options, [&](int rank, Transport& t) -> absl::Status {
+          AlgorithmParams p;
+          p.type = CollectiveType::kAllGather;
+          p.rank = rank;
+          p.size = n;
+          p.dtype = DT_INT32;
+          p.num_elements = block;
+          auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllGather, name, p);
+          if (!alg.ok()) return alg.status();
+          std::vector<int32_t> in(block), out(block * n, -1);
+          for (int64_t i = 0; i < block; ++i) in[i] = static_cast<int32_t>(rank * 1000000 + i);
+          for (int run = 0; run < 2; ++run) {
+            if (absl::Status s = (*alg)->Run(t, in.data(), out.data()); !s.ok()) return s;
+            for (int q = 0; q < n; ++q) {
+              for (int64_t i = 0; i < block; ++i) {
+                if (out[q * block + i] != q * 1000000 + i) {
+                  return absl::DataLossError(absl::StrCat("rank ", rank, " block ", q, " element ", i,
+                                                          ": got ", out[q * block + i]));
+                }
+              }
+            }
+          }
+          return absl::OkStatus();
+        });
+        for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+      }
+    }
+  }
+  }
+}
+
 // Ranks that disagree on the element count fail, naming the rank, instead
 // of reading past a buffer.
 TEST(AllReduceShmErrorsTest, RanksThatDisagreeFailNamingTheRank) {
@@ -226,13 +266,14 @@ TEST(AllReduceShmErrorsTest, OtherTransportsAreRefused) {
   EXPECT_FALSE(CreateCollectiveAlgorithm(CollectiveType::kAllReduce, "shm", p).ok());
 }
 
-TEST(AllReduceShmSelectTest, ShmKindPicksShmForAllReduceOnly) {
+TEST(AllReduceShmSelectTest, ShmKindPicksShmForEveryCollectiveButBroadcast) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 2, 4096, false, "shm"), "shm");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "nccl", 4, 1 << 26, false, "shm"), "shm");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "shared_memory", 2, 8, false, "shm"), "shm");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "ring", 2, 8, false, "shm"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 2, 8, false, "tcp"), "ring");
-  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 8, false, "shm"), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 8, false, "shm"), "shm");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 8, false, "tcp"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, false, "shm"), "shm");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, false, "tcp"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, true, ""), "direct");

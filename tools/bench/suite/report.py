@@ -31,6 +31,7 @@ SECTIONS = [  # key, title, issue
     ("fit", "Training library: Fit's cost per step", "issue 18"),
     ("lm", "Transformer language model training", "issue 19"),
     ("security", "What mutual TLS costs the TCP all-reduce", "issue 23"),
+    ("collectives", "Reduce-scatter and all-gather across processes", "issue 21"),
 ]
 
 
@@ -128,6 +129,31 @@ def targets(results):
     add("W8", 5, "failure", "a SIGKILLed worker: every survivor exits, naming it, within heartbeat + 5 s "
         "(worst time / bound)", "<=", 1.0)
     add("W9", 5, "failure", "a SIGSTOPped (frozen) worker: the same (worst time / bound)", "<=", 1.0)
+
+    add("B1", 21, "collectives", "reduce-scatter over shm, 2 and 4 processes, busbw vs Open MPI at >= 1 MiB",
+        ">=", 1.0)
+    add("B2", 21, "collectives", "reduce-scatter over TCP (loopback), 2 and 4 processes, vs Open MPI at >= 1 MiB",
+        ">=", 1.0)
+    add("B3", 21, "collectives", "all-gather over shm, 2 and 4 processes, busbw vs Open MPI at >= 1 MiB", ">=", 1.0)
+    add("B4", 21, "collectives", "all-gather over TCP (loopback), 2 and 4 processes, vs Open MPI at >= 1 MiB",
+        ">=", 1.0)
+    co = data(results, "collectives")
+    if co:
+        for tid, collective, transport in (("B1", "reduce_scatter", "shm"), ("B2", "reduce_scatter", "tcp"),
+                                           ("B3", "allgather", "shm"), ("B4", "allgather", "tcp")):
+            d = co.get(collective)
+            if not d:
+                continue
+            by = {(r["impl"], r["ranks"], r["bytes"]): r for r in d["allreduce"]}
+            pairs = []
+            for (impl, ranks, b), r in by.items():
+                peer = by.get((f"mpi-{transport}", ranks, b))
+                if impl == f"strata-{transport}" and b >= MIB and peer and r["time_us"] > 0:
+                    pairs.append((ranks, b, peer["time_us"] / r["time_us"]))
+            if pairs:
+                lo = min(pairs, key=lambda p: p[2])
+                t[tid].set(lo[2], f"{lo[2]:.2f}x at worst ({lo[0]} processes, {size_label(lo[1])}); "
+                                  f"{lo[2]:.2f}-{max(p[2] for p in pairs):.2f}x over 1-64 MiB, 2 and 4 processes")
 
     add("F1", 18, "fit", "fit::Fit steps/s vs a hand-written loop over the same graph (digits-sized MLP)",
         ">=", 0.98)
@@ -528,10 +554,33 @@ def section_security(d, plots_dir):
             + md_table(["size", "plaintext busbw GB/s", "TLS busbw GB/s", "TLS / plaintext"], rows))
 
 
+def section_collectives(d, plots_dir):
+    out = ["`tools/bench/allreduce_peers.py --collective=reduce_scatter` and `--collective=allgather`: "
+           "Strata's `cross_process_bench --collective` (over its shared-memory and TCP transports, the "
+           "algorithm SelectAlgorithm picks: `shm` in the segment for both, `ring` over TCP) beside Open MPI "
+           "4.1's `MPI_Reduce_scatter_block` and `MPI_Allgather` (vader; its TCP btl over loopback), one "
+           "schedule for all. A size is the whole tensor (reduce-scatter's input, all-gather's output); bus "
+           "bandwidth = algbw x (n-1)/n; ratios Strata / Open MPI from the times. The cross-worker executor "
+           "runs these two collectives around the ring over shared memory for now (the segment's ordering lane "
+           "serves all-reduce only), which the ring rows of docs/perf/notes/collectives.md measure.\n"]
+    for collective, what in (("reduce_scatter", "Reduce-scatter"), ("allgather", "All-gather")):
+        sub = d.get(collective)
+        if not sub:
+            continue
+        out.append(f"\n### {what}\n")
+        for sk in sub.get("skipped", []):
+            out.append(f"\n- skipped {sk['impl']} with {sk['ranks']} processes: {sk['why'][:300]}")
+        for ranks in sorted({r["ranks"] for r in sub["allreduce"]}):
+            out.append(f"\n#### {ranks} processes, one host\n\n"
+                       + cp_table(sub, ranks, plots_dir, f"{collective}_crossprocess_{ranks}.svg",
+                                  f"{what} across {ranks} processes, one host", {}))
+    return "".join(out)
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
                "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
-               "lm": section_lm, "security": section_security}
+               "lm": section_lm, "security": section_security, "collectives": section_collectives}
 
 
 def read_note(notes_dir, name):

@@ -15,6 +15,8 @@ tools/bench, each writing its figures with --json_out:
   mirrored      mirrored_throughput.py   Mirrored x2 vs one device and TF MirroredStrategy
   failure       failure_detection.py     a killed / frozen worker vs the heartbeat timeout
   security      tls_cost.py              TCP all-reduce with mutual TLS vs plaintext
+  collectives   allreduce_peers.py       reduce-scatter and all-gather vs Open MPI, shm and
+                --collective             TCP (loopback), 2 and 4 processes
 
 samples the load average every 2 s, writes everything to docs/perf/results.json
 and generates docs/performance.md and docs/perf/*.svg from it (report.py).
@@ -163,6 +165,19 @@ def bench_crossprocess(ctx):
     return data
 
 
+def bench_collectives(ctx):
+    """Reduce-scatter and all-gather against Open MPI's (B1-B4), one host."""
+    data = {}
+    for collective in ("reduce_scatter", "allgather"):
+        out = os.path.join(ctx["tmp"], f"{collective}.json")
+        cmd = [sys.executable, "allreduce_peers.py", f"--strata={ctx['bin']}/cross_process_bench",
+               f"--collective={collective}", "--ranks=2,4", f"--json_out={out}"]
+        run_logged(cmd + (["--quick"] if ctx["quick"] else []),
+                   ctx["log"][:-len(".log")] + f"_{collective}.log")
+        data[collective] = load_json(out)
+    return data
+
+
 def bench_multiworker(ctx):
     out = os.path.join(ctx["tmp"], "multiworker.json")
     # Two rounds even when quick, as for training: the ratios compare runs a
@@ -228,13 +243,14 @@ NEEDS = {
     "fit": ["fit_bench"],
     "lm": ["lm_bench"],
     "security": ["cross_process_bench"],
+    "collectives": ["cross_process_bench"],
 }
 
 BENCHMARKS = [
     ("engine", bench_engine), ("training", bench_training), ("inprocess", bench_inprocess),
     ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
-    ("lm", bench_lm), ("security", bench_security),
+    ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
 ]
 
 
