@@ -26,6 +26,10 @@ namespace {
                              .Device(kDeviceGpu)                               \
                              .TypeConstraint("T", T),                          \
                          CollectiveKernel<CollectiveType::kAllGather>);        \
+  STRATA_REGISTER_KERNEL(KernelBuilder("CollectiveReduceScatterV2")            \
+                             .Device(kDeviceGpu)                               \
+                             .TypeConstraint("T", T),                          \
+                         CollectiveKernel<CollectiveType::kReduceScatter>);    \
   STRATA_REGISTER_KERNEL(KernelBuilder("CollectiveBcastSendV2")                \
                              .Device(kDeviceGpu)                               \
                              .TypeConstraint("T", T),                          \

@@ -61,6 +61,40 @@ absl::StatusOr<Tensor> AllocateScratch(const AlgorithmParams& params, int64_t by
   return Tensor::Allocate(a, DT_UINT8, TensorShape{bytes});
 }
 
+absl::Status ExchangeWithPeers(Transport& t, uint64_t tag, const void* mine, void* all, size_t bytes) {
+  const int n = t.size(), r = t.rank();
+  // A barrier passes no data, but the transports get real addresses.
+  char none = 0;
+  char* slots = bytes == 0 ? &none : static_cast<char*>(all);
+  if (bytes == 0) mine = &none;
+  PendingOps ops;
+  // Receives first: a send may complete only when matched.
+  for (int q = 0; q < n; ++q) {
+    if (q != r) t.RecvAsync(q, tag, slots + q * bytes, bytes, ops.Add());
+  }
+  for (int q = 0; q < n; ++q) {
+    if (q != r) t.SendAsync(q, tag, mine, bytes, ops.Add());
+  }
+  return ops.Wait();
+}
+
+absl::StatusOr<SharedWorkspace*> WorkspaceFor(Transport& t, int size, int rank, const std::string& what) {
+  SharedWorkspace* ws = t.shared_workspace();
+  if (ws == nullptr || t.size() != size || t.rank() != rank) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " runs over a transport with a shared workspace of ", size,
+        " ranks; this communicator's transport is '", t.kind(), "' with ", t.size(), " ranks",
+        ws == nullptr ? " and no shared workspace" : ""));
+  }
+  return ws;
+}
+
+absl::Status CheckWorkspaceDescs(Transport& t, SharedWorkspace* ws, const WorkspaceDesc& desc) {
+  absl::Status s = ws->CheckDescs(desc);
+  if (!s.ok()) t.Abort(s);
+  return s;
+}
+
 namespace {
 
 // The one selection table: what hint "auto" runs, first matching row wins.

@@ -35,6 +35,7 @@
 #include "graph/tensor.h"
 #include "graph/types.h"
 #include "kernels/collective.h"
+#include "runtime/collective/transport/shared_workspace.h"
 #include "runtime/collective/transport/transport.h"
 
 namespace strata {
@@ -80,6 +81,20 @@ class CollectiveAlgorithm {
   // Whether Run accepts output == input (the result overwrites the input).
   virtual bool SupportsInPlace() const { return false; }
 };
+
+// Sends `bytes` at `mine` to every other rank and receives each one's into
+// `all` + q * bytes (this rank's own slot left alone), with `tag`: an
+// exchange among every rank of the transport, and with bytes = 0 a barrier.
+absl::Status ExchangeWithPeers(Transport& t, uint64_t tag, const void* mine, void* all, size_t bytes);
+
+// The transport's shared workspace for an algorithm of `size` ranks that
+// works in it (`what`: "all-reduce 'shm'", for the message), or
+// FailedPrecondition naming the transport when it has none or another
+// shape.
+absl::StatusOr<SharedWorkspace*> WorkspaceFor(Transport& t, int size, int rank, const std::string& what);
+// After a workspace collective's first barrier: every rank published
+// `desc` (SharedWorkspace::CheckDescs); a mismatch aborts the transport.
+absl::Status CheckWorkspaceDescs(Transport& t, SharedWorkspace* ws, const WorkspaceDesc& desc);
 
 // memcpy that accepts the null pointers of empty tensors.
 inline void CopyBytes(void* dst, const void* src, size_t bytes) {

@@ -60,18 +60,15 @@ T InputValue(int rank, int64_t i, MergeOp op) {
   return static_cast<T>(((rank * 7 + i * 13) % 41) - 20);
 }
 
-// `dtype` is T's (given for Eigen::half and Eigen::bfloat16, which have no
-// DataTypeToEnum).
+// Every rank's input of `count` elements (InputValue) into *in, and the
+// reference all-reduce of them: merged in rank order, then final_op.
 template <typename T>
-void CheckAllReduce(const std::string& alg, int n, int64_t count, MergeOp op, FinalOp final_op,
-                    DataType dtype = DataTypeToEnum<T>::value) {
-  SCOPED_TRACE(absl::StrCat(alg, " n=", n, " count=", count, " op=", MergeOpName(op),
-                            final_op == FinalOp::kDiv ? " Div " : " Id ", DataTypeString(dtype)));
-  std::vector<std::vector<char>> in(n, std::vector<char>(count * sizeof(T) + 1));
-  std::vector<std::vector<char>> out(n, std::vector<char>(count * sizeof(T) + 1));
+std::vector<T> Inputs(int n, int64_t count, MergeOp op, FinalOp final_op,
+                      std::vector<std::vector<char>>* in) {
+  in->assign(n, std::vector<char>(count * sizeof(T) + 1));
   std::vector<T> expected(count);
   for (int r = 0; r < n; ++r) {
-    T* x = reinterpret_cast<T*>(in[r].data());
+    T* x = reinterpret_cast<T*>((*in)[r].data());
     for (int64_t i = 0; i < count; ++i) {
       x[i] = InputValue<T>(r, i, op);
       T& e = expected[i];
@@ -90,6 +87,18 @@ void CheckAllReduce(const std::string& alg, int n, int64_t count, MergeOp op, Fi
   if (final_op == FinalOp::kDiv) {
     for (T& e : expected) e /= static_cast<T>(n);
   }
+  return expected;
+}
+
+// `dtype` is T's (given for Eigen::half and Eigen::bfloat16, which have no
+// DataTypeToEnum).
+template <typename T>
+void CheckAllReduce(const std::string& alg, int n, int64_t count, MergeOp op, FinalOp final_op,
+                    DataType dtype = DataTypeToEnum<T>::value) {
+  SCOPED_TRACE(absl::StrCat(alg, " n=", n, " count=", count, " op=", MergeOpName(op),
+                            final_op == FinalOp::kDiv ? " Div " : " Id ", DataTypeString(dtype)));
+  std::vector<std::vector<char>> in, out(n, std::vector<char>(count * sizeof(T) + 1));
+  const std::vector<T> expected = Inputs<T>(n, count, op, final_op, &in);
   AlgorithmParams p;
   p.size = n;
   p.dtype = dtype;
@@ -157,29 +166,8 @@ void CheckReduceScatter(const std::string& alg, int n, int64_t block, MergeOp op
   SCOPED_TRACE(absl::StrCat(alg, " reduce-scatter n=", n, " block=", block, " op=", MergeOpName(op),
                             final_op == FinalOp::kDiv ? " Div " : " Id ", DataTypeString(dtype)));
   const int64_t count = block * n;
-  std::vector<std::vector<char>> in(n, std::vector<char>(count * sizeof(T) + 1));
-  std::vector<std::vector<char>> out(n, std::vector<char>(block * sizeof(T) + 1));
-  std::vector<T> expected(count);
-  for (int r = 0; r < n; ++r) {
-    T* x = reinterpret_cast<T*>(in[r].data());
-    for (int64_t i = 0; i < count; ++i) {
-      x[i] = InputValue<T>(r, i, op);
-      T& e = expected[i];
-      if (r == 0) {
-        e = x[i];
-      } else {
-        switch (op) {
-          case MergeOp::kAdd: e = e + x[i]; break;
-          case MergeOp::kMul: e = e * x[i]; break;
-          case MergeOp::kMin: e = std::min(e, x[i]); break;
-          case MergeOp::kMax: e = std::max(e, x[i]); break;
-        }
-      }
-    }
-  }
-  if (final_op == FinalOp::kDiv) {
-    for (T& e : expected) e /= static_cast<T>(n);
-  }
+  std::vector<std::vector<char>> in, out(n, std::vector<char>(block * sizeof(T) + 1));
+  const std::vector<T> expected = Inputs<T>(n, count, op, final_op, &in);
   AlgorithmParams p;
   p.size = n;
   p.dtype = dtype;

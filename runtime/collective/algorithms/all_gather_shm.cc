@@ -10,7 +10,8 @@ namespace strata {
 
 STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllGather, "shm", AllGatherShm);
 
-absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllGatherShm::Create(const AlgorithmParams& p) {
+absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllGatherShm::Create(
+    const AlgorithmParams& p) {
   if (p.num_elements < 0 || DataTypeSize(p.dtype) <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("all-gather 'shm': ", p.num_elements,
                                                    " elements of ", DataTypeString(p.dtype)));
@@ -29,13 +30,7 @@ absl::Status AllGatherShm::Run(Transport& t, const void* input, void* output) {
     CopyBytes(out, in, block * elem);
     return absl::OkStatus();
   }
-  SharedWorkspace* shm = t.shared_workspace();
-  if (shm == nullptr || t.size() != n || t.rank() != r) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "all-gather 'shm' runs over a transport with a shared workspace of ", n,
-        " ranks; this communicator's transport is '", t.kind(), "' with ", t.size(), " ranks",
-        shm == nullptr ? " and no shared workspace" : ""));
-  }
+  STRATA_ASSIGN_OR_RETURN(SharedWorkspace * shm, WorkspaceFor(t, n, r, "all-gather 'shm'"));
   const WorkspaceDesc desc{block, p_.dtype, MergeOp::kAdd, FinalOp::kId,
                            static_cast<int32_t>(CollectiveType::kAllGather)};
   shm->PublishDesc(desc);
@@ -50,10 +45,7 @@ absl::Status AllGatherShm::Run(Transport& t, const void* input, void* output) {
     STRATA_RETURN_IF_ERROR(shm->Barrier());
     if (first) {
       first = false;
-      if (absl::Status s = shm->CheckDescs(desc); !s.ok()) {
-        t.Abort(s);
-        return s;
-      }
+      STRATA_RETURN_IF_ERROR(CheckWorkspaceDescs(t, shm, desc));
     }
     for (int q = 0; q < n; ++q) {
       if (q != r) CopyBytes(out + (q * block + off) * elem, shm->slot(q, set), c * elem);

@@ -62,14 +62,7 @@ absl::Status AllReduceDirect::Run(Transport& t, const void* input, void* output)
     // reducing without waiting for its peers to be scheduled.
     for (int q = 0; q < n; ++q) peers[q] = {p_.peer_inputs[q], output};
   } else {
-    PendingOps ops;
-    for (int q = 0; q < n; ++q) {
-      if (q != r) t.RecvAsync(q, kTagAddresses, &peers[q], sizeof(Buffers), ops.Add());
-    }
-    for (int q = 0; q < n; ++q) {
-      if (q != r) t.SendAsync(q, kTagAddresses, &peers[r], sizeof(Buffers), ops.Add());
-    }
-    STRATA_RETURN_IF_ERROR(ops.Wait());
+    STRATA_RETURN_IF_ERROR(ExchangeWithPeers(t, kTagAddresses, &peers[r], peers.data(), sizeof(Buffers)));
   }
   // 2. Reduce this rank's slice from every input straight into its output,
   // then copy it to the outputs that are not the same buffer.
@@ -87,15 +80,7 @@ absl::Status AllReduceDirect::Run(Transport& t, const void* input, void* output)
   }
   // 3. Barrier: once every rank has said it is done, every slice is written
   // everywhere and nobody reads a peer's buffers any more.
-  PendingOps ops;
-  char none = 0;
-  for (int q = 0; q < n; ++q) {
-    if (q != r) t.RecvAsync(q, kTagDone, &none, 0, ops.Add());
-  }
-  for (int q = 0; q < n; ++q) {
-    if (q != r) t.SendAsync(q, kTagDone, &none, 0, ops.Add());
-  }
-  return ops.Wait();
+  return ExchangeWithPeers(t, kTagDone, nullptr, nullptr, 0);
 }
 
 DirectReduction::DirectReduction(MergeOp merge_op, FinalOp final_op, DataType dtype,

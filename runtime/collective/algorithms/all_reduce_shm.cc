@@ -37,13 +37,7 @@ absl::Status AllReduceShm::Run(Transport& t, const void* input, void* output) {
     CopyBytes(out, in, total * elem);
     return absl::OkStatus();  // Div by 1 changes nothing
   }
-  SharedWorkspace* shm = t.shared_workspace();
-  if (shm == nullptr || t.size() != n || t.rank() != r) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "all-reduce 'shm' runs over a transport with a shared workspace of ", n,
-        " ranks; this communicator's transport is '", t.kind(), "' with ", t.size(), " ranks",
-        shm == nullptr ? " and no shared workspace" : ""));
-  }
+  STRATA_ASSIGN_OR_RETURN(SharedWorkspace* shm, WorkspaceFor(t, n, r, "all-reduce 'shm'"));
   const WorkspaceDesc desc{total, p_.dtype, p_.merge_op, p_.final_op,
                                static_cast<int32_t>(CollectiveType::kAllReduce)};
   shm->PublishDesc(desc);
@@ -64,10 +58,7 @@ absl::Status AllReduceShm::Run(Transport& t, const void* input, void* output) {
     STRATA_RETURN_IF_ERROR(shm->Barrier());
     if (first) {
       first = false;
-      if (absl::Status s = shm->CheckDescs(desc); !s.ok()) {
-        t.Abort(s);
-        return s;
-      }
+      STRATA_RETURN_IF_ERROR(CheckWorkspaceDescs(t, shm, desc));
     }
     // With 2 ranks, or a chunk small enough that reading all of it costs
     // less than a second barrier, every rank reduces the whole chunk

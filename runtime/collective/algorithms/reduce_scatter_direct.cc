@@ -35,29 +35,13 @@ absl::Status ReduceScatterDirect::Run(Transport& t, const void* input, void* out
   // 1. Every rank's input address.
   std::vector<const void*> inputs(n);
   inputs[r] = input;
-  {
-    PendingOps ops;
-    for (int q = 0; q < n; ++q) {
-      if (q != r) t.RecvAsync(q, kTagAddress, &inputs[q], sizeof(void*), ops.Add());
-    }
-    for (int q = 0; q < n; ++q) {
-      if (q != r) t.SendAsync(q, kTagAddress, &inputs[r], sizeof(void*), ops.Add());
-    }
-    STRATA_RETURN_IF_ERROR(ops.Wait());
-  }
+  STRATA_RETURN_IF_ERROR(
+      ExchangeWithPeers(t, kTagAddress, &inputs[r], inputs.data(), sizeof(void*)));
   // 2. Block r of every input, reduced into this rank's output.
   for (const void*& in : inputs) in = static_cast<const char*>(in) + r * block_bytes;
   ReduceInputs(p_.merge_op, p_.final_op, p_.dtype, inputs.data(), n, 0, block, output, n);
   // 3. Once every rank is done, nobody reads a peer's input any more.
-  PendingOps ops;
-  char none = 0;
-  for (int q = 0; q < n; ++q) {
-    if (q != r) t.RecvAsync(q, kTagDone, &none, 0, ops.Add());
-  }
-  for (int q = 0; q < n; ++q) {
-    if (q != r) t.SendAsync(q, kTagDone, &none, 0, ops.Add());
-  }
-  return ops.Wait();
+  return ExchangeWithPeers(t, kTagDone, nullptr, nullptr, 0);
 }
 
 }  // namespace strata

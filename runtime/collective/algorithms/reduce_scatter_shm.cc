@@ -30,13 +30,7 @@ absl::Status ReduceScatterShm::Run(Transport& t, const void* input, void* output
     CopyBytes(out, in, total * elem);
     return absl::OkStatus();
   }
-  SharedWorkspace* shm = t.shared_workspace();
-  if (shm == nullptr || t.size() != n || t.rank() != r) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "reduce-scatter 'shm' runs over a transport with a shared workspace of ", n,
-        " ranks; this communicator's transport is '", t.kind(), "' with ", t.size(), " ranks",
-        shm == nullptr ? " and no shared workspace" : ""));
-  }
+  STRATA_ASSIGN_OR_RETURN(SharedWorkspace * shm, WorkspaceFor(t, n, r, "reduce-scatter 'shm'"));
   const WorkspaceDesc desc{total, p_.dtype, p_.merge_op, p_.final_op,
                            static_cast<int32_t>(CollectiveType::kReduceScatter)};
   shm->PublishDesc(desc);
@@ -51,10 +45,7 @@ absl::Status ReduceScatterShm::Run(Transport& t, const void* input, void* output
     STRATA_RETURN_IF_ERROR(shm->Barrier());
     if (first) {
       first = false;
-      if (absl::Status s = shm->CheckDescs(desc); !s.ok()) {
-        t.Abort(s);
-        return s;
-      }
+      STRATA_RETURN_IF_ERROR(CheckWorkspaceDescs(t, shm, desc));
     }
     // This rank's block within the chunk: [b, e) of the chunk's elements.
     const int64_t b = std::max(off, mine_begin) - off, e = std::min(off + c, mine_end) - off;

@@ -179,7 +179,8 @@ void NcclCollectiveExecutor::ExecuteAsync(const CollectiveParams& params, Tensor
                                                 absl::StrJoin(known, ", "), ")"));
   }
   if (s.ok()) s = ToNcclDataType(params.dtype).status();
-  if (s.ok() && params.type == CollectiveType::kAllReduce) {
+  if (s.ok() && (params.type == CollectiveType::kAllReduce ||
+                 params.type == CollectiveType::kReduceScatter)) {
     s = ToNcclRedOp(params.merge_op, params.final_op).status();
   }
   if (s.ok()) {
@@ -434,6 +435,7 @@ absl::Status NcclCollectiveExecutor::RunNccl(Instance& inst, std::vector<Tensor>
   // 1. Outputs, from each participant's allocator.
   std::vector<int64_t> dims(ref->shape.dim_sizes().begin(), ref->shape.dim_sizes().end());
   if (ref->type == CollectiveType::kAllGather) dims[0] *= ref->group_size;
+  if (ref->type == CollectiveType::kReduceScatter) dims[0] /= ref->group_size;
   STRATA_ASSIGN_OR_RETURN(TensorShape out_shape, TensorShape::FromDims(dims));
   for (int i = 0; i < n; ++i) {
     STRATA_ASSIGN_OR_RETURN((*outputs)[i], Tensor::Allocate(ps[i].allocator, ref->dtype, out_shape));
@@ -482,6 +484,12 @@ absl::Status NcclCollectiveExecutor::RunNccl(Instance& inst, std::vector<Tensor>
     case CollectiveType::kAllGather: {
       MutexLock l(&launch_mu_);
       s = clique->AllGather(launches, count, ref->dtype, deadline);
+      break;
+    }
+    case CollectiveType::kReduceScatter: {
+      MutexLock l(&launch_mu_);
+      s = clique->ReduceScatter(launches, count / ref->group_size, ref->dtype, ref->merge_op,
+                                ref->final_op, deadline);
       break;
     }
     case CollectiveType::kBroadcastSend:

@@ -92,6 +92,14 @@ TEST(NcclCollectiveExecutorGpuTest, OneParticipantEndToEnd) {
   }
   EXPECT_TRUE((*ce)->fatal_error().ok());
 
+  // Reduce-scatter over one rank: its whole input, divided by 1.
+  p.type = CollectiveType::kReduceScatter;
+  ++p.instance_key;
+  p.final_op = FinalOp::kDiv;
+  auto scattered = (*ce)->Execute(p, gpu.Upload(in), gpu.allocator(), nullptr);
+  ASSERT_TRUE(scattered.ok()) << scattered.status();
+  EXPECT_EQ(TestGpu::Download(*scattered), in);
+
   (*ce)->Abort(absl::UnavailableError("task 1 lost"));
   ++p.instance_key;
   auto out = (*ce)->Execute(p, gpu.Upload(in), gpu.allocator(), nullptr);

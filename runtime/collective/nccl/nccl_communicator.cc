@@ -496,6 +496,23 @@ absl::Status NcclClique::AllReduce(absl::Span<const NcclLaunch> launches, int64_
                 });
 }
 
+absl::Status NcclClique::ReduceScatter(absl::Span<const NcclLaunch> launches, int64_t recv_count,
+                                       DataType dtype, MergeOp op, FinalOp final_op,
+                                       absl::Time deadline) {
+  STRATA_ASSIGN_OR_RETURN(ncclDataType_t type, ToNcclDataType(dtype));
+  STRATA_ASSIGN_OR_RETURN(ncclRedOp_t red, ToNcclRedOp(op, final_op));
+  if (recv_count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reduce-scatter count ", recv_count, " < 0"));
+  }
+  return Launch(absl::StrCat("reduce-scatter (", MergeOpName(op), final_op == FinalOp::kDiv ? ", Div" : "",
+                             ") of ", recv_count, " ", DataTypeString(dtype), " per rank"),
+                launches, /*needs_send=*/true, deadline,
+                [&](int i, ncclComm_t comm, cudaStream_t stream) {
+                  return ncclReduceScatter(launches[i].send, launches[i].recv, recv_count, type, red,
+                                           comm, stream);
+                });
+}
+
 absl::Status NcclClique::AllGather(absl::Span<const NcclLaunch> launches, int64_t send_count,
                                    DataType dtype, absl::Time deadline) {
   STRATA_ASSIGN_OR_RETURN(ncclDataType_t type, ToNcclDataType(dtype));

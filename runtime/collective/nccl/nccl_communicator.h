@@ -143,6 +143,11 @@ class NcclClique {
   // recv[i] = op over all ranks of send (count elements each).
   absl::Status AllReduce(absl::Span<const NcclLaunch> launches, int64_t count, DataType dtype,
                          MergeOp op, FinalOp final_op, absl::Time deadline = absl::InfiniteFuture());
+  // recv (recv_count elements) = block r (this rank's) of op over all
+  // ranks of send (nranks * recv_count elements each).
+  absl::Status ReduceScatter(absl::Span<const NcclLaunch> launches, int64_t recv_count,
+                             DataType dtype, MergeOp op, FinalOp final_op,
+                             absl::Time deadline = absl::InfiniteFuture());
   // recv (nranks * send_count elements) = every rank's send in rank order.
   absl::Status AllGather(absl::Span<const NcclLaunch> launches, int64_t send_count, DataType dtype,
                          absl::Time deadline = absl::InfiniteFuture());
