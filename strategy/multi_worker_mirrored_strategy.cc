@@ -325,9 +325,13 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // collective is the cluster's error; the cluster's error fails the
   // collectives.
   CoordinationClient* client = rt->client.get();
-  auto report = [client, task_names](const absl::Status& s) {
-    (void)client->ReportError(
-        absl::Status(s.code(), NameRanks(std::string(s.message()), task_names)));
+  Runtime* runtime = rt.get();
+  auto report = [client, runtime, task_names](const absl::Status& s) {
+    const absl::Status named(s.code(), NameRanks(std::string(s.message()), task_names));
+    // This task's answer to the chief's post-mortem now: it may be gone
+    // before its client hears of the error it reports.
+    if (runtime->watchdog != nullptr) runtime->watchdog->OnClusterError(named);
+    (void)client->ReportError(named);
   };
   if (use_nccl) {
     // NCCL's unique ids go through the coordination service's store, under
@@ -446,6 +450,7 @@ void MultiWorkerMirroredStrategy::OnClusterError(std::function<void(absl::Status
 
 void MultiWorkerMirroredStrategy::ReportError(const absl::Status& error) {
   if (!runtime_->client->error().ok()) return;
+  if (runtime_->watchdog != nullptr) runtime_->watchdog->OnClusterError(error);
   (void)runtime_->client->ReportError(error);
 }
 

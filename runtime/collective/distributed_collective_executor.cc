@@ -480,6 +480,8 @@ void DistributedCollectiveExecutor::FinishRunEach(const std::shared_ptr<Instance
       runs_.erase(it);
     }
   }
+  // The last FinishParticipant may let the caller destroy this executor:
+  // nothing after the loop touches it.
   const int n = static_cast<int>(inst->participants.size());
   outputs.resize(n);
   for (int i = 0; i < n; ++i) FinishParticipant(inst, i, status, status.ok() ? outputs[i] : Tensor());
@@ -487,24 +489,9 @@ void DistributedCollectiveExecutor::FinishRunEach(const std::shared_ptr<Instance
 
 void DistributedCollectiveExecutor::FinishRun(const std::shared_ptr<Instance>& inst,
                                               absl::Status status, bool symmetric, Tensor output) {
-  if (!status.ok()) {
-    if (!symmetric) Fail(status);
-    status = AnnotateStatus(status, absl::StrCat(Describe(*inst), " on worker ",
-                                                 worker_names_[worker_rank_], ": "));
-    output = Tensor();
-  }
-  {
-    MutexLock l(&dmu_);
-    auto it = runs_.find(inst->id);
-    if (it != runs_.end()) {
-      recorder_->End(it->second->record, status);
-      runs_.erase(it);
-    }
-  }
-  // The last FinishParticipant may let the caller destroy this executor:
-  // nothing after the loop touches it.
-  const int n = static_cast<int>(inst->participants.size());
-  for (int i = 0; i < n; ++i) FinishParticipant(inst, i, status, output);
+  // Every participant shares the one output (its buffer is refcounted).
+  FinishRunEach(inst, std::move(status), symmetric,
+                std::vector<Tensor>(inst->participants.size(), std::move(output)));
 }
 
 void DistributedCollectiveExecutor::SubmitAllReduce(std::shared_ptr<Instance> inst,
