@@ -1,7 +1,5 @@
 #include "strategy/distributed_dataset.h"
 
-#include <cstring>
-
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -31,24 +29,6 @@ absl::Status CheckSpecs(const std::vector<InputSpec>& specs) {
     }
   }
   return absl::OkStatus();
-}
-
-// Rows [begin, begin + count) of every component (copied).
-data::Example Rows(const data::Example& batch, int64_t begin, int64_t count) {
-  data::Example out;
-  for (const Tensor& t : batch) {
-    DimVector dims(t.shape().dim_sizes().begin(), t.shape().dim_sizes().end());
-    dims[0] = count;
-    Tensor part(t.dtype(), *TensorShape::FromDims(dims));
-    const size_t row_bytes =
-        t.dim_size(0) == 0 ? 0 : t.TotalBytes() / static_cast<size_t>(t.dim_size(0));
-    if (count > 0 && row_bytes > 0) {
-      std::memcpy(part.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row_bytes,
-                  static_cast<size_t>(count) * row_bytes);
-    }
-    out.push_back(std::move(part));
-  }
-  return out;
 }
 
 }  // namespace
@@ -222,7 +202,8 @@ absl::Status DistributedDataset::FeedWeighted(
     const int64_t count = n / parts + (p < n % parts ? 1 : 0);
     const int64_t begin = p * (n / parts) + std::min(p, n % parts);
     // A replica without examples runs on one row, weighted 0.
-    const data::Example part = count > 0 ? Rows(batch, begin, count) : Rows(batch, 0, 1);
+    const data::Example part =
+        count > 0 ? data::SliceRows(batch, begin, count) : data::SliceRows(batch, 0, 1);
     for (size_t i = 0; i < specs_.size(); ++i) {
       if (!specs_[i].shape.IsCompatibleWith(part[i].shape())) {
         return absl::InvalidArgumentError(absl::StrCat(

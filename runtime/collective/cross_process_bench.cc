@@ -416,9 +416,8 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
     return s.ok() ? 0 : 1;
   }
-  if (!TimedCollective().ok()) {
-    std::fprintf(stderr, "cross_process_bench: %s\n",
-                 std::string(TimedCollective().status().message()).c_str());
+  if (const absl::Status s = TimedCollective().status(); !s.ok()) {
+    std::fprintf(stderr, "cross_process_bench: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   std::printf("%s float32 SUM across processes, transport %s, algorithm %s, %s\n",

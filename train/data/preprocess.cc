@@ -170,6 +170,22 @@ absl::StatusOr<std::pair<DatasetPtr, DatasetPtr>> TrainTestSplit(DatasetPtr data
   return std::make_pair(std::move(train), std::move(test));
 }
 
+Example SliceRows(const Example& batch, int64_t begin, int64_t count) {
+  Example out;
+  for (const Tensor& t : batch) {
+    DimVector dims(t.shape().dim_sizes().begin(), t.shape().dim_sizes().end());
+    dims[0] = count;
+    Tensor part(t.dtype(), *TensorShape::FromDims(dims));
+    const size_t row_bytes = t.dim_size(0) == 0 ? 0 : t.TotalBytes() / static_cast<size_t>(t.dim_size(0));
+    if (count > 0 && row_bytes > 0) {
+      std::memcpy(part.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row_bytes,
+                  static_cast<size_t>(count) * row_bytes);
+    }
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_replicas) {
   return SplitBatch(batch, num_replicas, 0, num_replicas);
 }
@@ -199,21 +215,7 @@ absl::StatusOr<std::vector<Example>> SplitBatch(const Example& batch, int num_re
   int64_t start = 0;
   for (int r = 0; r < first + count; ++r) {
     const int64_t rows = b / num_replicas + (r < b % num_replicas ? 1 : 0);
-    if (r < first) {
-      start += rows;
-      continue;
-    }
-    for (const Tensor& t : batch) {
-      DimVector dims(t.shape().dim_sizes().begin(), t.shape().dim_sizes().end());
-      dims[0] = rows;
-      Tensor part(t.dtype(), *TensorShape::FromDims(dims));
-      const size_t row_bytes = t.dim_size(0) == 0 ? 0 : t.TotalBytes() / static_cast<size_t>(t.dim_size(0));
-      if (rows > 0 && row_bytes > 0) {
-        std::memcpy(part.raw_data(), static_cast<const char*>(t.raw_data()) + start * row_bytes,
-                    rows * row_bytes);
-      }
-      out[r - first].push_back(std::move(part));
-    }
+    if (r >= first) out[r - first] = SliceRows(batch, start, rows);
     start += rows;
   }
   return out;

@@ -48,6 +48,10 @@ absl::StatusOr<std::pair<DatasetPtr, DatasetPtr>> TrainTestSplit(DatasetPtr data
                                                                  double test_fraction,
                                                                  uint64_t seed);
 
+// Rows [begin, begin + count) of every component of a batch (copied); the
+// caller keeps them within every component's dimension 0.
+Example SliceRows(const Example& batch, int64_t begin, int64_t count);
+
 // Splits every component of a batch along dimension 0 into `num_replicas`
 // consecutive parts whose sizes differ by at most one (the first
 // batch % num_replicas parts get the extra example). InvalidArgument if a
