@@ -7,10 +7,70 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "train/initializers.h"
 
 namespace strata {
 namespace fit {
+
+namespace {
+
+Output Int64s(const Scope& s, std::vector<int64_t> values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  return ops::Const<int64_t>(s, values, TensorShape{n});
+}
+
+}  // namespace
+
+absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, train::Variable* v,
+                                    std::vector<Node*>* assigns) {
+  const train::ShardedContents& c = *v->sharded_contents();
+  for (size_t b = 0; b < c.component_of_block.size(); ++b) {
+    const int component = c.component_of_block[b];
+    if (component < 0 || component >= v->num_replicas()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "Checkpoint: variable '", v->name(), "' holds optimizer state sharded over several "
+          "workers (StrategyOptions::zero_stage 1), which checkpoints cannot save yet; train "
+          "with zero_stage 0, or on one worker"));
+    }
+  }
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const TensorShape& shape : c.shapes) {
+    sizes.push_back(shape.num_elements());
+    total += shape.num_elements();
+  }
+  const int64_t padded = c.block * static_cast<int64_t>(c.component_of_block.size());
+  // Save: the blocks in order, cut into the logical tensors.
+  OutputList blocks;
+  for (int component : c.component_of_block) blocks.push_back(v->replica(component)->Read(save));
+  Output all = blocks.size() == 1 ? blocks[0] : ops::Concat(save, blocks, ops::Const(save, 0));
+  // Restore: the logical tensors, flattened, padded and cut into blocks.
+  OutputList flat;
+  int64_t offset = 0;
+  for (size_t i = 0; i < c.names.size(); ++i) {
+    std::vector<int64_t> dims(c.shapes[i].dim_sizes().begin(), c.shapes[i].dim_sizes().end());
+    Output piece = ops::Slice(save, all, Int64s(save, {offset}), Int64s(save, {sizes[i]}));
+    Output read = ops::Reshape(save.WithOpName(c.names[i]), piece, Int64s(save, dims));
+    offset += sizes[i];
+    Output value = ops::Placeholder(restore.WithOpName(c.names[i]), v->dtype(),
+                                    PartialTensorShape(c.shapes[i]));
+    flat.push_back(ops::Reshape(restore, value, Int64s(restore, {-1})));
+    entries_.push_back({c.names[i], v->dtype(), c.shapes[i], read.name(), value.name()});
+  }
+  if (padded > total) {
+    flat.push_back(ops::Fill(restore, Int64s(restore, {padded - total}),
+                             train::ScalarConst(restore, v->dtype(), 0)));
+  }
+  Output joined = flat.size() == 1 ? flat[0] : ops::Concat(restore, flat, ops::Const(restore, 0));
+  for (size_t b = 0; b < c.component_of_block.size(); ++b) {
+    Output block = ops::Slice(restore, joined, Int64s(restore, {static_cast<int64_t>(b) * c.block}),
+                              Int64s(restore, {c.block}));
+    assigns->push_back(v->replica(c.component_of_block[b])->Assign(restore, block));
+  }
+  return restore.status();
+}
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scope,
                                                                const std::vector<train::Variable*>& variables) {
@@ -26,12 +86,17 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scop
   }
   // A read of each variable (a mirrored one reads its first copy); a
   // placeholder and an assignment of each (a mirrored one assigns every
-  // copy), grouped by one NoOp.
+  // copy), grouped by one NoOp. A sharded variable (ZeRO's slots) is saved
+  // as the tensors it holds blocks of, and scratch is left out.
   const Scope root = scope.NewSubScope("checkpoint");
   const Scope save = root.NewSubScope("save");
   const Scope restore = root.NewSubScope("restore");
   std::vector<Node*> assigns;
   for (train::Variable* v : variables) {
+    if (const train::ShardedContents* sharded = v->sharded_contents(); sharded != nullptr) {
+      if (sharded->saved) STRATA_RETURN_IF_ERROR(c->AddSharded(save, restore, v, &assigns));
+      continue;
+    }
     Output read = v->Read(save);
     Output value = ops::Placeholder(restore.WithOpName(v->name()), v->dtype(), PartialTensorShape(v->shape()));
     Node* assign = v->Assign(restore, value);
@@ -39,9 +104,15 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scop
     if (!read.ok() || assign == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("Checkpoint: variable '", v->name(), "' cannot be read or assigned"));
     }
-    c->read_names_.push_back(read.name());
-    c->feed_names_.push_back(value.name());
+    c->entries_.push_back({v->name(), v->dtype(), v->shape(), read.name(), value.name()});
     assigns.push_back(assign);
+  }
+  names.clear();
+  for (const Entry& e : c->entries_) {
+    if (!names.insert(e.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Checkpoint: two tensors are saved as '", e.name, "'"));
+    }
   }
   Node* all = ops::NoOp(restore.WithOpName("all").WithControlDependencies(assigns));
   STRATA_RETURN_IF_ERROR(root.status());
@@ -51,8 +122,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scop
 }
 
 bool Checkpoint::Taken(const std::string& name) const {
-  for (const train::Variable* v : variables_) {
-    if (v->name() == name) return true;
+  for (const Entry& e : entries_) {
+    if (e.name == name) return true;
   }
   for (const TrackedString& s : strings_) {
     if (s.key == name) return true;
@@ -86,10 +157,12 @@ absl::Status Checkpoint::TrackTensor(const std::string& name, DataType dtype, co
 
 absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::string, Tensor>>* tensors,
                                  std::map<std::string, std::string>* metadata) const {
+  std::vector<std::string> reads;
+  for (const Entry& e : entries_) reads.push_back(e.read);
   std::vector<Tensor> values;
-  STRATA_RETURN_IF_ERROR(session->Run({}, read_names_, {}, &values));
+  STRATA_RETURN_IF_ERROR(session->Run({}, reads, {}, &values));
   tensors->clear();
-  for (size_t i = 0; i < values.size(); ++i) tensors->emplace_back(variables_[i]->name(), std::move(values[i]));
+  for (size_t i = 0; i < values.size(); ++i) tensors->emplace_back(entries_[i].name, std::move(values[i]));
   for (const TrackedTensor& t : tensors_) {
     absl::StatusOr<Tensor> value = t.save();
     if (!value.ok()) return AnnotateStatus(value.status(), absl::StrCat("checkpoint state '", t.name, "': "));
@@ -113,7 +186,7 @@ absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::st
 absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reader) const {
   // Everything is read and checked before anything is assigned.
   std::map<std::string, CheckpointReader::TensorInfo> expected;
-  for (const train::Variable* v : variables_) expected[v->name()] = {v->dtype(), v->shape()};
+  for (const Entry& e : entries_) expected[e.name] = {e.dtype, e.shape};
   for (const TrackedTensor& t : tensors_) expected[t.name] = t.info;
   std::map<std::string, Tensor> values;
   absl::Status read = reader.RestoreInto(expected, &values);
@@ -126,7 +199,7 @@ absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reade
     STRATA_ASSIGN_OR_RETURN(strings[s.key], ReadTrackedString(reader, s.key));
   }
   std::vector<std::pair<std::string, Tensor>> feeds;
-  for (size_t i = 0; i < variables_.size(); ++i) feeds.emplace_back(feed_names_[i], values[variables_[i]->name()]);
+  for (const Entry& e : entries_) feeds.emplace_back(e.feed, values[e.name]);
   STRATA_RETURN_IF_ERROR(session->Run(feeds, {}, {restore_target_}, nullptr));
   for (const TrackedTensor& t : tensors_) {
     absl::Status s = t.restore(values[t.name]);

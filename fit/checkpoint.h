@@ -23,7 +23,11 @@
 // Every variable is saved once under its name on one device ("dense/kernel",
 // "dense/kernel/Adam/m", "Adam/iter"): a mirrored variable is read from its
 // first copy and restored into every copy, so a checkpoint written under
-// one strategy or replica count resumes under another.
+// one strategy or replica count resumes under another. Sharded optimizer
+// state (StrategyOptions::zero_stage 1) is saved as the unsharded slots it
+// stands for, gathered from the process's copies, and restored into any
+// sharding; across several workers it cannot be saved yet (Unimplemented
+// from Create).
 //
 // Errors: restoring a checkpoint that lacks a tracked variable or holds it
 // with another dtype or shape (a checkpoint of another model) is
@@ -105,9 +109,21 @@ class Checkpoint {
   Checkpoint() = default;
   bool Taken(const std::string& name) const;
 
+  // One saved tensor: a variable, or one of the tensors a sharded one holds.
+  struct Entry {
+    std::string name;
+    DataType dtype;
+    TensorShape shape;
+    std::string read;  // the output that reads it
+    std::string feed;  // the placeholder its restore is fed to
+  };
+  // The entries of sharded variable `v` (train::ShardedContents), and its
+  // copies' assignments from them.
+  absl::Status AddSharded(const Scope& save, const Scope& restore, train::Variable* v,
+                          std::vector<Node*>* assigns);
+
   std::vector<train::Variable*> variables_;
-  std::vector<std::string> read_names_;   // one per variable
-  std::vector<std::string> feed_names_;   // one per variable
+  std::vector<Entry> entries_;
   std::string restore_target_;
   std::vector<TrackedString> strings_;
   std::vector<TrackedTensor> tensors_;

@@ -350,6 +350,57 @@ TEST(FitTest, AResumedRunEndsBitForBitWhereAnUninterruptedOneDoes) {
   EXPECT_EQ(resumed->kernel.data<float>()[1], whole->kernel.data<float>()[1]);
 }
 
+TEST(FitTest, AShardedRunSavesTheUnshardedSlotsAndResumesUnderAnyStrategy) {
+  // zero_stage 1 on 4 replicas: the regression's 3 parameters in blocks of
+  // 1 (the last padded). Its checkpoint holds what an unsharded run's does,
+  // and resumes on 3 sharded replicas or one device as if never sharded.
+  FitOptions o;
+  o.global_batch_size = 16;
+  o.steps = 37;
+  o.save_every_steps = 5;
+  auto whole = Train(Config("one_device", 1), o, "adam");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  StrategyConfig sharded4 = Config("mirrored", 4);
+  sharded4.zero_stage = 1;
+  StrategyConfig sharded3 = Config("mirrored", 3);
+  sharded3.zero_stage = 1;
+
+  FitOptions first = o;
+  first.steps = 23;
+  first.checkpoint_dir = *io::MakeTempDir("fit_test");
+  auto part = Train(sharded4, first, "adam");
+  ASSERT_TRUE(part.ok()) << part.status();
+  auto reader = CheckpointReader::Open(part->result.final_checkpoint);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (const char* slot : {"dense/kernel/Adam", "dense/kernel/Adam_1"}) {
+    ASSERT_TRUE((*reader)->Contains(slot)) << slot;
+    EXPECT_EQ((*reader)->tensors().at(slot).shape, TensorShape({2, 1})) << slot;
+  }
+  for (const auto& [name, info] : (*reader)->tensors()) {
+    EXPECT_FALSE(absl::StrContains(name, "zero_")) << name;
+  }
+  FitOptions second = o;
+  second.checkpoint_dir = first.checkpoint_dir;
+  auto resumed = Train(sharded3, second, "adam");
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->result.start_step, 23);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(resumed->kernel.data<float>()[i], whole->kernel.data<float>()[i], 1e-5);
+
+  // One device first, sharded after; and sharded first, one device after.
+  first.checkpoint_dir = *io::MakeTempDir("fit_test");
+  second.checkpoint_dir = first.checkpoint_dir;
+  ASSERT_TRUE(Train(Config("one_device", 1), first, "adam").ok());
+  resumed = Train(sharded4, second, "adam");
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(resumed->kernel.data<float>()[i], whole->kernel.data<float>()[i], 1e-5);
+  first.checkpoint_dir = *io::MakeTempDir("fit_test");
+  second.checkpoint_dir = first.checkpoint_dir;
+  ASSERT_TRUE(Train(sharded3, first, "adam").ok());
+  resumed = Train(Config("one_device", 1), second, "adam");
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(resumed->kernel.data<float>()[i], whole->kernel.data<float>()[i], 1e-5);
+}
+
 // Asks to stop at a given epoch.
 class StopAt : public Callback {
  public:

@@ -76,6 +76,9 @@ ABSL_FLAG(int64_t, gradient_bucket_bytes, -1,
           "gradients are all-reduced in buckets of at most this many bytes, the last layers' "
           "first, overlapping the backward pass (0: one per gradient; -1: 1 MiB for mirrored, 0 "
           "for multi_worker_mirrored)");
+ABSL_FLAG(int32_t, zero_stage, 0,
+          "ZeRO: 0 keeps the optimizer's state (slots) on every replica, 1 shards it, each "
+          "replica keeping the slots of its 1/N of the parameters");
 ABSL_FLAG(
     int32_t, intra_op_threads, 0,
     "threads inside each op, per device (0: all cores divided by the CPU devices, at least 1)");
@@ -118,6 +121,7 @@ absl::StatusOr<StrategyConfig> StrategyConfigFromFlags() {
   c.tls_files.key_file = absl::GetFlag(FLAGS_tls_key_file);
   c.tls_files.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
   c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
+  c.zero_stage = absl::GetFlag(FLAGS_zero_stage);
   c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
   c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
   return c;
@@ -167,6 +171,9 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
   if (c.gradient_bucket_bytes < -1) {
     return bad("gradient_bucket_bytes", "must be >= 0, or -1 for the strategy's default");
   }
+  if (c.zero_stage != 0 && c.zero_stage != 1) {
+    return bad("zero_stage", "must be 0 (mirrored optimizer state) or 1 (sharded)");
+  }
   if (c.intra_op_threads < 0) return bad("intra_op_threads", "must be >= 0");
   if (c.inter_op_threads < 0) return bad("inter_op_threads", "must be >= 0");
   return absl::OkStatus();
@@ -204,6 +211,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
   options.gradient_bucket_bytes = c.gradient_bucket_bytes >= 0            ? c.gradient_bucket_bytes
                                   : c.strategy == "multi_worker_mirrored" ? 0
                                                                           : int64_t{1} << 20;
+  options.zero_stage = c.zero_stage;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> s;
   if (c.strategy == "one_device") {
     s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,

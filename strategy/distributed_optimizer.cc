@@ -9,7 +9,8 @@ namespace strata {
 namespace distribute {
 
 std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
-    const Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) {
+    const Scope& scope, const std::string& optimizer_name,
+    const std::vector<train::GradAndVar>& grads_and_vars) {
   ReplicaContext* ctx = ReplicaContext::Current();
   if (ctx == nullptr) {
     // No strategy traces this step: plain Base, but mirrored copies would
@@ -24,6 +25,30 @@ std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
     }
     return grads_and_vars;
   }
+  const int zero_stage = ctx->strategy()->options().zero_stage;
+  if (zero_stage != 0 && zero_stage != 1) {
+    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+        "StrategyOptions::zero_stage is ", zero_stage, "; 0 (mirrored optimizer state) and 1 "
+        "(sharded optimizer state) are the stages Strata has")));
+    return {};
+  }
+  if (zero_stage == 1 && ctx->num_replicas_in_sync() > 1) {
+    // The strategy's checks first (variables made under it), then sharding.
+    absl::Status checked = ctx->strategy()->CheckGradientVariables(grads_and_vars);
+    absl::StatusOr<std::vector<train::GradAndVar>> out =
+        checked.ok() ? sharded_.Scatter(scope, *ctx, optimizer_name, grads_and_vars) : checked;
+    if (!out.ok()) {
+      scope.UpdateStatus(out.status());
+      return {};
+    }
+    if (ctx->replica_id() > 0) {
+      for (const auto& [grad, copy] : *out) {
+        auto [shard, replica] = sharded_.ShardOf(copy);
+        if (shard != nullptr) component_of_[copy] = {shard, replica};
+      }
+    }
+    return *std::move(out);
+  }
   absl::StatusOr<std::vector<train::GradAndVar>> out =
       ctx->strategy()->AggregateGradients(scope, grads_and_vars);
   if (!out.ok()) {
@@ -37,6 +62,33 @@ std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
     }
   }
   return *std::move(out);
+}
+
+std::vector<Node*> ReplicaUpdates::Finish(const Scope& scope, const std::vector<Node*>& updates) {
+  if (!sharded_.sharding()) return updates;
+  ReplicaContext* ctx = ReplicaContext::Current();
+  if (ctx == nullptr) {
+    scope.UpdateStatus(absl::InternalError("sharded updates finish outside Strategy::Run"));
+    return updates;
+  }
+  absl::StatusOr<std::vector<Node*>> assigns = sharded_.Finish(scope, *ctx, updates);
+  if (!assigns.ok()) {
+    scope.UpdateStatus(assigns.status());
+    return updates;
+  }
+  return *std::move(assigns);
+}
+
+Output ReplicaUpdates::CombineSquaredNorm(const Scope& scope, Output part) {
+  ReplicaContext* ctx = ReplicaContext::Current();
+  if (!sharded_.sharding() || ctx == nullptr) return part;
+  // Each replica holds a block of the gradients: the squares of all blocks.
+  absl::StatusOr<Output> sum = ctx->AllReduce(scope, ReduceOp::kSum, part);
+  if (!sum.ok()) {
+    scope.UpdateStatus(sum.status());
+    return part;
+  }
+  return *sum;
 }
 
 void ReplicaUpdates::CreateSlots(const Scope& scope, train::Variable* var,
@@ -59,6 +111,8 @@ void ReplicaUpdates::CreateSlots(const Scope& scope, train::Variable* var,
           return v;
         });
     base(scope, var);
+    absl::Status marked = sharded_.MarkSlots(var, made);
+    if (!marked.ok()) scope.UpdateStatus(marked);
     return;
   }
   // Component r of a mirrored variable, in replica r's trace. Base would make

@@ -18,7 +18,8 @@
 // (in replica 0's trace, under the strategy); replica r > 0 updates the
 // slots' component r. The graph's collection holds each slot once (the
 // mirrored variable, named as on one device), so checkpoints look the same
-// whatever the replica count.
+// whatever the replica count. Under StrategyOptions::zero_stage 1 the
+// slots are sharded instead (strategy/sharded_update.h).
 //
 // Errors (recorded in the scope; ApplyGradients returns nullptr): a variable
 // not made under the strategy when there are several replicas; mirrored
@@ -31,11 +32,13 @@
 #define STRATA_STRATEGY_DISTRIBUTED_OPTIMIZER_H_
 
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "graph/scope.h"
+#include "strategy/sharded_update.h"
 #include "train/optimizers.h"
 #include "train/variable.h"
 
@@ -47,9 +50,13 @@ class ReplicaUpdates {
  public:
   ReplicaUpdates() : side_(Scope::NewRootScope()) {}
 
-  // The optimizer's AggregateGradients (errors recorded in `scope`).
-  std::vector<train::GradAndVar> Aggregate(const Scope& scope,
+  // The optimizer's AggregateGradients (errors recorded in `scope`); under
+  // StrategyOptions::zero_stage 1, ShardedUpdates::Scatter.
+  std::vector<train::GradAndVar> Aggregate(const Scope& scope, const std::string& optimizer_name,
                                            const std::vector<train::GradAndVar>& grads_and_vars);
+  // The optimizer's FinishUpdates and CombineSquaredNorm.
+  std::vector<Node*> Finish(const Scope& scope, const std::vector<Node*>& updates);
+  Output CombineSquaredNorm(const Scope& scope, Output part);
 
   // The optimizer's CreateSlots: `base` is Base::CreateSlots.
   void CreateSlots(const Scope& scope, train::Variable* var,
@@ -58,6 +65,8 @@ class ReplicaUpdates {
  private:
   // Replica r > 0 updates copy r of a distributed variable: which.
   absl::flat_hash_map<const train::Variable*, std::pair<train::Variable*, int>> component_of_;
+  // Sharded optimizer state (zero_stage 1).
+  ShardedUpdates sharded_;
   // The slots replica 0 made for each distributed variable, in creation order.
   absl::flat_hash_map<const train::Variable*, std::vector<train::Variable*>> slots_;
   // The optimizer keeps one slot table per variable object, so the
@@ -74,7 +83,13 @@ class DistributedOptimizer : public Base {
 
   std::vector<train::GradAndVar> AggregateGradients(
       const Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) override {
-    return updates_.Aggregate(scope, grads_and_vars);
+    return updates_.Aggregate(scope, this->name(), grads_and_vars);
+  }
+  std::vector<Node*> FinishUpdates(const Scope& scope, const std::vector<Node*>& updates) override {
+    return updates_.Finish(scope, updates);
+  }
+  Output CombineSquaredNorm(const Scope& scope, Output part) override {
+    return updates_.CombineSquaredNorm(scope, part);
   }
 
  protected:

@@ -92,12 +92,7 @@ absl::StatusOr<std::vector<Output>> ReplicaContext::AllReduce(const strata::Scop
   return out;
 }
 
-int ReplicaContext::collective_rank() const {
-  const std::vector<std::string>& devices = strategy_->devices();
-  int before = 0;
-  for (const std::string& d : devices) before += d < device() ? 1 : 0;
-  return strategy_->worker_index() * static_cast<int>(devices.size()) + before;
-}
+int ReplicaContext::collective_rank() const { return strategy_->collective_rank(replica_id_); }
 
 absl::StatusOr<Output> ReplicaContext::ReduceScatter(const strata::Scope& scope, ReduceOp op,
                                                      Output value) {

@@ -95,6 +95,12 @@ Strategy::Strategy(std::vector<std::string> devices, DeviceOptions machine,
 
 Strategy::~Strategy() = default;
 
+int Strategy::collective_rank(int local_replica) const {
+  int before = 0;
+  for (const std::string& d : devices_) before += d < devices_[local_replica] ? 1 : 0;
+  return worker_index_ * num_local_replicas() + before;
+}
+
 SessionOptions Strategy::session_options() const {
   SessionOptions o;
   o.devices = machine_;
@@ -375,6 +381,26 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasets
   return DistributedDataset::CreateFromFunction(*this, fn, std::move(specs), options);
 }
 
+absl::Status Strategy::CheckGradientVariables(
+    const std::vector<train::GradAndVar>& grads_and_vars) const {
+  ReplicaContext* ctx = ReplicaContext::Current();
+  if (ctx == nullptr) return absl::OkStatus();
+  if (ctx->strategy() != this) {
+    return absl::FailedPreconditionError(
+        "a DistributedOptimizer applies gradients inside the Run of another strategy");
+  }
+  if (num_replicas_in_sync() == 1) return absl::OkStatus();
+  for (const auto& [grad, var] : grads_and_vars) {
+    if (var->distributed_by() != this) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replica ", ctx->replica_id(), ": variable '", var->name(),
+          "' was not made under this strategy's Scope(), so the replicas have no copies of it "
+          "to update"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     const strata::Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) {
   ReplicaContext* ctx = ReplicaContext::Current();
@@ -388,10 +414,7 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     }
     return grads_and_vars;
   }
-  if (ctx->strategy() != this) {
-    return absl::FailedPreconditionError(
-        "a DistributedOptimizer applies gradients inside the Run of another strategy");
-  }
+  STRATA_RETURN_IF_ERROR(CheckGradientVariables(grads_and_vars));
   const int n = num_replicas_in_sync();  // a lone replica reduces nothing
   const int r = ctx->replica_id();
   // Each replica updates its own copy: the primary object for replica 0
@@ -402,11 +425,6 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
   std::vector<TensorShape> shapes;
   for (size_t i = 0; i < grads_and_vars.size(); ++i) {
     const auto& [grad, var] = grads_and_vars[i];
-    if (n > 1 && var->distributed_by() != this) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "replica ", r, ": variable '", var->name(), "' was not made under this strategy's "
-          "Scope(), so the replicas have no copies of it to update"));
-    }
     train::Variable* target = r == 0 ? var : var->replica(r);
     local.push_back({grad, target});
     const int64_t order = var->creation_index() < 0 ? static_cast<int64_t>(i) : var->creation_index();

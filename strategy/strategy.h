@@ -143,6 +143,11 @@ struct StrategyOptions {
   // Seconds a collective waits for the other replicas; 0: the session's
   // default. Past it the step fails with DeadlineExceeded.
   float collective_timeout_seconds = 0;
+  // ZeRO: 0 mirrors the optimizer's state on every replica; 1 shards it,
+  // each replica keeping the slots of its 1/N of the parameters
+  // (strategy/sharded_update.h). Other values are InvalidArgument when a
+  // DistributedOptimizer applies gradients.
+  int zero_stage = 0;
 };
 
 class Strategy;
@@ -183,6 +188,10 @@ class Strategy {
   // w * num_local_replicas() + r of the sync group.
   int num_workers() const { return num_workers_; }
   int worker_index() const { return worker_index_; }
+  // The rank of local replica `local_replica` in the strategy's
+  // collectives (ReplicaContext::collective_rank()): workers in order, and
+  // within a worker its devices in name order.
+  int collective_rank(int local_replica) const;
   const StrategyOptions& options() const { return options_; }
   // The devices the strategy was created against: give the session these.
   const DeviceOptions& machine() const { return machine_; }
@@ -239,6 +248,9 @@ class Strategy {
   absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributeDatasetsFromFunction(
       const DatasetFn& fn, std::vector<InputSpec> specs, const DistributeOptions& options) const;
 
+  // For DistributedOptimizer: inside Run, that the Run is this strategy's
+  // and (with several replicas) every variable was made under its Scope().
+  absl::Status CheckGradientVariables(const std::vector<train::GradAndVar>& grads_and_vars) const;
   // For DistributedOptimizer: inside Run, all-reduces (mean) the replica's
   // gradients in buckets and pairs each with the replica's own copy of its
   // variable; outside Run, returns them as given (an error for mirrored

@@ -130,6 +130,7 @@ absl::StatusOr<TrainOutcome> TrainMlp(Strategy& strategy, const TrainConfig& c, 
   } else {
     opt = std::make_unique<DistributedOptimizer<train::Adam>>(c.learning_rate);
   }
+  opt->set_clip_global_norm(c.clip_global_norm);
   STRATA_ASSIGN_OR_RETURN(
       RunResult step,
       strategy.Run(

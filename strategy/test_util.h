@@ -45,6 +45,7 @@ struct TrainConfig {
   int steps = 100;
   std::string optimizer = "sgd";  // sgd, momentum, adam
   double learning_rate = 0.1;
+  double clip_global_norm = 0;  // off
   int64_t seed = 1;
 };
 

@@ -115,6 +115,8 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
                                         : nullptr;
     updates.push_back(u);
   }
+  updates = FinishUpdates(ns, updates);
+  if (!scope.ok()) return nullptr;
   Output one = ops::Const(ns, int64_t{1});
   Node* increment = iterations_->AssignAdd(ns.WithControlDependencies(updates), one);
   if (increment == nullptr) return nullptr;
@@ -130,7 +132,8 @@ std::vector<GradAndVar> Optimizer::ClipByGlobalNorm(const Scope& scope, const st
     Output flat = ops::Reshape(s, g, ops::Const(s, {-1}));
     squares.push_back(ops::Sum(s, ops::Square(s, flat), ops::Const(s, 0)));
   }
-  Output norm = ops::Sqrt(s, squares.size() == 1 ? squares[0] : ops::AddN(s, squares));
+  Output norm =
+      ops::Sqrt(s, CombineSquaredNorm(s, squares.size() == 1 ? squares[0] : ops::AddN(s, squares)));
   Output clip = ops::Const(s, clip_global_norm_);
   Output scale = ops::RealDiv(s, clip, ops::Maximum(s, norm, clip));
   std::vector<GradAndVar> out;

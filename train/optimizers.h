@@ -84,6 +84,19 @@ class Optimizer {
   // all-reduce) before they are applied. The default returns them as given.
   virtual std::vector<GradAndVar> AggregateGradients(const Scope& scope,
                                                      const std::vector<GradAndVar>& grads_and_vars);
+  // Where a strategy that shards the update (ZeRO, strategy/sharded_update.h)
+  // finishes it: `updates` are the update ops of the pairs that
+  // AggregateGradients returned, the returned ops (the default: `updates`)
+  // run before the step counter's increment. nullptr-free; errors are
+  // recorded in `scope`.
+  virtual std::vector<Node*> FinishUpdates(const Scope& scope, const std::vector<Node*>& updates) {
+    return updates;
+  }
+  // The squared global norm from this replica's part of it (a float64
+  // scalar over the gradients AggregateGradients returned): the default
+  // returns `part`; a strategy whose replicas each hold a shard of the
+  // gradients sums the parts over the replicas.
+  virtual Output CombineSquaredNorm(const Scope& scope, Output part) { return part; }
 
  protected:
   // What one step's updates share. Values are made once per step (per

@@ -42,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,6 +64,22 @@ struct VariableArgs {
   DataType dtype = DT_FLOAT;
   Initializer initializer;
   bool trainable = true;
+};
+
+// What a sharded variable's copies hold (ZeRO, strategy/sharded_update.h):
+// the logical tensors `names` (of `shapes`), flattened and concatenated in
+// that order, zero-padded to num_blocks * block elements and cut into
+// num_blocks blocks of `block` elements; block b lives in copy
+// component_of_block[b] of this process, or in another process's copy
+// (-1). A checkpoint saves the logical tensors, not the copies, so it is
+// the same as an unsharded run's. `saved` false: scratch that a checkpoint
+// leaves out.
+struct ShardedContents {
+  std::vector<std::string> names;
+  std::vector<TensorShape> shapes;
+  int64_t block = 0;
+  std::vector<int> component_of_block;
+  bool saved = true;
 };
 
 class Variable {
@@ -112,6 +129,13 @@ class Variable {
   // are formed from the last made); -1 for a plain one.
   virtual int64_t creation_index() const { return -1; }
 
+  // Set on a variable whose copies hold blocks of other tensors (ZeRO's
+  // shards); nullptr for any other.
+  const ShardedContents* sharded_contents() const { return sharded_.get(); }
+  void set_sharded_contents(ShardedContents contents) {
+    sharded_ = std::make_shared<const ShardedContents>(std::move(contents));
+  }
+
  protected:
   // `scope` with the variable's device and no request of its own.
   Scope OnDevice(const Scope& scope) const { return scope.WithDevice(device_); }
@@ -124,6 +148,7 @@ class Variable {
   Node* const initializer_;
   const std::string device_;
   const bool trainable_;
+  std::shared_ptr<const ShardedContents> sharded_;
 };
 
 // A creator at the bottom of the stack, or one that a creator calls to get
