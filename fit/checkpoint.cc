@@ -26,14 +26,18 @@ Output Int64s(const Scope& s, std::vector<int64_t> values) {
 absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, train::Variable* v,
                                     std::vector<Node*>* assigns) {
   const train::ShardedContents& c = *v->sharded_contents();
-  for (size_t b = 0; b < c.component_of_block.size(); ++b) {
-    const int component = c.component_of_block[b];
-    if (component < 0 || component >= v->num_replicas()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "Checkpoint: variable '", v->name(), "' holds optimizer state sharded over several "
-          "workers (StrategyOptions::zero_stage 1), which checkpoints cannot save yet; train "
-          "with zero_stage 0, or on one worker"));
+  bool remote = false;
+  for (int component : c.component_of_block) {
+    if (component >= v->num_replicas()) {
+      return absl::InternalError(absl::StrCat("Checkpoint: sharded variable '", v->name(),
+                                              "' names copy ", component, " of ",
+                                              v->num_replicas()));
     }
+    remote |= component < 0;
+  }
+  if (remote && !c.gather_processes) {
+    return absl::InternalError(absl::StrCat("Checkpoint: sharded variable '", v->name(),
+                                            "' has blocks in other processes and no gather"));
   }
   std::vector<int64_t> sizes;
   int64_t total = 0;
@@ -42,10 +46,19 @@ absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, tra
     total += shape.num_elements();
   }
   const int64_t padded = c.block * static_cast<int64_t>(c.component_of_block.size());
-  // Save: the blocks in order, cut into the logical tensors.
+  // Save: the blocks in order (this process's, gathered over the processes
+  // if others hold some: each holds a run of consecutive blocks), cut into
+  // the logical tensors.
   OutputList blocks;
-  for (int component : c.component_of_block) blocks.push_back(v->replica(component)->Read(save));
+  for (int component : c.component_of_block) {
+    if (component >= 0) blocks.push_back(v->replica(component)->Read(save));
+  }
   Output all = blocks.size() == 1 ? blocks[0] : ops::Concat(save, blocks, ops::Const(save, 0));
+  if (remote) {
+    all = c.gather_processes(save, all);
+    STRATA_RETURN_IF_ERROR(save.status());
+    every_process_saves_ = true;
+  }
   // Restore: the logical tensors, flattened, padded and cut into blocks.
   OutputList flat;
   int64_t offset = 0;
@@ -65,6 +78,7 @@ absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, tra
   }
   Output joined = flat.size() == 1 ? flat[0] : ops::Concat(restore, flat, ops::Const(restore, 0));
   for (size_t b = 0; b < c.component_of_block.size(); ++b) {
+    if (c.component_of_block[b] < 0) continue;  // another process restores it
     Output block = ops::Slice(restore, joined, Int64s(restore, {static_cast<int64_t>(b) * c.block}),
                               Int64s(restore, {c.block}));
     assigns->push_back(v->replica(c.component_of_block[b])->Assign(restore, block));
@@ -181,6 +195,13 @@ absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::st
     (*metadata)[s.key] = absl::Base64Escape(*value);
   }
   return absl::OkStatus();
+}
+
+absl::Status Checkpoint::RunReads(Session* session) const {
+  std::vector<std::string> reads;
+  for (const Entry& e : entries_) reads.push_back(e.read);
+  std::vector<Tensor> values;
+  return session->Run({}, reads, {}, &values);
 }
 
 absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reader) const {

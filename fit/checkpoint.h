@@ -26,8 +26,9 @@
 // one strategy or replica count resumes under another. Sharded optimizer
 // state (StrategyOptions::zero_stage 1) is saved as the unsharded slots it
 // stands for, gathered from the process's copies, and restored into any
-// sharding; across several workers it cannot be saved yet (Unimplemented
-// from Create).
+// sharding. Across several workers each holds some blocks: every worker
+// then takes part in each save (every_process_saves(), RunReads), and the
+// chief writes the gathered tensors.
 //
 // Errors: restoring a checkpoint that lacks a tracked variable or holds it
 // with another dtype or shape (a checkpoint of another model) is
@@ -38,7 +39,8 @@
 //
 // Thread-safety: build (Create, Track*) with the thread that builds the
 // graph; Save and Restore with one thread at a time. In a multi-worker run
-// only the chief saves (one writer per directory); every worker restores.
+// only the chief saves (one writer per directory; where every_process_saves()
+// the others run RunReads at the same steps); every worker restores.
 // Ownership: the Checkpoint must outlive its managers; the callbacks'
 // captures must outlive the Checkpoint's use.
 #ifndef STRATA_FIT_CHECKPOINT_H_
@@ -89,6 +91,13 @@ class Checkpoint {
   absl::Status Collect(Session* session, std::vector<std::pair<std::string, Tensor>>* tensors,
                        std::map<std::string, std::string>* metadata) const;
 
+  // Whether a save needs every process of the run: sharded optimizer state
+  // whose blocks other workers hold is gathered by a collective, so every
+  // worker runs the reads together (RunReads; the chief's Collect).
+  bool every_process_saves() const { return every_process_saves_; }
+  // A save's reads without the writing: a worker's part in the chief's save.
+  absl::Status RunReads(Session* session) const;
+
   // Assigns every variable from `reader`, then restores the tracked state.
   absl::Status Restore(Session* session, const CheckpointReader& reader) const;
 
@@ -124,6 +133,7 @@ class Checkpoint {
 
   std::vector<train::Variable*> variables_;
   std::vector<Entry> entries_;
+  bool every_process_saves_ = false;
   std::string restore_target_;
   std::vector<TrackedString> strings_;
   std::vector<TrackedTensor> tensors_;
@@ -142,6 +152,8 @@ class CheckpointManager {
   // newest `max_to_keep` (0: all). InvalidArgument for a negative count.
   static absl::StatusOr<std::unique_ptr<CheckpointManager>> Create(const Checkpoint* checkpoint,
                                                                    const std::string& dir, int max_to_keep);
+
+  const Checkpoint& checkpoint() const { return *checkpoint_; }
 
   // Writes "<dir>/ckpt-<step>" atomically with every tracked value, its
   // metadata "global_step" = step; returns its prefix.

@@ -345,9 +345,17 @@ absl::Status TrainLoop::EndEpoch(int64_t step) {
   return absl::OkStatus();
 }
 
-// The chief writes the checkpoints.
+// The chief writes the checkpoints; where the state is sharded over the
+// workers, every worker takes part in gathering it.
 absl::Status TrainLoop::Save(int64_t step) {
-  if (!chief_ || manager_ == nullptr || saved_step_ == step) return absl::OkStatus();
+  if (manager_ == nullptr || saved_step_ == step) return absl::OkStatus();
+  if (!chief_) {
+    if (manager_->checkpoint().every_process_saves()) {
+      STRATA_RETURN_IF_ERROR(manager_->checkpoint().RunReads(session_.get()));
+      saved_step_ = step;
+    }
+    return absl::OkStatus();
+  }
   STRATA_ASSIGN_OR_RETURN(r_->final_checkpoint, manager_->Save(session_.get(), step));
   saved_step_ = step;
   metrics_->Flush();

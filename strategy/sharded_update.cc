@@ -76,6 +76,16 @@ absl::StatusOr<ShardedUpdates::Group*> ShardedUpdates::FindOrMakeGroup(
   contents.block = g->block;
   contents.component_of_block = g->component_of_block;
   contents.saved = false;  // rewritten from the parameters every step
+  if (strategy.num_workers() > 1) {
+    // A checkpoint's read of the whole state: the workers' blocks, gathered
+    // over the workers (their group, as Strategy::Reduce's).
+    Strategy* owner = ctx.strategy();
+    contents.gather_processes = [owner](const Scope& s, Output local) {
+      absl::StatusOr<Output> all = owner->GatherWorkers(s, local);
+      if (!all.ok()) s.UpdateStatus(all.status());
+      return all.ok() ? *all : Output();
+    };
+  }
   g->shard->set_sharded_contents(std::move(contents));
   groups_.push_back(std::move(g));
   return groups_.back().get();

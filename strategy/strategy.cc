@@ -361,6 +361,19 @@ absl::StatusOr<Output> Strategy::Reduce(const strata::Scope& scope, ReduceOp op,
   return total;
 }
 
+absl::StatusOr<Output> Strategy::GatherWorkers(const strata::Scope& scope, Output value) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (!value.ok()) return absl::InvalidArgumentError("GatherWorkers: the value is null");
+  if (num_workers_ == 1) return value;
+  Output all = ops::CollectiveGather(scope.WithDevice(devices_[0]), value, num_workers_,
+                                     worker_group_key_, NextWorkerInstanceKey(),
+                                     ops::CollectiveAttrs()
+                                         .TimeoutSeconds(options_.collective_timeout_seconds)
+                                         .CommunicationHint(options_.communication_hint));
+  STRATA_RETURN_IF_ERROR(scope.status());
+  return all;
+}
+
 absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDataset(
     data::DatasetPtr batches, std::vector<InputSpec> specs) const {
   return DistributedDataset::Create(*this, std::move(batches), std::move(specs));

@@ -229,6 +229,11 @@ class Strategy {
   // InvalidArgument if `value` does not have one value per replica, or the
   // values differ in dtype, or kMean of a non-floating dtype.
   absl::StatusOr<Output> Reduce(const strata::Scope& scope, ReduceOp op, const PerReplica& value);
+  // Every worker's `value` (the same dtype and shape on each) concatenated
+  // along dimension 0 in worker order, on the first device, outside Run
+  // (for state sharded over the workers; every worker must run it
+  // together). One worker: `value` itself.
+  absl::StatusOr<Output> GatherWorkers(const strata::Scope& scope, Output value);
 
   // Splits each global batch of `batches` (a batched dataset whose elements
   // match `specs`) into one batch per replica (distributed_dataset.h); with

@@ -73,13 +73,16 @@ struct VariableArgs {
 // component_of_block[b] of this process, or in another process's copy
 // (-1). A checkpoint saves the logical tensors, not the copies, so it is
 // the same as an unsharded run's. `saved` false: scratch that a checkpoint
-// leaves out.
+// leaves out. When other processes hold blocks, `gather_processes` makes
+// (in `scope`) the all-gather over the processes of each one's blocks in
+// order, which every process must run together.
 struct ShardedContents {
   std::vector<std::string> names;
   std::vector<TensorShape> shapes;
   int64_t block = 0;
   std::vector<int> component_of_block;
   bool saved = true;
+  std::function<Output(const Scope& scope, Output local_blocks)> gather_processes;
 };
 
 class Variable {
