@@ -8,6 +8,7 @@
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "base/status.h"
+#include "strategy/gradient_bucketing.h"
 #include "train/initializers.h"
 
 namespace strata {
@@ -98,35 +99,35 @@ absl::StatusOr<std::vector<train::GradAndVar>> ShardedUpdates::Scatter(
   const int r = ctx.replica_id();
   const int n = ctx.num_replicas_in_sync();
   const int64_t k = ctx.collective_rank();
-  // Groups by dtype, each in creation order (the same on every replica).
-  std::vector<train::GradAndVar> sorted = grads_and_vars;
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    return a.second->creation_index() < b.second->creation_index();
-  });
-  std::vector<DataType> dtypes;
-  for (const auto& [grad, var] : sorted) {
+  // Groups: the gradient buckets of the all-reduce (gradient_bucketing.h,
+  // the same plan on every replica): the last layers' first, so that their
+  // reduce-scatter, update and all-gather overlap the rest of the backward
+  // pass.
+  std::vector<GradientSpec> specs;
+  for (size_t i = 0; i < grads_and_vars.size(); ++i) {
+    const train::Variable* var = grads_and_vars[i].second;
     if (var->dtype() != DT_FLOAT && var->dtype() != DT_DOUBLE) {
       return absl::InvalidArgumentError(absl::StrCat(
           "zero_stage 1: variable '", var->name(), "' is ", DataTypeString(var->dtype()),
           "; sharded optimizer state needs float or double variables"));
     }
-    if (std::find(dtypes.begin(), dtypes.end(), var->dtype()) == dtypes.end()) {
-      dtypes.push_back(var->dtype());
-    }
+    const int64_t order =
+        var->creation_index() < 0 ? static_cast<int64_t>(i) : var->creation_index();
+    specs.push_back({var->dtype(), var->shape().num_elements(), order});
   }
-  std::sort(dtypes.begin(), dtypes.end());
+  const std::vector<std::vector<int>> buckets =
+      PlanGradientBuckets(specs, ctx.strategy()->options().gradient_bucket_bytes);
   std::vector<train::GradAndVar> out;
-  for (DataType dtype : dtypes) {
+  for (const std::vector<int>& bucket : buckets) {
+    const DataType dtype = specs[bucket[0]].dtype;
     std::vector<train::Variable*> vars;
     std::vector<Output> grads;
-    for (const auto& [grad, var] : sorted) {
-      if (var->dtype() != dtype) continue;
-      vars.push_back(var);
-      grads.push_back(grad);
+    for (int i : bucket) {
+      grads.push_back(grads_and_vars[i].first);
+      vars.push_back(grads_and_vars[i].second);
     }
     STRATA_ASSIGN_OR_RETURN(Group * g, FindOrMakeGroup(scope, ctx, optimizer_name, dtype, vars));
-    const Scope s =
-        scope.NewSubScope(absl::StrCat("zero_", DataTypeString(dtype))).WithDevice(ctx.device());
+    const Scope s = scope.NewSubScope(absl::StrCat("zero_", pending_.size())).WithDevice(ctx.device());
     Pending p{g, {}, g->shard->replica(r)};
     for (train::Variable* v : vars) p.copies.push_back(v->replica(r));
 
@@ -169,16 +170,23 @@ absl::StatusOr<std::vector<train::GradAndVar>> ShardedUpdates::Scatter(
 absl::StatusOr<std::vector<Node*>> ShardedUpdates::Finish(const Scope& scope, ReplicaContext& ctx,
                                                           const std::vector<Node*>& updates) {
   std::vector<Node*> assigns;
-  for (const Pending& p : pending_) {
+  for (size_t k = 0; k < pending_.size(); ++k) {
+    const Pending& p = pending_[k];
     const Group& g = *p.group;
-    const Scope s = scope.NewSubScope(absl::StrCat("zero_", DataTypeString(g.dtype), "_gather"))
-                        .WithDevice(ctx.device());
-    Output block = p.shard_copy->Read(s.WithControlDependencies(updates));
+    const Scope s = scope.NewSubScope(absl::StrCat("zero_", k, "_gather")).WithDevice(ctx.device());
+    // Update k is group k's (the optimizer applies the pairs in order): the
+    // group's all-gather waits for it alone.
+    const std::vector<Node*> after =
+        updates.size() == pending_.size() ? std::vector<Node*>{updates[k]} : updates;
+    Output block = p.shard_copy->Read(s.WithControlDependencies(after));
     STRATA_ASSIGN_OR_RETURN(Output all, ctx.AllGather(s, block));
     for (size_t i = 0; i < g.vars.size(); ++i) {
       const TensorShape& shape = g.vars[i]->shape();
-      Output piece =
-          ops::Slice(s, all, Int64s(s, {g.offsets[i]}), Int64s(s, {shape.num_elements()}));
+      // A lone unpadded variable is the whole gather (no copy).
+      const bool whole = g.vars.size() == 1 && g.total == g.block * ctx.num_replicas_in_sync();
+      Output piece = whole ? all
+                           : ops::Slice(s, all, Int64s(s, {g.offsets[i]}),
+                                        Int64s(s, {shape.num_elements()}));
       std::vector<int64_t> dims(shape.dim_sizes().begin(), shape.dim_sizes().end());
       Output value = ops::Reshape(
           s, piece, ops::Const<int64_t>(s, dims, TensorShape{static_cast<int64_t>(dims.size())}));

@@ -106,21 +106,42 @@ TEST(ShardedUpdateTest, EachReplicaKeepsTheSlotsOfItsBlockOnly) {
     EXPECT_EQ(x->sharded_contents()->block, block);
     EXPECT_EQ(x->sharded_contents()->component_of_block, (std::vector<int>{0, 1, 2}));
   }
-  // The slots stand for the unsharded slots, in creation order; the shard
-  // of the parameters is scratch.
+  // The slots stand for the unsharded slots, in the gradient buckets' order
+  // (the last layer's first); the shard of the parameters is scratch.
   EXPECT_FALSE(shard->sharded_contents()->saved);
   EXPECT_TRUE(m->sharded_contents()->saved);
   const std::vector<std::string> names = m->sharded_contents()->names;
   ASSERT_EQ(names.size(), 6u);
-  EXPECT_EQ(names[0], "dense/kernel/Adam");
-  EXPECT_EQ(names[5], "dense_2/bias/Adam");
-  EXPECT_EQ(v->sharded_contents()->names[0], "dense/kernel/Adam_1");
-  EXPECT_EQ(m->sharded_contents()->shapes[0], TensorShape({20, 24}));
+  EXPECT_EQ(names[0], "dense_2/bias/Adam");
+  EXPECT_EQ(names[5], "dense/kernel/Adam");
+  EXPECT_EQ(v->sharded_contents()->names[5], "dense/kernel/Adam_1");
+  EXPECT_EQ(m->sharded_contents()->shapes[5], TensorShape({20, 24}));
   // Per replica: one reduce-scatter, one update, one all-gather.
   EXPECT_EQ(CountOps(built->root, "CollectiveReduceScatterV2"), 3);
   EXPECT_EQ(CountOps(built->root, "CollectiveGatherV2"), 3);
   EXPECT_EQ(CountOps(built->root, "CollectiveReduceV2"), 0);
   EXPECT_EQ(CountOps(built->root, "ResourceApplyAdam"), 3);
+}
+
+TEST(ShardedUpdateTest, OneShardVariablePerGradientBucket) {
+  // gradient_bucket_bytes 0: a bucket, a shard variable and a reduce-scatter
+  // per weight, each block a third of its weight (padded).
+  StrategyOptions o = Zero(1);
+  o.gradient_bucket_bytes = 0;
+  auto s = *MirroredStrategy::Create(testing::CpuSpecs(3), testing::Machine(3), o);
+  auto built = BuildAdamStep(*s);
+  ASSERT_TRUE(built->status.ok()) << built->status;
+  EXPECT_EQ(CountOps(built->root, "CollectiveReduceScatterV2"), 6 * 3);
+  EXPECT_EQ(CountOps(built->root, "CollectiveGatherV2"), 6 * 3);
+  EXPECT_EQ(CountOps(built->root, "ResourceApplyAdam"), 6 * 3);
+  train::Variable* first = Find(built->root, "Adam/zero_float/Adam");  // dense_2/bias's: 5
+  train::Variable* last = Find(built->root, "Adam/zero_float_5/Adam");  // dense/kernel's: 480
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(first->shape(), TensorShape({2}));
+  EXPECT_EQ(first->sharded_contents()->names, std::vector<std::string>{"dense_2/bias/Adam"});
+  EXPECT_EQ(last->shape(), TensorShape({160}));
+  EXPECT_EQ(last->sharded_contents()->names, std::vector<std::string>{"dense/kernel/Adam"});
 }
 
 // Bytes in use on each device after the variables are initialized.
@@ -211,10 +232,17 @@ TEST(ShardedUpdateTest, ShardedAdamAndMomentumTrainAsMirroredStepByStep) {
     ASSERT_TRUE(baseline.ok()) << baseline.status();
     EXPECT_LT(baseline->losses.back(), baseline->losses.front() * 0.7) << optimizer;
     for (int replicas : {4, 3}) {
-      auto sharded = Mirrored(replicas, 1);
-      auto run = testing::TrainMlp(*sharded, c, *data);
-      ASSERT_TRUE(run.ok()) << run.status();
-      ExpectSameRun(*baseline, *run, absl::StrCat(optimizer, " sharded over ", replicas));
+      for (int64_t bucket_bytes : {int64_t{25} << 20, int64_t{0}}) {
+        StrategyOptions o = Zero(1);
+        o.gradient_bucket_bytes = bucket_bytes;
+        auto sharded = *MirroredStrategy::Create(testing::CpuSpecs(replicas),
+                                                 testing::Machine(replicas), o);
+        auto run = testing::TrainMlp(*sharded, c, *data);
+        ASSERT_TRUE(run.ok()) << run.status();
+        ExpectSameRun(*baseline, *run,
+                      absl::StrCat(optimizer, " sharded over ", replicas, ", buckets of ",
+                                   bucket_bytes, " bytes"));
+      }
     }
   }
 }

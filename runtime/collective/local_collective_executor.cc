@@ -401,21 +401,48 @@ void LocalCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
     if (name.ok()) inst->algorithm = *name;
     status = name.status();
   }
-  // Direct all-reduce: every rank writes its slice of the result into one
-  // host buffer that all ranks' outputs share, so each element is written
-  // once. Sharing is safe: a kernel writes into an input in place only when
-  // its refcount is one (forward_input_or_allocate_output).
-  if (status.ok() && inst->algorithm == "direct" && ps[0].params.type == CollectiveType::kAllReduce) {
-    const Participant& rank0 = ps[order[0]];
-    auto out = Tensor::Allocate(rank0.allocator, rank0.params.dtype, rank0.params.shape);
-    if (out.ok()) inst->shared_output = *std::move(out);
-    status = out.status();
+  // All-gather in one address space is a copy of each input into one
+  // buffer (below), unless the hint asks for another algorithm.
+  const CollectiveType type = ps[0].params.type;
+  const std::string& hint = ps[ref].params.communication_hint;
+  if (status.ok() && type == CollectiveType::kAllGather &&
+      (hint.empty() || hint == "auto" || hint == "nccl" || hint == "direct" ||
+       hint == "shared_memory")) {
+    inst->algorithm = "direct";
+  }
+  // Direct collectives run as one job of chunks (RunDirect). All-reduce and
+  // all-gather write one host buffer that all ranks' outputs share, so each
+  // element is written once; sharing is safe: a kernel writes into an input
+  // in place only when its refcount is one (forward_input_or_allocate_output).
+  // Reduce-scatter writes each rank's block into that rank's own output.
+  if (status.ok() && inst->algorithm == "direct" &&
+      (type == CollectiveType::kAllReduce || type == CollectiveType::kAllGather ||
+       type == CollectiveType::kReduceScatter)) {
+    status = [&]() -> absl::Status {
+      const Participant& rank0 = ps[order[0]];
+      std::vector<int64_t> dims(rank0.params.shape.dim_sizes().begin(),
+                                rank0.params.shape.dim_sizes().end());
+      if (type == CollectiveType::kAllGather) dims[0] *= n;
+      if (type == CollectiveType::kReduceScatter) dims[0] /= n;
+      STRATA_ASSIGN_OR_RETURN(TensorShape shape, TensorShape::FromDims(dims));
+      if (type == CollectiveType::kReduceScatter) {
+        for (const Participant& p : ps) {
+          STRATA_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(p.allocator, p.params.dtype, shape));
+          inst->direct_outputs.push_back(std::move(out));
+        }
+      } else {
+        STRATA_ASSIGN_OR_RETURN(Tensor out,
+                                Tensor::Allocate(rank0.allocator, rank0.params.dtype, shape));
+        inst->direct_outputs.assign(n, out);
+      }
+      return absl::OkStatus();
+    }();
   }
   if (!status.ok()) {
     FailInstance(inst, status);  // every participant fails the same way
     return;
   }
-  if (inst->shared_output.IsInitialized()) return RunDirect(std::move(inst));
+  if (!inst->direct_outputs.empty()) return RunDirect(std::move(inst));
   // 4. Every rank on its own thread; the last arriver's on this one.
   for (int i = 0; i + 1 < n; ++i) workers_.Schedule([this, inst, i] { RunParticipant(inst, i); });
   RunParticipant(std::move(inst), n - 1);
@@ -432,9 +459,30 @@ void LocalCollectiveExecutor::RunDirect(std::shared_ptr<Instance> inst) {
   const CollectiveParams& p = ps[0].params;
   std::vector<const void*> inputs(n);
   for (const Participant& q : ps) inputs[q.rank] = q.input.raw_data();
+  std::vector<DirectReduction::Segment> segments;
+  int64_t segment_elements = p.shape.num_elements();
+  const int64_t elem = DataTypeSize(p.dtype);
+  if (p.type == CollectiveType::kAllReduce) {
+    segments.push_back({inputs, inst->direct_outputs[0].raw_data()});
+  } else if (p.type == CollectiveType::kAllGather) {
+    // Rank r's input into block r of the shared output.
+    char* out = static_cast<char*>(inst->direct_outputs[0].raw_data());
+    for (int r = 0; r < n; ++r) segments.push_back({{inputs[r]}, out + r * segment_elements * elem});
+  } else {
+    // Block b of every input, reduced into rank b's output.
+    segment_elements /= n;
+    segments.resize(n);
+    for (int i = 0; i < n; ++i) {
+      DirectReduction::Segment& seg = segments[ps[i].rank];
+      seg.output = inst->direct_outputs[i].raw_data();
+      for (int r = 0; r < n; ++r) {
+        seg.inputs.push_back(static_cast<const char*>(inputs[r]) +
+                             ps[i].rank * segment_elements * elem);
+      }
+    }
+  }
   const std::shared_ptr<DirectReduction> job = std::make_shared<DirectReduction>(
-      p.merge_op, p.final_op, p.dtype, std::move(inputs), p.shape.num_elements(),
-      inst->shared_output.raw_data(), n);
+      p.merge_op, p.final_op, p.dtype, std::move(segments), segment_elements, n);
   {
     // An abort may have come since the instance started (AbortStarted).
     MutexLock l(&mu_);
@@ -445,7 +493,6 @@ void LocalCollectiveExecutor::RunDirect(std::shared_ptr<Instance> inst) {
   job->Work();
   job->WaitDone();
   absl::Status status = job->status();
-  Tensor output = inst->shared_output;
   // The waiting participants first: this thread's own caller runs on.
   for (int i = 0; i < n; ++i) {
     absl::Status s = status;
@@ -453,7 +500,7 @@ void LocalCollectiveExecutor::RunDirect(std::shared_ptr<Instance> inst) {
       s = AnnotateStatus(s, absl::StrCat(Describe(*inst), " on ", ps[i].params.device, " (rank ",
                                          ps[i].rank, ", algorithm ", inst->algorithm, "): "));
     }
-    Tensor out = s.ok() ? output : Tensor();
+    Tensor out = s.ok() ? std::move(inst->direct_outputs[i]) : Tensor();
     // The last FinishParticipant may let the caller destroy this executor.
     FinishParticipant(inst, i, std::move(s), std::move(out));
   }

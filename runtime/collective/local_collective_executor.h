@@ -105,10 +105,12 @@ class LocalCollectiveExecutor : public CollectiveExecutor {
     bool timed_out = false;  // the watchdog has aborted it (guarded by mu_)
     std::string algorithm;
     std::shared_ptr<InProcessMailbox> mailbox;
-    // Direct all-reduce: the one output buffer every rank's output shares
-    // (set before the ranks start, then only read).
-    Tensor shared_output;
-    // Direct all-reduce run as one chunked job, and the first abort of the
+    // Direct collectives (set before the job starts, then only read): each
+    // participant's output, by arrival index: for all-reduce and all-gather
+    // one buffer that every rank's output shares, for reduce-scatter each
+    // rank's own block.
+    std::vector<Tensor> direct_outputs;
+    // A direct collective run as one chunked job, and the first abort of the
     // started instance (both guarded by the executor's lock): whichever of
     // RunDirect and AbortStarted comes second aborts the job.
     std::shared_ptr<DirectReduction> direct;

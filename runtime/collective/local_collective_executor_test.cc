@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
 #include "graph/allocator.h"
@@ -197,6 +198,53 @@ TEST(LocalCollectiveExecutorTest, ReduceScatterGivesEachDeviceItsBlockWithEveryH
                         Tensor(DT_FLOAT, TensorShape{6}), CpuAllocator(), nullptr);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("4 equal blocks"), std::string::npos) << bad.status();
+}
+
+TEST(LocalCollectiveExecutorTest, LargeReduceScatterAndAllGatherAreExactWithEveryHint) {
+  // Many chunks per block (the direct job's chunks stay within a block):
+  // every rank's block of the sum, then every block gathered back, for the
+  // auto (direct) and ring algorithms; all-gather of half too.
+  constexpr int n = 4;
+  constexpr int64_t kBlock = 100003;
+  for (const char* hint : {"auto", "ring"}) {
+    SCOPED_TRACE(hint);
+    LocalCollectiveExecutor ce;
+    std::vector<absl::StatusOr<Tensor>> rs(n), ag(n), ag_half(n);
+    OnRanks(n, [&](int r) {
+      Tensor x(DT_FLOAT, TensorShape{n * kBlock});
+      for (int64_t i = 0; i < n * kBlock; ++i) x.data<float>()[i] = static_cast<float>(r + 1) * (i % 1000);
+      CollectiveParams p = Params(CollectiveType::kReduceScatter, n, 1, r, x.shape(), DT_FLOAT);
+      p.merge_op = MergeOp::kAdd;
+      p.communication_hint = hint;
+      rs[r] = ce.Execute(p, x, CpuAllocator(), nullptr);
+      if (!rs[r].ok()) return;
+      CollectiveParams g = Params(CollectiveType::kAllGather, n, 2, r, TensorShape{kBlock}, DT_FLOAT);
+      g.communication_hint = hint;
+      ag[r] = ce.Execute(g, *rs[r], CpuAllocator(), nullptr);
+      Tensor h(DT_HALF, TensorShape{kBlock});
+      for (int64_t i = 0; i < kBlock; ++i) h.data<Eigen::half>()[i] = Eigen::half(static_cast<float>(r * 100 + i % 7));
+      CollectiveParams gh = Params(CollectiveType::kAllGather, n, 3, r, TensorShape{kBlock}, DT_HALF);
+      gh.communication_hint = hint;
+      ag_half[r] = ce.Execute(gh, h, CpuAllocator(), nullptr);
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(rs[r].ok()) << rs[r].status();
+      ASSERT_TRUE(ag[r].ok()) << ag[r].status();
+      ASSERT_TRUE(ag_half[r].ok()) << ag_half[r].status();
+      ASSERT_EQ(rs[r]->NumElements(), kBlock);
+      for (int64_t i = 0; i < kBlock; ++i) {
+        ASSERT_EQ(rs[r]->data<float>()[i], 10.0f * ((r * kBlock + i) % 1000)) << r << " " << i;
+      }
+      ASSERT_EQ(ag[r]->NumElements(), n * kBlock);
+      for (int64_t i = 0; i < n * kBlock; ++i) ASSERT_EQ(ag[r]->data<float>()[i], 10.0f * (i % 1000)) << i;
+      for (int q = 0; q < n; ++q) {
+        for (int64_t i = 0; i < kBlock; i += 997) {
+          ASSERT_EQ(static_cast<float>(ag_half[r]->data<Eigen::half>()[q * kBlock + i]),
+                    static_cast<float>(q * 100 + i % 7));
+        }
+      }
+    }
+  }
 }
 
 TEST(LocalCollectiveExecutorTest, BroadcastFromAnyDevice) {

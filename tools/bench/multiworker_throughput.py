@@ -50,13 +50,13 @@ from engine_bench import table
 Config = collections.namedtuple("Config", "impl workers threads label run")
 
 
-def strata_multiworker(launch, trainer, workers, threads, steps, warmup):
+def strata_multiworker(launch, trainer, workers, threads, steps, warmup, extra=()):
     """Strata's multi-worker trainer under tools/launch; examples/s after the warm-up.
 
     The rate comes from the per-step timestamps of --metrics_out, as
     mirrored_throughput measures the single-process trainer; where several
     workers write metrics (several files, or lines carrying a "task"), the
-    slowest counts."""
+    slowest counts. `extra` flags follow the others (the last of a flag wins)."""
     for path, what in ((launch, "bazel build //tools:launch"), (trainer, "bazel build //tools:trainer")):
         if not os.access(path, os.X_OK):
             raise RuntimeError(f"{path} is not built ({what})")
@@ -70,7 +70,7 @@ def strata_multiworker(launch, trainer, workers, threads, steps, warmup):
                "--nostandardize", "--optimizer=sgd", "--learning_rate=0.1",
                f"--global_batch_size={mt.BATCH}", f"--steps={warmup + steps}", "--prefetch=2",
                f"--intra_op_threads={threads}", "--quiet",
-               f"--metrics_out={os.path.join(tmp, 'metrics.jsonl')}"]
+               f"--metrics_out={os.path.join(tmp, 'metrics.jsonl')}"] + list(extra)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             raise RuntimeError(f"launch exit {r.returncode}: " + " | ".join(r.stderr.strip().splitlines()[-6:]))

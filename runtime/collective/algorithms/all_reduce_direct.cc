@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -86,35 +87,48 @@ absl::Status AllReduceDirect::Run(Transport& t, const void* input, void* output)
 DirectReduction::DirectReduction(MergeOp merge_op, FinalOp final_op, DataType dtype,
                                  std::vector<const void*> inputs, int64_t num_elements,
                                  void* output, int64_t divisor)
+    : DirectReduction(merge_op, final_op, dtype, {Segment{std::move(inputs), output}},
+                      num_elements, divisor) {}
+
+DirectReduction::DirectReduction(MergeOp merge_op, FinalOp final_op, DataType dtype,
+                                 std::vector<Segment> segments, int64_t num_elements,
+                                 int64_t divisor)
     : merge_op_(merge_op),
       final_op_(final_op),
       dtype_(dtype),
-      inputs_(std::move(inputs)),
+      segments_(std::move(segments)),
       num_elements_(num_elements),
-      output_(output),
       divisor_(divisor) {
   // Chunks of 1/32 of the output, 64 KiB to 1 MiB, in whole 4 KiB pages:
   // small enough that two threads finish within a chunk's time of each
   // other, large enough that taking one (an atomic on a shared line) costs
   // nothing next to it, and page-aligned so that two threads never write
-  // one cache line.
+  // one cache line. A chunk stays within one segment.
   const int64_t elem = DataTypeSize(dtype);
-  const int64_t bytes = num_elements * elem;
+  const int64_t bytes = num_elements * elem * static_cast<int64_t>(segments_.size());
   int64_t chunk = std::min<int64_t>(std::max<int64_t>(bytes / 32, 64 << 10), 1 << 20);
   chunk = chunk / 4096 * 4096;
   chunk_elements_ = std::max<int64_t>(1, chunk / elem);
-  num_chunks_ = (num_elements + chunk_elements_ - 1) / chunk_elements_;
+  chunks_per_segment_ = (num_elements + chunk_elements_ - 1) / chunk_elements_;
+  num_chunks_ = chunks_per_segment_ * static_cast<int64_t>(segments_.size());
 }
 
 int64_t DirectReduction::Work() {
+  const int64_t elem = DataTypeSize(dtype_);
   for (int64_t taken = 0;; ++taken) {
     const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
     if (c >= num_chunks_) return taken;
     if (!aborted_.load(std::memory_order_relaxed)) {
-      const int64_t begin = c * chunk_elements_;
+      const Segment& seg = segments_[c / chunks_per_segment_];
+      const int64_t begin = (c % chunks_per_segment_) * chunk_elements_;
       const int64_t end = std::min(num_elements_, begin + chunk_elements_);
-      ReduceInputs(merge_op_, final_op_, dtype_, inputs_.data(), static_cast<int>(inputs_.size()),
-                   begin, end, output_, divisor_);
+      if (seg.inputs.size() == 1 && final_op_ != FinalOp::kDiv) {
+        std::memcpy(static_cast<char*>(seg.output) + begin * elem,
+                    static_cast<const char*>(seg.inputs[0]) + begin * elem, (end - begin) * elem);
+      } else {
+        ReduceInputs(merge_op_, final_op_, dtype_, seg.inputs.data(),
+                     static_cast<int>(seg.inputs.size()), begin, end, seg.output, divisor_);
+      }
     }
     // Release: whoever sees the count complete sees every chunk's writes.
     if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == num_chunks_) {

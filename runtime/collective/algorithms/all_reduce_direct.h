@@ -43,6 +43,12 @@
 //
 // Each element is reduced once, in input order, by ReduceInputs, whichever
 // thread takes its chunk: the result does not depend on the threads.
+//
+// Segments: a job may write several outputs of one length, each from its
+// own inputs. Reduce-scatter is n segments (segment b: every input's block
+// b into rank b's output); all-gather is n one-input segments (rank r's
+// input copied to block r of the shared output; a segment of one input is
+// a copy, of any dtype).
 // Thread-safety: every method may be called concurrently. Ownership: the
 // inputs and output are not owned; they must stay valid until WaitDone()
 // returned (no thread touches them once Done()).
@@ -77,6 +83,14 @@ class DirectReduction {
   DirectReduction(MergeOp merge_op, FinalOp final_op, DataType dtype,
                   std::vector<const void*> inputs, int64_t num_elements, void* output,
                   int64_t divisor);
+  struct Segment {
+    std::vector<const void*> inputs;
+    void* output;
+  };
+  // segments[s].output[i] = final(merge(segments[s].inputs[..][i])) for
+  // i < num_elements; a segment of one input and final_op kId is a copy.
+  DirectReduction(MergeOp merge_op, FinalOp final_op, DataType dtype,
+                  std::vector<Segment> segments, int64_t num_elements, int64_t divisor);
   DirectReduction(const DirectReduction&) = delete;
   DirectReduction& operator=(const DirectReduction&) = delete;
 
@@ -98,11 +112,11 @@ class DirectReduction {
   const MergeOp merge_op_;
   const FinalOp final_op_;
   const DataType dtype_;
-  const std::vector<const void*> inputs_;
-  const int64_t num_elements_;
-  void* const output_;
+  const std::vector<Segment> segments_;
+  const int64_t num_elements_;  // per segment
   const int64_t divisor_;
   int64_t chunk_elements_ = 0;
+  int64_t chunks_per_segment_ = 0;
   int64_t num_chunks_ = 0;
 
   std::atomic<int64_t> next_{0};      // the next chunk to take

@@ -32,6 +32,7 @@ SECTIONS = [  # key, title, issue
     ("lm", "Transformer language model training", "issue 19"),
     ("security", "What mutual TLS costs the TCP all-reduce", "issue 23"),
     ("collectives", "Reduce-scatter and all-gather across processes", "issue 21"),
+    ("zero", "Sharded optimizer state (ZeRO stage 1): step time", "issue 21"),
 ]
 
 
@@ -161,6 +162,14 @@ def targets(results):
     if fd:
         t["F1"].set(fd["ratio"], f"{fd['ratio']:.3f}x ({fd['fit_steps_per_sec']:.0f} vs "
                                  f"{fd['hand_steps_per_sec']:.0f} steps/s)")
+
+    add("Z1", 21, "zero", "step time with --zero_stage=1 vs 0 (Adam, MLP 784-512-512-10; mirrored x2, x4, "
+                          "2 workers), the worst", ">=", 0.95)
+    zd = data(results, "zero")
+    if zd and zd.get("results"):
+        lo = min(zd["results"], key=lambda r: r["ratio"])
+        t["Z1"].set(lo["ratio"], f"{lo['ratio']:.3f}x at worst ({lo['config']}); "
+                                 + ", ".join(f"{r['config']} {r['ratio']:.3f}x" for r in zd["results"]))
 
     add("L1", 19, "lm", "transformer LM training tokens/s, 1 thread, vs PyTorch", ">=", 1.2)
     add("L2", 19, "lm", "transformer LM training tokens/s, 2 threads, vs PyTorch", ">=", 1.2)
@@ -577,10 +586,21 @@ def section_collectives(d, plots_dir):
     return "".join(out)
 
 
+def section_zero(d, plots_dir):
+    rows = [[r["config"], f"{r['mirrored_examples_per_s']:,.0f}", f"{r['sharded_examples_per_s']:,.0f}",
+             f"**{r['ratio']:.3f}x**"] for r in d["results"]]
+    return (f"`tools/bench/zero_throughput.py`: the trainer on the {d['model']} MLP, global batch {d['batch']}, "
+            f"Adam, with the optimizer's slots mirrored (`--zero_stage=0`) and sharded over the replicas "
+            f"(`--zero_stage=1`: reduce-scatter, the update of one block, all-gather), {d['steps']} steps, "
+            f"{d['rounds']} alternating rounds; each side's best examples/s. Target: >= {d['target']}x.\n\n"
+            + md_table(["configuration", "zero_stage 0 examples/s", "zero_stage 1 examples/s", "1 / 0"], rows))
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
                "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
-               "lm": section_lm, "security": section_security, "collectives": section_collectives}
+               "lm": section_lm, "security": section_security, "collectives": section_collectives,
+               "zero": section_zero}
 
 
 def read_note(notes_dir, name):

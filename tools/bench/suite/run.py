@@ -17,6 +17,8 @@ tools/bench, each writing its figures with --json_out:
   security      tls_cost.py              TCP all-reduce with mutual TLS vs plaintext
   collectives   allreduce_peers.py       reduce-scatter and all-gather vs Open MPI, shm and
                 --collective             TCP (loopback), 2 and 4 processes
+  zero          zero_throughput.py       --zero_stage=1 vs 0 (Adam, MLP 784-512-512-10): mirrored
+                                         x2 and x4, 2 workers
 
 samples the load average every 2 s, writes everything to docs/perf/results.json
 and generates docs/performance.md and docs/perf/*.svg from it (report.py).
@@ -178,6 +180,15 @@ def bench_collectives(ctx):
     return data
 
 
+def bench_zero(ctx):
+    """ZeRO stage 1's step time against mirrored optimizer state (Z1)."""
+    out = os.path.join(ctx["tmp"], "zero.json")
+    cmd = [sys.executable, "zero_throughput.py", f"--trainer={ctx['bin']}/trainer",
+           f"--launch={ctx['bin']}/launch", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
 def bench_multiworker(ctx):
     out = os.path.join(ctx["tmp"], "multiworker.json")
     # Two rounds even when quick, as for training: the ratios compare runs a
@@ -244,6 +255,7 @@ NEEDS = {
     "lm": ["lm_bench"],
     "security": ["cross_process_bench"],
     "collectives": ["cross_process_bench"],
+    "zero": ["trainer", "launch"],
 }
 
 BENCHMARKS = [
@@ -251,6 +263,7 @@ BENCHMARKS = [
     ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
     ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
+    ("zero", bench_zero),
 ]
 
 
