@@ -306,6 +306,13 @@ void DistributedCollectiveExecutor::Start(std::shared_ptr<Instance> inst) {
       return SubmitAllReduce(std::move(inst), run, std::move(*job));
     }
   }
+  if (!run->exchange && workspace_ != nullptr &&
+      (ref->type == CollectiveType::kAllGather || ref->type == CollectiveType::kReduceScatter)) {
+    absl::StatusOr<std::string> name = GatherScatterAlgorithm(*inst, *transport_);
+    if (name.ok() && IsOrdered(*name, ref->shape.num_elements())) {
+      return SubmitGatherScatter(std::move(inst), run, *std::move(name));
+    }
+  }
   // Off the last arriver's thread: the cross-worker part may wait long on
   // peers, and other instances' parts must not queue behind it.
   workers().Schedule([this, inst = std::move(inst), run = std::move(run)]() mutable {
@@ -417,6 +424,7 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
   Tensor output;
   std::vector<Tensor> outputs;  // reduce-scatter: one per participant
   std::unique_ptr<AllReduceJob> ordered;
+  std::string ordered_algorithm;  // an all-gather or reduce-scatter for the lane
   absl::Status status = [&]() -> absl::Status {
     {
       MutexLock l(&dmu_);
@@ -445,9 +453,17 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
         return absl::OkStatus();
       }
       case CollectiveType::kAllGather:
-        return RunAllGather(*inst, t, &output);
-      case CollectiveType::kReduceScatter:
-        return RunReduceScatter(*inst, t, &outputs);
+      case CollectiveType::kReduceScatter: {
+        STRATA_ASSIGN_OR_RETURN(std::string name, GatherScatterAlgorithm(*inst, t));
+        if (IsOrdered(name, ref->params.shape.num_elements())) {
+          ordered_algorithm = std::move(name);
+          return absl::OkStatus();
+        }
+        if (ref->params.type == CollectiveType::kAllGather) {
+          return RunAllGather(*inst, t, name, &output);
+        }
+        return RunReduceScatter(*inst, t, name, &outputs);
+      }
       case CollectiveType::kBroadcastSend:
       case CollectiveType::kBroadcastRecv: {
         absl::Status s = RunBroadcast(*inst, t, all, &output);
@@ -458,6 +474,9 @@ void DistributedCollectiveExecutor::RunInstance(std::shared_ptr<Instance> inst,
     return absl::InternalError("unknown collective type");
   }();
   if (status.ok() && ordered != nullptr) return SubmitAllReduce(std::move(inst), run, std::move(ordered));
+  if (status.ok() && !ordered_algorithm.empty()) {
+    return SubmitGatherScatter(std::move(inst), run, std::move(ordered_algorithm));
+  }
   if (ref->params.type == CollectiveType::kReduceScatter) {
     return FinishRunEach(inst, std::move(status), symmetric, std::move(outputs));
   }
@@ -505,6 +524,25 @@ void DistributedCollectiveExecutor::SubmitAllReduce(std::shared_ptr<Instance> in
   SubmitOrdered(run->tag_base, [this, inst = std::move(inst), shared](absl::Status s) {
     if (s.ok()) s = RunAllReduce(*shared, *transport_);
     FinishRun(inst, s, /*symmetric=*/false, s.ok() ? std::move(shared->out) : Tensor());
+  });
+}
+
+void DistributedCollectiveExecutor::SubmitGatherScatter(std::shared_ptr<Instance> inst,
+                                                        const std::shared_ptr<Run>& run,
+                                                        std::string algorithm) {
+  {
+    MutexLock l(&run->mu);
+    run->ordered = true;
+  }
+  SubmitOrdered(run->tag_base, [this, inst = std::move(inst), algorithm](absl::Status s) {
+    if (inst->participants[0].params.type == CollectiveType::kAllGather) {
+      Tensor out;
+      if (s.ok()) s = RunAllGather(*inst, *transport_, algorithm, &out);
+      return FinishRun(inst, s, /*symmetric=*/false, std::move(out));
+    }
+    std::vector<Tensor> outs;
+    if (s.ok()) s = RunReduceScatter(*inst, *transport_, algorithm, &outs);
+    FinishRunEach(inst, s, /*symmetric=*/false, std::move(outs));
   });
 }
 
@@ -646,10 +684,11 @@ absl::StatusOr<std::string> DistributedCollectiveExecutor::AllReduceAlgorithm(
 
 bool DistributedCollectiveExecutor::IsOrdered(const std::string& algorithm,
                                               int64_t num_elements) const {
-  // AllReduceShm ("shm") shares one workspace and checks only sizes, so two
-  // equal-sized gradients swapped between workers would be summed with each
-  // other: it runs in the order worker 0 announces (see the header). An
-  // empty one moves nothing and needs no turn.
+  // The "shm" algorithms (all-reduce, all-gather, reduce-scatter) share one
+  // workspace and check only sizes, so two equal-sized gradients swapped
+  // between workers would be summed with each other: they run in the order
+  // worker 0 announces (see the header). An empty one moves nothing and
+  // needs no turn.
   return algorithm == "shm" && workspace_ != nullptr && num_elements > 0;
 }
 
@@ -715,7 +754,19 @@ absl::Status DistributedCollectiveExecutor::RunAllReduce(AllReduceJob& job, Tran
   return absl::OkStatus();
 }
 
-absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transport& t, Tensor* out) {
+absl::StatusOr<std::string> DistributedCollectiveExecutor::GatherScatterAlgorithm(
+    const Instance& inst, const Transport& t) const {
+  const CollectiveParams& p = inst.participants[0].params;
+  const int64_t bytes = p.shape.num_elements() * DataTypeSize(p.dtype);
+  const int64_t per_worker = p.type == CollectiveType::kAllGather
+                                 ? bytes * static_cast<int64_t>(inst.participants.size())
+                                 : bytes;
+  return SelectAlgorithm(p.type, p.communication_hint, num_workers_, per_worker,
+                         /*same_address_space=*/false, t.kind());
+}
+
+absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transport& t,
+                                                         const std::string& algorithm, Tensor* out) {
   const int local = static_cast<int>(inst.participants.size());
   std::vector<const Tensor*> inputs(local);
   for (const Participant& p : inst.participants) inputs[p.rank] = &p.input;
@@ -734,15 +785,7 @@ absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transpo
   ap.dtype = p.dtype;
   ap.num_elements = block * local;  // one worker's blocks, in local rank order
   ap.scratch_allocator = first.allocator;
-  STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          block_bytes * local, /*same_address_space=*/false,
-                                          t.kind()));
-  // The workspace's collectives run in one order on every worker, which
-  // only the all-reduce lane arranges so far: the ring over the same
-  // transport instead.
-  if (name == "shm") name = "ring";
-  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
+  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, algorithm, ap));
   STRATA_ASSIGN_OR_RETURN(*out, Tensor::Allocate(first.allocator, p.dtype, out_shape));
   const void* in = inputs[0]->raw_data();
   Tensor staged;
@@ -758,6 +801,7 @@ absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transpo
 }
 
 absl::Status DistributedCollectiveExecutor::RunReduceScatter(Instance& inst, Transport& t,
+                                                             const std::string& algorithm,
                                                              std::vector<Tensor>* outs) {
   const int local = static_cast<int>(inst.participants.size());
   std::vector<const Participant*> by_rank(local);
@@ -790,16 +834,7 @@ absl::Status DistributedCollectiveExecutor::RunReduceScatter(Instance& inst, Tra
   }
   // 2. Across the workers: worker w gets region w, the blocks of its
   // participants (global ranks w * local ... w * local + local - 1).
-  STRATA_ASSIGN_OR_RETURN(std::string name,
-                          SelectAlgorithm(ap.type, p.communication_hint, num_workers_,
-                                          total * elem, /*same_address_space=*/false, t.kind()));
-  if (name == "shm") {
-    // The workspace's collectives run in one order on every worker, which
-    // only the all-reduce lane arranges so far: the ring over the same
-    // transport instead.
-    name = "ring";
-  }
-  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, name, ap));
+  STRATA_ASSIGN_OR_RETURN(auto alg, CreateCollectiveAlgorithm(ap.type, algorithm, ap));
   Tensor region;
   STRATA_ASSIGN_OR_RETURN(region, AllocateScratch(ap, block * local * elem));
   STRATA_RETURN_IF_ERROR(alg->Run(t, merged, region.raw_data()));

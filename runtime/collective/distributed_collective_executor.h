@@ -31,7 +31,8 @@
 // compare descriptors. This cannot deadlock while every worker runs the same
 // graphs: an instance started on worker 0 depends only on collectives that
 // finished there, hence everywhere, so it starts everywhere. Empty all-reduces
-// skip the order (they move nothing).
+// skip the order (they move nothing). All-gathers and reduce-scatters by the
+// segment's algorithms ("shm") take the same lane.
 //
 // Matching across workers does not use step_id (processes may run different
 // numbers of Session::Run calls): the k-th execution of (group_key,
@@ -193,7 +194,7 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
                      std::vector<Tensor> outputs);
   absl::StatusOr<std::string> AllReduceAlgorithm(const CollectiveParams& p,
                                                  const Transport& t) const;
-  // Whether an all-reduce by `algorithm` runs on the lane (AllReduceShm).
+  // Whether a collective by `algorithm` runs on the lane (the segment's).
   bool IsOrdered(const std::string& algorithm, int64_t num_elements) const;
   // The job of `inst` with `algorithm` (AllReduceAlgorithm's pick), the
   // local inputs already summed.
@@ -214,11 +215,18 @@ class DistributedCollectiveExecutor : public LocalCollectiveExecutor {
   std::string LaneState(uint64_t id) const ABSL_LOCKS_EXCLUDED(lane_mu_);
   // "group 1 instance 7 (execution 3 mod 2^14)".
   static std::string LaneIdText(uint64_t id);
-  absl::Status RunAllGather(Instance& inst, Transport& t, Tensor* out);
+  // The cross-worker algorithm of an all-gather or reduce-scatter: "shm"
+  // ones run on the lane, like AllReduceShm.
+  absl::StatusOr<std::string> GatherScatterAlgorithm(const Instance& inst, const Transport& t) const;
+  absl::Status RunAllGather(Instance& inst, Transport& t, const std::string& algorithm, Tensor* out);
   // Reduce-scatter: the local inputs merged, the cross-worker reduce-scatter
   // of this worker's region of blocks, each participant's block into
   // (*outs)[participant index].
-  absl::Status RunReduceScatter(Instance& inst, Transport& t, std::vector<Tensor>* outs);
+  absl::Status RunReduceScatter(Instance& inst, Transport& t, const std::string& algorithm,
+                                std::vector<Tensor>* outs);
+  // Queues an all-gather or reduce-scatter by `algorithm` for the lane.
+  void SubmitGatherScatter(std::shared_ptr<Instance> inst, const std::shared_ptr<Run>& run,
+                           std::string algorithm);
   absl::Status RunBroadcast(Instance& inst, Transport& t, const std::vector<Descriptor>& all,
                             Tensor* out);
   // Sends ours to every peer and receives theirs; `all` by worker rank.

@@ -422,9 +422,73 @@ TEST(DistributedCollectiveExecutorTest, ShmConcurrentEqualSizedInstancesInOpposi
   }
 }
 
+// Over shared memory, equal-sized all-gathers and reduce-scatters (in the
+// workspace too) started in opposite orders on the two workers each meet
+// their own peer.
+TEST(DistributedCollectiveExecutorTest, ShmGathersAndScattersInOppositeOrdersMeetTheirPeers) {
+  constexpr int w = 2, kInstances = 4;
+  constexpr int64_t kBlock = 50001;
+  auto workers = ShmWorkers(w, absl::Seconds(20));
+  ASSERT_EQ(workers.size(), size_t{w});
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::vector<absl::StatusOr<Tensor>>> out(w, std::vector<absl::StatusOr<Tensor>>(kInstances));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < w; ++r) {
+      threads.emplace_back([&, r] {
+        // Instances 1..4 on worker 0, 4..1 on worker 1, concurrently: odd
+        // ones gather, even ones reduce-scatter.
+        std::vector<Notification> done(kInstances);
+        for (int k = 0; k < kInstances; ++k) {
+          const int instance = r == 0 ? 1 + k : kInstances - k;
+          const bool gather = instance % 2 == 1;
+          const int64_t elements = gather ? kBlock : w * kBlock;
+          CollectiveParams p = Params(gather ? CollectiveType::kAllGather : CollectiveType::kReduceScatter,
+                                      w, instance, r, 0, TensorShape{elements});
+          p.merge_op = MergeOp::kAdd;
+          std::vector<float> v(elements);
+          for (int64_t i = 0; i < elements; ++i) v[i] = float(instance * 100 + r * 10 + i % 5);
+          Notification* n = &done[k];
+          absl::StatusOr<Tensor>* slot = &out[r][instance - 1];
+          workers[r]->ExecuteAsync(p, Tensor::FromVector<float>(v, TensorShape{elements}), CpuAllocator(),
+                                   nullptr, [n, slot](absl::Status s, Tensor t) {
+                                     if (s.ok()) {
+                                       *slot = std::move(t);
+                                     } else {
+                                       *slot = s;
+                                     }
+                                     n->Notify();
+                                   });
+        }
+        for (Notification& n : done) n.WaitForNotification();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < w; ++r) {
+      for (int instance = 1; instance <= kInstances; ++instance) {
+        const absl::StatusOr<Tensor>& t = out[r][instance - 1];
+        ASSERT_TRUE(t.ok()) << "worker " << r << " instance " << instance << ": " << t.status();
+        if (instance % 2 == 1) {
+          ASSERT_EQ(t->NumElements(), w * kBlock);
+          for (int64_t i = 0; i < w * kBlock; i += 7) {
+            const int q = static_cast<int>(i / kBlock);
+            ASSERT_EQ(t->data<float>()[i], float(instance * 100 + q * 10 + (i % kBlock) % 5)) << i;
+          }
+        } else {
+          ASSERT_EQ(t->NumElements(), kBlock);
+          for (int64_t i = 0; i < kBlock; i += 7) {
+            const int64_t global = r * kBlock + i;
+            ASSERT_EQ(t->data<float>()[i], float(2 * instance * 100 + 10 + 2 * (global % 5))) << i;
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < w; ++r) EXPECT_TRUE(workers[r]->fatal_error().ok()) << workers[r]->fatal_error();
+}
+
 // Over shared memory with several devices per worker: the ordered
 // all-reduces (sum and mean, local sum first) and an all-gather between
-// them, which goes through the transport's messages, not the workspace.
+// them, which also runs in the workspace, in the same order.
 TEST(DistributedCollectiveExecutorTest, ShmSeveralDevicesPerWorkerAndMixedCollectives) {
   for (int w : {2, 3}) {
     constexpr int l = 2;
