@@ -76,6 +76,9 @@ ABSL_FLAG(int64_t, gradient_bucket_bytes, -1,
           "gradients are all-reduced in buckets of at most this many bytes, the last layers' "
           "first, overlapping the backward pass (0: one per gradient; -1: 1 MiB for mirrored, 0 "
           "for multi_worker_mirrored)");
+ABSL_FLAG(std::string, gradient_compression, "none",
+          "gradients cross the wire as none (float32), bfloat16 or float16: cast before the "
+          "all-reduce, reduced in float, cast back");
 ABSL_FLAG(int32_t, zero_stage, 0,
           "ZeRO: 0 keeps the optimizer's state (slots) on every replica, 1 shards it, each "
           "replica keeping the slots of its 1/N of the parameters");
@@ -122,6 +125,7 @@ absl::StatusOr<StrategyConfig> StrategyConfigFromFlags() {
   c.tls_files.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
   c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
   c.zero_stage = absl::GetFlag(FLAGS_zero_stage);
+  c.gradient_compression = absl::GetFlag(FLAGS_gradient_compression);
   c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
   c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
   return c;
@@ -171,6 +175,11 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
   if (c.gradient_bucket_bytes < -1) {
     return bad("gradient_bucket_bytes", "must be >= 0, or -1 for the strategy's default");
   }
+  if (c.gradient_compression != "none" && c.gradient_compression != "bfloat16" &&
+      c.gradient_compression != "float16") {
+    return bad("gradient_compression",
+               absl::StrCat("'", c.gradient_compression, "' is not none, bfloat16 or float16"));
+  }
   if (c.zero_stage != 0 && c.zero_stage != 1) {
     return bad("zero_stage", "must be 0 (mirrored optimizer state) or 1 (sharded)");
   }
@@ -212,6 +221,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
                                   : c.strategy == "multi_worker_mirrored" ? 0
                                                                           : int64_t{1} << 20;
   options.zero_stage = c.zero_stage;
+  options.gradient_compression = c.gradient_compression;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> s;
   if (c.strategy == "one_device") {
     s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,

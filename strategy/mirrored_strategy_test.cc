@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/core_ops.h"
 #include "gtest/gtest.h"
@@ -55,6 +56,10 @@ std::unique_ptr<Built> BuildAdamStep(Strategy& s) {
   b->status = result.status();
   if (result.ok()) b->step = *result;
   return b;
+}
+
+std::unique_ptr<Strategy> Mirrored4(const StrategyOptions& o) {
+  return *MirroredStrategy::Create(testing::CpuSpecs(4), testing::Machine(4), o);
 }
 
 std::vector<std::string> Names(const Scope& root) {
@@ -195,6 +200,64 @@ TEST(MirroredStrategyTest, DistributedOptimizerWithoutStrategyIsItsBase) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ((*out)[0].data<float>()[1], 1.0f - 0.5f * 2.0f);
   EXPECT_NE(momentum.GetSlot(w, "Momentum"), nullptr);
+}
+
+// Gradient compression: float32 gradients all-reduced as bfloat16 or
+// float16 (and reduce-scattered so under ZeRO), then cast back; training
+// ends close to the uncompressed run.
+TEST(MirroredStrategyTest, CompressedGradientsCrossTheWireNarrowAndTrainAlike) {
+  auto data = testing::SyntheticData(480, 96, 20, 5);
+  ASSERT_TRUE(data.ok()) << data.status();
+  testing::TrainConfig c;
+  c.hidden = {24, 16};
+  c.num_classes = 5;
+  c.global_batch = 24;
+  c.steps = 200;
+  c.optimizer = "adam";
+  c.learning_rate = 0.01;
+  auto plain = Mirrored4({});
+  auto baseline = testing::TrainMlp(*plain, c, *data);
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  for (const char* wire : {"bfloat16", "float16"}) {
+    for (int zero : {0, 1}) {
+      StrategyOptions o;
+      o.gradient_compression = wire;
+      o.zero_stage = zero;
+      auto s = Mirrored4(o);
+      auto built = BuildAdamStep(*s);
+      ASSERT_TRUE(built->status.ok()) << built->status;
+      const DataType want = std::string(wire) == "bfloat16" ? DT_BFLOAT16 : DT_HALF;
+      int collectives = 0;
+      for (Node* n : built->root.graph()->nodes()) {
+        if (n->IsOp(zero ? "CollectiveReduceScatterV2" : "CollectiveReduceV2")) {
+          ++collectives;
+          EXPECT_EQ(n->output_type(0), want) << n->name();
+        }
+      }
+      EXPECT_GT(collectives, 0);
+      auto run = testing::TrainMlp(*s, c, *data);
+      ASSERT_TRUE(run.ok()) << run.status();
+      SCOPED_TRACE(absl::StrCat(wire, " zero_stage ", zero));
+      // The last 20 steps' mean loss within 0.01, the accuracy within 3
+      // points (of 96 test examples), and not the same bits: the wire rounds.
+      auto tail = [](const std::vector<float>& l) {
+        double sum = 0;
+        for (size_t i = l.size() - 20; i < l.size(); ++i) sum += l[i];
+        return sum / 20;
+      };
+      EXPECT_LT(tail(run->losses), run->losses.front() * 0.2);
+      EXPECT_NEAR(tail(run->losses), tail(baseline->losses), 0.01);
+      EXPECT_NEAR(run->test_accuracy, baseline->test_accuracy, 0.03);
+      EXPECT_NE(run->losses.back(), baseline->losses.back());
+    }
+  }
+  StrategyOptions bad;
+  bad.gradient_compression = "int8";
+  auto s = Mirrored4(bad);
+  auto built = BuildAdamStep(*s);
+  EXPECT_EQ(built->status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(built->status.message(), "gradient_compression is 'int8'"))
+      << built->status;
 }
 
 }  // namespace

@@ -14,6 +14,12 @@ namespace {
 
 thread_local ReplicaContext* current_context = nullptr;
 
+// The dtypes whose mean the collectives take (the narrow ones reduced in
+// float and rounded once).
+bool IsFloating(DataType dt) {
+  return dt == DT_FLOAT || dt == DT_DOUBLE || dt == DT_HALF || dt == DT_BFLOAT16;
+}
+
 // The dtypes the collective kernels reduce.
 bool IsReducible(DataType dt) {
   switch (dt) {
@@ -21,6 +27,8 @@ bool IsReducible(DataType dt) {
     case DT_DOUBLE:
     case DT_INT32:
     case DT_INT64:
+    case DT_HALF:
+    case DT_BFLOAT16:
       return true;
     default:
       return false;
@@ -55,10 +63,10 @@ absl::StatusOr<std::vector<Output>> ReplicaContext::AllReduce(const strata::Scop
     if (!IsReducible(v.type())) {
       return absl::InvalidArgumentError(absl::StrCat("AllReduce on replica ", replica_id_, ": ",
                                                      v.name(), " is ", DataTypeString(v.type()),
-                                                     "; collectives reduce float, double, int32 "
-                                                     "and int64"));
+                                                     "; collectives reduce float, double, half, "
+                                                     "bfloat16, int32 and int64"));
     }
-    if (op == ReduceOp::kMean && v.type() != DT_FLOAT && v.type() != DT_DOUBLE) {
+    if (op == ReduceOp::kMean && !IsFloating(v.type())) {
       return absl::InvalidArgumentError(absl::StrCat("AllReduce on replica ", replica_id_,
                                                      ": the mean of ", v.name(), " (",
                                                      DataTypeString(v.type()),
@@ -102,10 +110,10 @@ absl::StatusOr<Output> ReplicaContext::ReduceScatter(const strata::Scope& scope,
   if (!IsReducible(value.type())) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", value.name(), " is ",
                                                    DataTypeString(value.type()),
-                                                   "; collectives reduce float, double, int32 "
-                                                   "and int64"));
+                                                   "; collectives reduce float, double, half, "
+                                                   "bfloat16, int32 and int64"));
   }
-  if (op == ReduceOp::kMean && value.type() != DT_FLOAT && value.type() != DT_DOUBLE) {
+  if (op == ReduceOp::kMean && !IsFloating(value.type())) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": the mean of ", value.name(),
                                                    " needs a floating dtype"));
   }
@@ -137,11 +145,11 @@ absl::StatusOr<Output> ReplicaContext::AllGather(const strata::Scope& scope, Out
   STRATA_RETURN_IF_ERROR(scope.status());
   const std::string what = absl::StrCat("AllGather on replica ", replica_id_);
   if (!value.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": the value is null"));
-  if (!IsReducible(value.type()) && value.type() != DT_HALF) {
+  if (!IsReducible(value.type())) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", value.name(), " is ",
                                                    DataTypeString(value.type()),
-                                                   "; all-gather moves float, half, double, "
-                                                   "int32 and int64"));
+                                                   "; all-gather moves float, double, half, "
+                                                   "bfloat16, int32 and int64"));
   }
   const PartialTensorShape shape = value.shape();
   if (!shape.unknown_rank() && shape.dims() == 0) {

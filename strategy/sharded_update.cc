@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
 #include "base/status.h"
 #include "strategy/gradient_bucketing.h"
 #include "train/initializers.h"
@@ -115,8 +116,17 @@ absl::StatusOr<std::vector<train::GradAndVar>> ShardedUpdates::Scatter(
         var->creation_index() < 0 ? static_cast<int64_t>(i) : var->creation_index();
     specs.push_back({var->dtype(), var->shape().num_elements(), order});
   }
+  // Compressed gradients (StrategyOptions::gradient_compression) are
+  // reduce-scattered in the narrow dtype, the buckets sized by it.
+  STRATA_ASSIGN_OR_RETURN(const DataType wire, GradientWireDtype(ctx.strategy()->options()));
+  std::vector<GradientSpec> wire_specs = specs;
+  if (wire != DT_INVALID) {
+    for (GradientSpec& spec : wire_specs) {
+      if (spec.dtype == DT_FLOAT) spec.dtype = wire;
+    }
+  }
   const std::vector<std::vector<int>> buckets =
-      PlanGradientBuckets(specs, ctx.strategy()->options().gradient_bucket_bytes);
+      PlanGradientBuckets(wire_specs, ctx.strategy()->options().gradient_bucket_bytes);
   std::vector<train::GradAndVar> out;
   for (const std::vector<int>& bucket : buckets) {
     const DataType dtype = specs[bucket[0]].dtype;
@@ -131,13 +141,21 @@ absl::StatusOr<std::vector<train::GradAndVar>> ShardedUpdates::Scatter(
     Pending p{g, {}, g->shard->replica(r)};
     for (train::Variable* v : vars) p.copies.push_back(v->replica(r));
 
-    // The gradient block.
+    // The gradient block (in the wire's dtype, back in the variables').
+    const DataType travel = wire != DT_INVALID && dtype == DT_FLOAT ? wire : dtype;
     OutputList flat;
-    for (const Output& grad : grads) flat.push_back(Flat(s, grad));
+    for (const Output& grad : grads) {
+      Output f = Flat(s, grad);
+      flat.push_back(travel == dtype ? f : ops::Cast(s, f, travel));
+    }
     const int64_t padded = g->block * n;
-    if (padded > g->total) flat.push_back(Zeros(s, dtype, padded - g->total));
+    if (padded > g->total) {
+      Output zeros = Zeros(s, dtype, padded - g->total);
+      flat.push_back(travel == dtype ? zeros : ops::Cast(s, zeros, travel));
+    }
     STRATA_ASSIGN_OR_RETURN(Output grad_block,
                             ctx.ReduceScatter(s, ReduceOp::kMean, ConcatOrOne(s, flat)));
+    if (travel != dtype) grad_block = ops::Cast(s, grad_block, dtype);
 
     // This replica's block of the parameters, cut from the variables it
     // overlaps, into the shard variable.

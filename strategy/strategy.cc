@@ -95,6 +95,15 @@ Strategy::Strategy(std::vector<std::string> devices, DeviceOptions machine,
 
 Strategy::~Strategy() = default;
 
+absl::StatusOr<DataType> GradientWireDtype(const StrategyOptions& options) {
+  const std::string& c = options.gradient_compression;
+  if (c == "none" || c.empty()) return DT_INVALID;
+  if (c == "bfloat16") return DT_BFLOAT16;
+  if (c == "float16") return DT_HALF;
+  return absl::InvalidArgumentError(absl::StrCat("StrategyOptions::gradient_compression is '", c,
+                                                 "'; use none, bfloat16 or float16"));
+}
+
 int Strategy::collective_rank(int local_replica) const {
   int before = 0;
   for (const std::string& d : devices_) before += d < devices_[local_replica] ? 1 : 0;
@@ -445,13 +454,29 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     grads.push_back(grad);
     shapes.push_back(var->shape());
   }
+  STRATA_ASSIGN_OR_RETURN(const DataType wire, GradientWireDtype(options_));
   if (n == 1) return local;
+  // Compressed: float32 gradients cross the wire in `wire` (the buckets
+  // sized by what they carry), and come back as float32.
+  const strata::Scope compress = scope.NewSubScope("compress").WithDevice(ctx->device());
+  if (wire != DT_INVALID) {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].type() != DT_FLOAT) continue;
+      grads[i] = ops::Cast(compress, grads[i], wire);
+      specs[i].dtype = wire;
+    }
+  }
   const std::vector<std::vector<int>> buckets =
       PlanGradientBuckets(specs, options_.gradient_bucket_bytes);
   STRATA_ASSIGN_OR_RETURN(OutputList reduced,
                           AllReduceInBuckets(scope.NewSubScope("allreduce"), *ctx, ReduceOp::kMean,
                                              grads, shapes, buckets));
-  for (size_t i = 0; i < local.size(); ++i) local[i].first = reduced[i];
+  for (size_t i = 0; i < local.size(); ++i) {
+    local[i].first = reduced[i].type() == local[i].second->dtype()
+                         ? reduced[i]
+                         : ops::Cast(compress, reduced[i], local[i].second->dtype());
+  }
+  STRATA_RETURN_IF_ERROR(scope.status());
   return local;
 }
 

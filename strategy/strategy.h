@@ -148,7 +148,18 @@ struct StrategyOptions {
   // (strategy/sharded_update.h). Other values are InvalidArgument when a
   // DistributedOptimizer applies gradients.
   int zero_stage = 0;
+  // Gradient compression on the wire: "none", or "bfloat16" / "float16":
+  // float32 gradients are cast to that dtype before their all-reduce (or
+  // ZeRO's reduce-scatter), reduced in float and rounded once, and cast back
+  // (Horovod's fp16 compression, PyTorch's bf16/fp16 communication hooks).
+  // Others are InvalidArgument when a DistributedOptimizer applies gradients.
+  std::string gradient_compression = "none";
 };
+
+// The dtype float32 gradients travel in under `options`
+// (gradient_compression), DT_INVALID for "none"; InvalidArgument naming the
+// option for an unknown value.
+absl::StatusOr<DataType> GradientWireDtype(const StrategyOptions& options);
 
 class Strategy;
 
