@@ -10,7 +10,7 @@ GRO, ...), as between machines, instead of loopback's 64 KiB MTU shortcut.
 The file system is shared, so file-based rendezvous (FileStore, file://, a
 FileKeyValueStore directory) still works.
 
-    with NetnsHosts(2, mtu=1500) as hosts:
+    with NetnsHosts(2, mtu=1500, rate="1gbit") as hosts:   # rate: tc's token bucket, optional
         cmd = hosts.exec(1, ["./allreduce_gloo", f"--host={hosts.addr(1)}", ...])
         mpirun = hosts.mpirun_prefix(tmp)  # mpirun on host 0, orted via `ip netns exec`
 
@@ -82,12 +82,15 @@ def _kill_inside(ns):
 class NetnsHosts:
     """n namespaces ("hosts") on one link of the given MTU; a context manager."""
 
-    def __init__(self, n, mtu=1500, congestion=None):
+    def __init__(self, n, mtu=1500, congestion=None, rate=None):
         if n < 2:
             raise ValueError(f"NetnsHosts: need at least 2 hosts, got {n}")
         self.n, self.mtu, self.ifname = n, mtu, IFNAME
         # Each host's default TCP congestion control (None: the kernel's).
         self.congestion = congestion
+        # Each host's sending rate ("1gbit", "100mbit": tc's token bucket on
+        # its eth0, as a link of that speed); None: the veth's own.
+        self.rate = rate
         tag = f"{os.getpid()}-{mtu}-{n}"
         self.names = [f"{PREFIX}{tag}-h{i}" for i in range(n)]
         self.switch = f"{PREFIX}{tag}-sw" if n > 2 else None
@@ -143,6 +146,13 @@ class NetnsHosts:
             _ip("-n", ns, "addr", "add", f"{self.addr(i)}/24", "dev", IFNAME)
             _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "link", "set", IFNAME, "up")
+            if self.rate:
+                # A 256 KiB bucket (2 ms at 1 Gbit/s) and 50 ms of queue.
+                r = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", IFNAME,
+                                    "root", "tbf", "rate", self.rate, "burst", "256kb",
+                                    "latency", "50ms"], capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise NetnsUnavailable(f"tc rate {self.rate} in {ns}: {r.stderr.strip()}")
             if self.congestion:
                 r = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
                                     f"net.ipv4.tcp_congestion_control={self.congestion}"],

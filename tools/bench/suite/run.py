@@ -19,6 +19,8 @@ tools/bench, each writing its figures with --json_out:
                 --collective             TCP (loopback), 2 and 4 processes
   zero          zero_throughput.py       --zero_stage=1 vs 0 (Adam, MLP 784-512-512-10): mirrored
                                          x2 and x4, 2 workers
+  compression   compression_throughput.py  --gradient_compression=bfloat16 vs none, 2 workers in
+                                         network namespaces on a 1 Gbit/s and a 100 Mbit/s link
 
 samples the load average every 2 s, writes everything to docs/perf/results.json
 and generates docs/performance.md and docs/perf/*.svg from it (report.py).
@@ -189,6 +191,17 @@ def bench_zero(ctx):
     return load_json(out)
 
 
+def bench_compression(ctx):
+    """bfloat16 gradients vs float32 on rate-limited links (C1, C2)."""
+    out = os.path.join(ctx["tmp"], "compression.json")
+    cmd = [sys.executable, "compression_throughput.py", f"--trainer={ctx['bin']}/trainer", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    d = load_json(out)
+    if d.get("skipped"):
+        raise RuntimeError(d["skipped"])
+    return d
+
+
 def bench_multiworker(ctx):
     out = os.path.join(ctx["tmp"], "multiworker.json")
     # Two rounds even when quick, as for training: the ratios compare runs a
@@ -256,6 +269,7 @@ NEEDS = {
     "security": ["cross_process_bench"],
     "collectives": ["cross_process_bench"],
     "zero": ["trainer", "launch"],
+    "compression": ["trainer"],
 }
 
 BENCHMARKS = [
@@ -263,7 +277,7 @@ BENCHMARKS = [
     ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
     ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
-    ("zero", bench_zero),
+    ("zero", bench_zero), ("compression", bench_compression),
 ]
 
 
