@@ -47,8 +47,9 @@ def run_pair(hosts, trainer, hidden, compression, steps, warmup, tmp):
     cluster = json.dumps({"worker": [f"{hosts.addr(i)}:{PORT}" for i in range(2)]})
     env = dict(os.environ, STRATA_JOB_TOKEN=secrets.token_hex(32))
     procs, metrics = [], []
+    run_dir = tempfile.mkdtemp(dir=tmp)  # a fresh metrics file per run (the trainer appends)
     for i in range(2):
-        m = os.path.join(tmp, f"metrics_{compression}_{i}.jsonl")
+        m = os.path.join(run_dir, f"metrics_{i}.jsonl")
         metrics.append(m)
         cmd = hosts.exec(i, [trainer, "--strategy=multi_worker_mirrored", "--collective_transport=tcp",
                              "--model=mlp", f"--hidden={hidden}", "--data=digits",
