@@ -27,35 +27,9 @@ namespace strata {
 namespace distribute {
 namespace {
 
-struct Built {
-  Scope root = Scope::NewRootScope();
-  absl::Status status;
-  RunResult step;
-};
-
-// The MLP step with Adam under `s`, graph only.
-std::unique_ptr<Built> BuildAdamStep(Strategy& s) {
-  auto b = std::make_unique<Built>();
-  StrategyScope in_scope = s.Scope();
-  std::vector<Output> xs, ys;
-  for (int r = 0; r < s.num_replicas_in_sync(); ++r) {
-    xs.push_back(ops::Placeholder(b->root, DT_FLOAT, PartialTensorShape({-1, 8})));
-    ys.push_back(ops::Placeholder(b->root, DT_INT32, PartialTensorShape({-1})));
-  }
-  auto model = *train::MakeMlp({16, 16}, 3, 1);
-  DistributedOptimizer<train::Adam> adam(1e-3);
-  auto result = s.Run(
-      b->root,
-      [&](ReplicaContext& ctx, const std::vector<Output>& in) -> absl::StatusOr<ReplicaResult> {
-        STRATA_ASSIGN_OR_RETURN(Output logits, model->Build(ctx.scope(), in[0]));
-        Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope(), in[1], logits);
-        STRATA_ASSIGN_OR_RETURN(Node* op, train::Minimize(ctx.scope(), loss, model->reads(), &adam));
-        return ReplicaResult{{loss}, {op}};
-      },
-      {PerReplica(xs), PerReplica(ys)});
-  b->status = result.status();
-  if (result.ok()) b->step = *result;
-  return b;
+// The MLP 8-16-16-3 with Adam under `s`, graph only.
+std::unique_ptr<testing::AdamStep> BuildAdamStep(Strategy& s) {
+  return testing::BuildAdamStep(s, 8, {16, 16}, 3);
 }
 
 std::unique_ptr<Strategy> Mirrored4(const StrategyOptions& o) {

@@ -40,35 +40,9 @@ std::unique_ptr<Strategy> Mirrored(int replicas, int stage) {
 
 // The MLP 20-24-16-5 (P = 20*24+24 + 24*16+16 + 16*5+5 = 989 parameters)
 // with Adam under `s`.
-struct Built {
-  Scope root = Scope::NewRootScope();
-  absl::Status status;
-  RunResult step;
-};
 constexpr int64_t kParams = 989;
-
-std::unique_ptr<Built> BuildAdamStep(Strategy& s) {
-  auto b = std::make_unique<Built>();
-  StrategyScope in_scope = s.Scope();
-  std::vector<Output> xs, ys;
-  for (int r = 0; r < s.num_replicas_in_sync(); ++r) {
-    xs.push_back(ops::Placeholder(b->root, DT_FLOAT, PartialTensorShape({-1, 20})));
-    ys.push_back(ops::Placeholder(b->root, DT_INT32, PartialTensorShape({-1})));
-  }
-  auto model = *train::MakeMlp({24, 16}, 5, 1);
-  DistributedOptimizer<train::Adam> adam(1e-3);
-  auto result = s.Run(
-      b->root,
-      [&](ReplicaContext& ctx, const std::vector<Output>& in) -> absl::StatusOr<ReplicaResult> {
-        STRATA_ASSIGN_OR_RETURN(Output logits, model->Build(ctx.scope(), in[0]));
-        Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope(), in[1], logits);
-        STRATA_ASSIGN_OR_RETURN(Node* op, train::Minimize(ctx.scope(), loss, model->reads(), &adam));
-        return ReplicaResult{{loss}, {op}};
-      },
-      {PerReplica(xs), PerReplica(ys)});
-  b->status = result.status();
-  if (result.ok()) b->step = *result;
-  return b;
+std::unique_ptr<testing::AdamStep> BuildAdamStep(Strategy& s) {
+  return testing::BuildAdamStep(s, 20, {24, 16}, 5);
 }
 
 int CountOps(const Scope& root, const char* op) {
@@ -145,7 +119,7 @@ TEST(ShardedUpdateTest, OneShardVariablePerGradientBucket) {
 }
 
 // Bytes in use on each device after the variables are initialized.
-std::vector<int64_t> BytesAfterInit(Strategy& s, const Built& b) {
+std::vector<int64_t> BytesAfterInit(Strategy& s, const testing::AdamStep& b) {
   Node* init = train::GlobalVariablesInitializer(b.root);
   auto session = *Session::Create(b.root, s.session_options());
   absl::Status ran = session->Run({}, {}, {init->name()}, nullptr);

@@ -191,6 +191,36 @@ absl::StatusOr<TrainOutcome> TrainMlp(Strategy& strategy, const TrainConfig& c, 
   return out;
 }
 
+std::unique_ptr<AdamStep> BuildAdamStep(Strategy& strategy, int64_t features,
+                                        const std::vector<int64_t>& hidden, int64_t classes) {
+  auto b = std::make_unique<AdamStep>();
+  StrategyScope in_scope = strategy.Scope();
+  std::vector<Output> xs, ys;
+  for (int r = 0; r < strategy.num_replicas_in_sync(); ++r) {
+    xs.push_back(ops::Placeholder(b->root, DT_FLOAT, PartialTensorShape({-1, features})));
+    ys.push_back(ops::Placeholder(b->root, DT_INT32, PartialTensorShape({-1})));
+  }
+  absl::StatusOr<std::unique_ptr<train::Sequential>> model = train::MakeMlp(hidden, classes, 1);
+  if (!model.ok()) {
+    b->status = model.status();
+    return b;
+  }
+  DistributedOptimizer<train::Adam> adam(1e-3);
+  auto result = strategy.Run(
+      b->root,
+      [&](ReplicaContext& ctx, const std::vector<Output>& in) -> absl::StatusOr<ReplicaResult> {
+        STRATA_ASSIGN_OR_RETURN(Output logits, (*model)->Build(ctx.scope(), in[0]));
+        Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope(), in[1], logits);
+        STRATA_ASSIGN_OR_RETURN(Node* op,
+                                train::Minimize(ctx.scope(), loss, (*model)->reads(), &adam));
+        return ReplicaResult{{loss}, {op}};
+      },
+      {PerReplica(xs), PerReplica(ys)});
+  b->status = result.status();
+  if (result.ok()) b->step = *result;
+  return b;
+}
+
 }  // namespace testing
 }  // namespace distribute
 }  // namespace strata

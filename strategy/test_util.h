@@ -12,11 +12,13 @@
 #define STRATA_STRATEGY_TEST_UTIL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "graph/scope.h"
 #include "graph/tensor.h"
 #include "runtime/device.h"
 #include "runtime/session.h"
@@ -73,6 +75,18 @@ struct TrainOutcome {
 // evaluates on the test split outside Run (reading the primary copies).
 absl::StatusOr<TrainOutcome> TrainMlp(Strategy& strategy, const TrainConfig& config,
                                       const Data& data);
+
+// One step of a train::MakeMlp(hidden, classes, seed 1) model with
+// DistributedOptimizer<train::Adam>(1e-3) on sparse softmax cross-entropy,
+// traced by `strategy` (graph only; each replica's inputs are placeholders
+// float [-1, features] and int32 [-1]). `status` is Run's.
+struct AdamStep {
+  Scope root = Scope::NewRootScope();
+  absl::Status status;
+  RunResult step;
+};
+std::unique_ptr<AdamStep> BuildAdamStep(Strategy& strategy, int64_t features,
+                                        const std::vector<int64_t>& hidden, int64_t classes);
 
 }  // namespace testing
 }  // namespace distribute

@@ -26,24 +26,6 @@ namespace strata {
 namespace testing {
 namespace {
 
-// Starts n workers with `flags` and waits for all of them; worker i's
-// stderr is exits[i].err.
-std::vector<Exit> RunCluster(int n, const std::string& name, const std::vector<std::string>& flags) {
-  const std::string dir = TempDir(name);
-  const std::string cluster = WorkerCluster(n);
-  std::vector<Process> tasks;
-  for (int i = 0; i < n; ++i) {
-    std::vector<std::string> args = flags;
-    args.insert(args.end(), {"--strategy=multi_worker_mirrored", "--heartbeat_timeout=5",
-                             "--startup_timeout=60", "--intra_op_threads=1"});
-    tasks.push_back(Spawn(args, absl::StrCat(dir, "/stderr_", i, ".txt"),
-                          {absl::StrCat("TF_CONFIG={\"cluster\":", cluster,
-                                        ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}")}));
-  }
-  std::vector<Exit> exits;
-  for (const Process& p : tasks) exits.push_back(Wait(p));
-  return exits;
-}
 
 // The digits cut into `n` CSV files part_0.csv ... of consecutive rows, in
 // a fresh directory; returns the directory.
@@ -120,7 +102,7 @@ TEST(MultiWorkerShardingTest, TwoWorkersOverFourFilesEachReadTheirOwnAndLearn) {
   const std::string ckpt = TempDir("four_files_ckpt");
   std::vector<std::string> flags = Flags(data, 600, ckpt);  // about 20 epochs
   flags.push_back("--metrics_out=" + ckpt + "/metrics.jsonl");
-  const std::vector<Exit> exits = RunCluster(2, "four_files_run", flags);
+  const std::vector<Exit> exits = RunTrainerCluster(2, "four_files_run", flags);
   ASSERT_EQ(exits.size(), 2u);
   int64_t total = 0;
   for (int w = 0; w < 2; ++w) {
@@ -145,15 +127,15 @@ TEST(MultiWorkerShardingTest, ARestartedFileShardedClusterEndsBitwiseIdentical) 
   const std::string straight = TempDir("restart_straight_ckpt");
   std::vector<std::string> flags = Flags(data, 40, straight);
   flags.push_back("--save_every_steps=10");
-  for (const Exit& e : RunCluster(2, "restart_straight", flags)) ASSERT_EQ(e.code, 0) << Describe(e);
+  for (const Exit& e : RunTrainerCluster(2, "restart_straight", flags)) ASSERT_EQ(e.code, 0) << Describe(e);
 
   const std::string resumed = TempDir("restart_resumed_ckpt");
   flags = Flags(data, 40, resumed);
   flags.push_back("--save_every_steps=10");
   std::vector<std::string> crashing = flags;
   crashing.push_back("--crash_at_step=25");  // both workers die after step 25 (checkpoint 20)
-  for (const Exit& e : RunCluster(2, "restart_crashing", crashing)) EXPECT_NE(e.code, 0);
-  const std::vector<Exit> exits = RunCluster(2, "restart_resuming", flags);
+  for (const Exit& e : RunTrainerCluster(2, "restart_crashing", crashing)) EXPECT_NE(e.code, 0);
+  const std::vector<Exit> exits = RunTrainerCluster(2, "restart_resuming", flags);
   for (const Exit& e : exits) {
     ASSERT_EQ(e.code, 0) << Describe(e);
     EXPECT_TRUE(absl::StrContains(e.err, "input sharding FILE")) << e.err;
@@ -166,7 +148,7 @@ TEST(MultiWorkerShardingTest, ARestartedFileShardedClusterEndsBitwiseIdentical) 
 
 TEST(MultiWorkerShardingTest, FewerFilesThanWorkersShardsByExampleAndFileIsRefused) {
   const std::string data = DigitsInFiles("one_file", 1);
-  std::vector<Exit> exits = RunCluster(2, "one_file_auto", Flags(data, 5, TempDir("one_file_ckpt")));
+  std::vector<Exit> exits = RunTrainerCluster(2, "one_file_auto", Flags(data, 5, TempDir("one_file_ckpt")));
   for (int w = 0; w < 2; ++w) {
     ASSERT_EQ(exits[w].code, 0) << Describe(exits[w]);
     EXPECT_TRUE(absl::StrContains(exits[w].err, "input sharding DATA (auto: only 1 file(s) for 2 workers)"))
@@ -174,7 +156,7 @@ TEST(MultiWorkerShardingTest, FewerFilesThanWorkersShardsByExampleAndFileIsRefus
   }
   std::vector<std::string> forced = Flags(data, 5, TempDir("one_file_forced_ckpt"));
   forced.push_back("--input_sharding=file");
-  exits = RunCluster(2, "one_file_forced", forced);
+  exits = RunTrainerCluster(2, "one_file_forced", forced);
   for (int w = 0; w < 2; ++w) {
     EXPECT_NE(exits[w].code, 0) << Describe(exits[w]);
     EXPECT_TRUE(absl::StrContains(exits[w].err, "at least as many files as workers")) << exits[w].err;
@@ -198,7 +180,7 @@ TEST(MultiWorkerShardingTest, UnevenFilesFinishEveryEpochWithoutAHang) {
   for (const Case& c : {Case{3, "100, 97, 61", 7, 1}, Case{2, "161, 97", 7, 2}}) {
     SCOPED_TRACE(absl::StrCat(c.workers, " workers"));
     const std::string metrics = TempDir(absl::StrCat("uneven_", c.workers)) + "/metrics.jsonl";
-    std::vector<Exit> exits = RunCluster(
+    std::vector<Exit> exits = RunTrainerCluster(
         c.workers, absl::StrCat("uneven_run_", c.workers),
         {"--data=csv:" + data, "--hidden=32", "--global_batch_size=48", "--epochs=4",
          "--test_fraction=0", "--prefetch=2", "--metrics_out=" + metrics,
@@ -221,7 +203,7 @@ TEST(MultiWorkerShardingTest, UnevenFilesFinishEveryEpochWithoutAHang) {
   // A shard with no examples at all is refused naming its worker.
   const std::string tiny = DigitsInFilesOf("uneven_tiny", {50, 1});
   std::vector<Exit> exits =
-      RunCluster(2, "uneven_tiny_run",
+      RunTrainerCluster(2, "uneven_tiny_run",
                  {"--data=csv:" + tiny, "--hidden=32", "--global_batch_size=48", "--steps=5",
                   "--test_fraction=0.5"});
   EXPECT_NE(exits[0].code, 0);
@@ -248,7 +230,7 @@ TEST(MultiWorkerShardingTest, PartialLastBatchesTrainAsOneDeviceDoes) {
   std::vector<std::string> flags = common;
   flags.insert(flags.end(), {"--checkpoint_dir=" + cluster, "--num_cpu_devices=2",
                              "--metrics_out=" + cluster + "/metrics.jsonl"});
-  std::vector<Exit> exits = RunCluster(2, "partial_run", flags);
+  std::vector<Exit> exits = RunTrainerCluster(2, "partial_run", flags);
   for (int w = 0; w < 2; ++w) ASSERT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
   const std::string m = ReadFile(cluster + "/metrics.jsonl");
   EXPECT_TRUE(absl::StrContains(m, "{\"epoch\":1,\"step\":36,\"loss\":")) << m;

@@ -15,22 +15,6 @@ namespace strata {
 namespace testing {
 namespace {
 
-std::vector<Exit> RunCluster(int n, const std::string& name, const std::vector<std::string>& flags) {
-  const std::string dir = TempDir(name);
-  const std::string cluster = WorkerCluster(n);
-  std::vector<Process> tasks;
-  for (int i = 0; i < n; ++i) {
-    std::vector<std::string> args = flags;
-    args.insert(args.end(), {"--strategy=multi_worker_mirrored", "--heartbeat_timeout=5",
-                             "--startup_timeout=60"});
-    tasks.push_back(Spawn(args, absl::StrCat(dir, "/stderr_", i, ".txt"),
-                          {absl::StrCat("TF_CONFIG={\"cluster\":", cluster,
-                                        ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}")}));
-  }
-  std::vector<Exit> exits;
-  for (const Process& p : tasks) exits.push_back(Wait(p));
-  return exits;
-}
 
 TEST(MultiWorkerZeroTest, ShardedAdamOnTwoWorkersResumesAndEndsAsOneDevice) {
   const std::vector<std::string> common = {"--hidden=32", "--global_batch_size=48",
@@ -49,11 +33,11 @@ TEST(MultiWorkerZeroTest, ShardedAdamOnTwoWorkersResumesAndEndsAsOneDevice) {
                              "--checkpoint_dir=" + sharded});
   std::vector<std::string> first = flags;
   first.push_back("--steps=120");
-  std::vector<Exit> exits = RunCluster(2, "zero_first", first);
+  std::vector<Exit> exits = RunTrainerCluster(2, "zero_first", first);
   for (int w = 0; w < 2; ++w) ASSERT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
   std::vector<std::string> second = flags;
   second.insert(second.end(), {"--steps=200", "--metrics_out=" + sharded + "/m.jsonl"});
-  exits = RunCluster(2, "zero_second", second);
+  exits = RunTrainerCluster(2, "zero_second", second);
   for (int w = 0; w < 2; ++w) ASSERT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
   EXPECT_NE(exits[0].err.find("resumed"), std::string::npos) << exits[0].err;
   // The last step's loss and the test loss within 1e-5.

@@ -64,6 +64,23 @@ Exit RunTrainer(const std::vector<std::string>& args, const std::string& name) {
   return Wait(Spawn(args, TempDir("stderr_" + name) + "/stderr.txt"));
 }
 
+std::vector<Exit> RunTrainerCluster(int n, const std::string& name, const std::vector<std::string>& flags) {
+  const std::string dir = TempDir(name);
+  const std::string cluster = WorkerCluster(n);
+  std::vector<Process> tasks;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> args = flags;
+    args.insert(args.end(), {"--strategy=multi_worker_mirrored", "--heartbeat_timeout=5",
+                             "--startup_timeout=60", "--intra_op_threads=1"});
+    tasks.push_back(Spawn(args, absl::StrCat(dir, "/stderr_", i, ".txt"),
+                          {absl::StrCat("TF_CONFIG={\"cluster\":", cluster,
+                                        ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}")}));
+  }
+  std::vector<Exit> exits;
+  for (const Process& p : tasks) exits.push_back(Wait(p));
+  return exits;
+}
+
 double FinalMetric(const std::string& metrics_path, const std::string& key) {
   std::ifstream in(metrics_path);
   std::string line, last;

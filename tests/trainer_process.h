@@ -50,6 +50,13 @@ Process Spawn(const std::vector<std::string>& args, const std::string& stderr_pa
 // Spawn + Wait, stderr kept under a directory named after `name`.
 Exit RunTrainer(const std::vector<std::string>& args, const std::string& name);
 
+// Starts n trainers as the workers of one cluster on loopback
+// (--strategy=multi_worker_mirrored, TF_CONFIG, --heartbeat_timeout=5,
+// --startup_timeout=60, --intra_op_threads=1 after `flags`) and waits for all
+// of them; worker i's stderr is exits[i].err, kept under a directory named
+// after `name`.
+std::vector<Exit> RunTrainerCluster(int n, const std::string& name, const std::vector<std::string>& flags);
+
 // The value of "key":<number> in the metrics file's final line; -1 if absent.
 double FinalMetric(const std::string& metrics_path, const std::string& key);
 // The largest "step" of the metrics file's per-step lines so far.
