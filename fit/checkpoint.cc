@@ -171,10 +171,8 @@ absl::Status Checkpoint::TrackTensor(const std::string& name, DataType dtype, co
 
 absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::string, Tensor>>* tensors,
                                  std::map<std::string, std::string>* metadata) const {
-  std::vector<std::string> reads;
-  for (const Entry& e : entries_) reads.push_back(e.read);
   std::vector<Tensor> values;
-  STRATA_RETURN_IF_ERROR(session->Run({}, reads, {}, &values));
+  STRATA_RETURN_IF_ERROR(ReadEntries(session, &values));
   tensors->clear();
   for (size_t i = 0; i < values.size(); ++i) tensors->emplace_back(entries_[i].name, std::move(values[i]));
   for (const TrackedTensor& t : tensors_) {
@@ -197,11 +195,15 @@ absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::st
   return absl::OkStatus();
 }
 
-absl::Status Checkpoint::RunReads(Session* session) const {
+absl::Status Checkpoint::ReadEntries(Session* session, std::vector<Tensor>* values) const {
   std::vector<std::string> reads;
   for (const Entry& e : entries_) reads.push_back(e.read);
+  return session->Run({}, reads, {}, values);
+}
+
+absl::Status Checkpoint::RunReads(Session* session) const {
   std::vector<Tensor> values;
-  return session->Run({}, reads, {}, &values);
+  return ReadEntries(session, &values);
 }
 
 absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reader) const {

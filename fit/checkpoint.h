@@ -130,6 +130,8 @@ class Checkpoint {
   // copies' assignments from them.
   absl::Status AddSharded(const Scope& save, const Scope& restore, train::Variable* v,
                           std::vector<Node*>* assigns);
+  // Every entry's value, in entry order (one Session::Run).
+  absl::Status ReadEntries(Session* session, std::vector<Tensor>* values) const;
 
   std::vector<train::Variable*> variables_;
   std::vector<Entry> entries_;
