@@ -33,7 +33,9 @@ absl::Status SendOp::Compute(OpKernelContext& ctx) {
   Rendezvous* r = ctx.params().rendezvous;
   if (r == nullptr) return absl::FailedPreconditionError("_Send run without a rendezvous");
   // On a GPU the kernels that made the value may still be enqueued; a copy
-  // out of device memory waits for them on the device's streams.
+  // out of device memory waits for them on the device's streams. An empty
+  // tensor is the executor's dead marker (a value of a branch not taken):
+  // it is sent as is, so the receiver is dead too.
   return r->Send(key_, ctx.input(0));
 }
 
@@ -53,6 +55,10 @@ void RecvOp::ComputeAsync(OpKernelContext& ctx, DoneCallback done) {
   r->RecvAsync(key_, [c, want, done = std::move(done)](const absl::Status& s, const Tensor& t) {
     if (!s.ok()) {
       done(s);
+      return;
+    }
+    if (!t.IsInitialized()) {  // dead (runtime/executor.h): no output
+      done(absl::OkStatus());
       return;
     }
     if (t.dtype() != want) {

@@ -64,7 +64,8 @@ class Executor::StepState {
         items_(ex->items_.data()),
         edges_(ex->out_edges_.data()),
         slots_(new Tensor[ex->num_slots_]),
-        pending_(new std::atomic<int32_t>[ex->items_.size()]) {}
+        pending_(new std::atomic<int32_t>[ex->items_.size()]),
+        dead_(ex->tracks_deadness_ ? new std::atomic<bool>[ex->items_.size()] : nullptr) {}
 
   void Start(const Args& args, DoneCallback done) {
     args_ = args;
@@ -78,6 +79,9 @@ class Executor::StepState {
     const int32_t n = static_cast<int32_t>(ex_->items_.size());
     const int32_t* init = ex_->initial_pending_.data();
     for (int32_t i = 0; i < n; ++i) pending_[i].store(init[i], std::memory_order_relaxed);
+    if (dead_ != nullptr) {
+      for (int32_t i = 0; i < n; ++i) dead_[i].store(false, std::memory_order_relaxed);
+    }
     failed_ = false;
     outstanding_.store(1, std::memory_order_relaxed);  // the starting loop's token
     Stack stack(ex_->roots_.rbegin(), ex_->roots_.rend());
@@ -141,6 +145,14 @@ class Executor::StepState {
       }
       params.op_kernel = item.kernel;
       params.inputs = &slots_[item.input_start];
+      // A dead node does not run: its live inputs are dropped and its
+      // consumers learn that its outputs are dead.
+      if (dead_ != nullptr && !item.runs_when_dead &&
+          dead_[id].load(std::memory_order_relaxed)) {
+        for (int32_t i = 0; i < item.num_inputs; ++i) Clear(&params.inputs[i]);
+        PropagateDead(item, &stack);
+        continue;
+      }
       if (item.is_async) {
         StartAsync(id, params, &stack);
         continue;
@@ -158,31 +170,57 @@ class Executor::StepState {
         RecordError(item, s);
         continue;
       }
-      Propagate(item, ctx.outputs().data(), &stack);
+      Propagate(item, ctx.outputs().data(), ctx.outputs().size(), &stack);
     }
     --inline_depth;
     ReturnToken();
   }
 
   // Hands `outs` to the consumers and pushes those that became ready.
-  void Propagate(const NodeItem& item, Tensor* outs, Stack* stack) {
+  void Propagate(const NodeItem& item, Tensor* outs, size_t num_outs, Stack* stack) {
+    if (item.may_kill_outputs && dead_ != nullptr) {
+      // A Merge of dead inputs or a dead _Recv is dead as a whole (its
+      // control edges too); a Switch kills one output only.
+      bool any = num_outs == 0;
+      for (size_t i = 0; i < num_outs && !any; ++i) any = outs[i].IsInitialized();
+      if (!any) {
+        PropagateDead(item, stack);
+        return;
+      }
+    }
     const OutEdge* e = edges_ + item.out_begin;
     const OutEdge* const end = edges_ + item.out_end;
     for (; e != end; ++e) {
       if (e->dst_slot >= 0) {
         Tensor& out = outs[e->src_output];
         if (!out.IsInitialized()) {
-          RecordError(item, absl::InternalError(absl::StrCat(
-                                "output ", e->src_output, " was not set by the kernel")));
-          return;
-        }
-        if (e->move) {
+          if (!item.may_kill_outputs || dead_ == nullptr) {
+            RecordError(item, absl::InternalError(absl::StrCat(
+                                  "output ", e->src_output, " was not set by the kernel")));
+            return;
+          }
+          dead_[e->dst].store(true, std::memory_order_relaxed);  // this output is dead
+        } else if (e->move) {
           MoveInto(&slots_[e->dst_slot], std::move(out));
         } else {
           CopyInto(&slots_[e->dst_slot], out);
         }
       }
       // A node with one in-edge is ready when it arrives: no atomic needed.
+      if (items_[e->dst].initial_pending == 1 ||
+          pending_[e->dst].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        stack->push_back(e->dst);
+      }
+    }
+  }
+
+  // Every consumer of a dead node gets a dead input (the pending count's
+  // acquire-release orders the flag before the consumer's check).
+  void PropagateDead(const NodeItem& item, Stack* stack) {
+    const OutEdge* e = edges_ + item.out_begin;
+    const OutEdge* const end = edges_ + item.out_end;
+    for (; e != end; ++e) {
+      dead_[e->dst].store(true, std::memory_order_relaxed);
       if (items_[e->dst].initial_pending == 1 ||
           pending_[e->dst].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         stack->push_back(e->dst);
@@ -223,7 +261,7 @@ class Executor::StepState {
     if (!a->status.ok()) {
       RecordError(item, a->status);
     } else if (!cm_->IsCancelled()) {
-      Propagate(item, a->ctx.outputs().data(), stack);
+      Propagate(item, a->ctx.outputs().data(), a->ctx.outputs().size(), stack);
     }
     delete a;
   }
@@ -285,6 +323,9 @@ class Executor::StepState {
   const OutEdge* const edges_;
   const std::unique_ptr<Tensor[]> slots_;
   const std::unique_ptr<std::atomic<int32_t>[]> pending_;
+  // Per node: an input of this step is dead (null when the graph cannot
+  // make dead values).
+  const std::unique_ptr<std::atomic<bool>[]> dead_;
 
   Args args_;
   DoneCallback done_;
@@ -324,6 +365,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, D
     item.initial_pending = static_cast<int32_t>(node->in_edges().size());
     item.is_async = k->IsAsync();
     item.is_expensive = k->IsExpensive();
+    item.runs_when_dead = node->IsOp("Merge") || node->IsOp("_Send");
+    item.may_kill_outputs = node->IsOp("Switch") || node->IsOp("Merge") || node->IsOp("_Recv");
+    if (node->IsOp("Switch") || node->IsOp("_Recv")) ex->tracks_deadness_ = true;
     slot += node->num_inputs();
     ex->kernels_.push_back(std::move(k));
   }

@@ -22,6 +22,16 @@
 // the thread that completes them. An output moves (not copies) into its last
 // consumer's slot, so kernels can reuse a buffer nobody else holds.
 //
+// Conditionals (TensorFlow's Switch and Merge, graph/ops/control_flow_ops.h):
+// a value can be "dead" for a step. Switch hands its input to one of its two
+// outputs and leaves the other dead; a node with a dead input (data or
+// control) does not run and its outputs are dead; Merge waits for all its
+// inputs and forwards the live one (dead when all are). A dead value crosses
+// partitions as an empty tensor through _Send/_Recv, so the receiving side
+// learns of it too. A dead fetch is an error of the session (a value of the
+// branch not taken); a dead target simply did not run. Graphs without
+// Switch, Merge or _Recv pay nothing for this.
+//
 // Errors: the first failing node's status, prefixed "node 'x' (op MatMul): ",
 // ends the step: it cancels the step's CancellationManager (so async kernels
 // and other partitions stop) and no further node starts. Cancelling that
@@ -113,6 +123,11 @@ class Executor {
     int32_t initial_pending = 0;  // in-edges (data and control)
     bool is_async = false;
     bool is_expensive = false;
+    // Runs even with dead inputs (Merge picks the live one; _Send sends the
+    // dead marker, an empty tensor).
+    bool runs_when_dead = false;
+    // May leave outputs unset, meaning dead (Switch, Merge, _Recv).
+    bool may_kill_outputs = false;
   };
   // A data edge (dst_slot >= 0) or a control edge (dst_slot < 0). Data edges
   // of one output are adjacent; the last of them has `move` set.
@@ -137,6 +152,8 @@ class Executor {
   std::vector<int32_t> roots_;            // nodes with no in-edges
   std::vector<int32_t> initial_pending_;  // copied into each step
   int32_t num_slots_ = 0;
+  // Whether any node can make a value dead: then each step tracks deadness.
+  bool tracks_deadness_ = false;
 
   // Step states of finished successful steps, reused so that a step does not
   // allocate and zero its slot array (one lock per step, not per node).

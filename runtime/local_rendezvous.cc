@@ -44,7 +44,7 @@ absl::Status LocalRendezvous::Send(const std::string& key, const Tensor& value) 
         dst = *d;
       }
     }
-    if (src != nullptr && NeedsCopy(*src, *dst, value.dtype())) {
+    if (src != nullptr && value.IsInitialized() && NeedsCopy(*src, *dst, value.dtype())) {
       {
         MutexLock l(&mu_);
         if (!abort_status_.ok()) return abort_status_;

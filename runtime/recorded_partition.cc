@@ -259,6 +259,15 @@ absl::StatusOr<std::unique_ptr<RecordedPartition>> RecordedPartition::Create(
     const Graph& partition, Device* device, const std::vector<const Graph*>& partitions,
     std::string* why_not) {
   const std::string where = absl::StrCat("the partition on ", device->name(), ": ");
+  for (const Graph* g : partitions) {
+    for (const Node* n : g->nodes()) {
+      if (n->IsOp("Switch")) {
+        *why_not = absl::StrCat(where, "the step has a conditional (Switch '", n->name(),
+                                "'): which kernels run changes from step to step");
+        return std::unique_ptr<RecordedPartition>();
+      }
+    }
+  }
   STRATA_ASSIGN_OR_RETURN(const bool comes_back, ValuesComeBack(partitions, &partition));
   if (comes_back) {
     *why_not = absl::StrCat(where, "values it sends come back to it within the step");

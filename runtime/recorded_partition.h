@@ -21,6 +21,7 @@
 //
 // What cannot be recorded runs eagerly, and stats().not_recorded says why
 // (the latest reason):
+//   - a step with a conditional (a Switch in any partition);
 //   - a kernel that is not capture-safe (OpKernel::IsCaptureSafe: collectives,
 //     host synchronisation, host-side state);
 //   - a host-memory input (int32) that changes from step to step read on the

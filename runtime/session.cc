@@ -328,6 +328,13 @@ absl::Status Session::RunPlan(const Plan& plan,
     if (status.ok() && !s.ok()) status = s;
   }
   if (!status.ok()) return status;
+  for (size_t i = 0; i < frame.retvals().size(); ++i) {
+    if (!frame.retvals()[i].IsInitialized()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fetch ", i, " of ", plan.description, " was not computed: it is dead, a value of the "
+          "branch a Switch did not take (fetch it through a Merge)"));
+    }
+  }
   if (outputs != nullptr) *outputs = std::move(frame.retvals());
   return absl::OkStatus();
 }

@@ -197,6 +197,72 @@ TEST(SessionTest, TwoVirtualCpuDevicesWithSendRecv) {
   EXPECT_EQ((*session)->num_plans_built(), 1);
 }
 
+// Switch and Merge (runtime/executor.h): only the branch taken runs; its
+// side effects happen only then; deadness crosses partitions (data and
+// control edges) and reaches the Merge on another device.
+TEST(SessionTest, ConditionalsRunOnlyTheBranchTaken) {
+  Scope root = Scope::NewRootScope();
+  Scope d0 = root.WithDevice("/cpu:0");
+  Scope d1 = root.WithDevice("/cpu:1");
+  Output x = ops::Placeholder(d0.WithOpName("x"), DT_FLOAT, PartialTensorShape({}));
+  Output p = ops::Placeholder(d0.WithOpName("p"), DT_BOOL, PartialTensorShape({}));
+  ops::SwitchOutputs sw = ops::Switch(d0.WithOpName("sw"), x, p);
+  // True branch on CPU:1 (counted: a side effect), false branch on CPU:0.
+  Output t = ops::Mul(d1.WithOpName("t"), Count(d1.WithOpName("counted"), sw.output_true),
+                      ops::Const(d1, 10.0f));
+  Output f = ops::Neg(d0.WithOpName("f"), sw.output_false);
+  // A node fed by the true branch only through a control edge, across devices.
+  Output after = ops::Identity(d0.WithOpName("after").WithControlDependencies({t.node()}),
+                               ops::Const(d0, 7.0f));
+  ops::Merge(d0.WithOpName("m"), {f, t});
+  ops::Merge(d1.WithOpName("m2"), {after, f});
+  auto session = Session::Create(root, Options(2));
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> out;
+  for (int step = 0; step < 3; ++step) {
+    g_count_runs = 0;
+    absl::Status s = (*session)->Run(
+        {{"x", Tensor::Scalar<float>(3)}, {"p", Tensor::Scalar<bool>(true)}}, {"m", "m:1", "m2"},
+        {}, &out);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(Scalar(out[0]), 30.0f);
+    EXPECT_EQ(*out[1].data<int32_t>(), 1);
+    EXPECT_EQ(Scalar(out[2]), 7.0f);  // `after` ran: its control input was live
+    EXPECT_EQ(g_count_runs.load(), 1);
+
+    g_count_runs = 0;
+    s = (*session)->Run({{"x", Tensor::Scalar<float>(3)}, {"p", Tensor::Scalar<bool>(false)}},
+                        {"m", "m:1", "m2"}, {}, &out);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(Scalar(out[0]), -3.0f);
+    EXPECT_EQ(*out[1].data<int32_t>(), 0);
+    EXPECT_EQ(Scalar(out[2]), -3.0f);  // `after` was dead (control edge from CPU:1)
+    EXPECT_EQ(g_count_runs.load(), 0);  // the branch not taken did not run
+  }
+  // A target on the branch not taken just does not run.
+  g_count_runs = 0;
+  ASSERT_TRUE((*session)->Run({{"x", Tensor::Scalar<float>(3)}, {"p", Tensor::Scalar<bool>(false)}},
+                              {}, {"counted"}, &out)
+                  .ok());
+  EXPECT_EQ(g_count_runs.load(), 0);
+  // A dead fetch is an error that says so.
+  absl::Status dead = (*session)->Run(
+      {{"x", Tensor::Scalar<float>(3)}, {"p", Tensor::Scalar<bool>(false)}}, {"t"}, {}, &out);
+  EXPECT_EQ(dead.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(dead.message()).find("dead"), std::string::npos) << dead;
+  // A predicate that is not a bool scalar names the Switch.
+  Scope r2 = Scope::NewRootScope();
+  Output v = ops::Placeholder(r2.WithOpName("v"), DT_FLOAT, PartialTensorShape({}));
+  Output q = ops::Placeholder(r2.WithOpName("q"), DT_BOOL);
+  ops::Switch(r2.WithOpName("s2"), v, q);
+  auto s2 = std::move(Session::Create(r2, Options())).value();
+  absl::Status bad = s2->Run({{"v", Tensor::Scalar<float>(1)},
+                              {"q", Tensor::FromVector<bool>({true, false})}},
+                             {"s2:1"}, {}, &out);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(bad.message()).find("'s2'"), std::string::npos) << bad;
+}
+
 TEST(SessionTest, UnspecifiedNodesFollowTheirInputs) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Const(root.WithOpName("x").WithDevice("/cpu:1"), 1.0f);

@@ -40,6 +40,34 @@ absl::Status PlaceholderShape(InferenceContext& c) {
 
 absl::Status NoOutputs(InferenceContext&) { return absl::OkStatus(); }
 
+// Both outputs are the data's shape; the predicate is a scalar.
+absl::Status SwitchShape(InferenceContext& c) {
+  PartialTensorShape pred;
+  STRATA_RETURN_IF_ERROR(c.WithRank(1, 0, &pred));
+  c.set_output(0, c.input(0));
+  c.set_output(1, c.input(0));
+  return absl::OkStatus();
+}
+
+// The inputs' common shape where they agree (the dims that differ unknown:
+// either may be the live one), and a scalar index.
+absl::Status MergeShape(InferenceContext& c) {
+  PartialTensorShape out = c.input(0);
+  for (int i = 1; i < c.num_inputs() && !out.unknown_rank(); ++i) {
+    const PartialTensorShape& in = c.input(i);
+    if (in.unknown_rank() || in.dims() != out.dims()) {
+      out = PartialTensorShape::UnknownRank();
+      break;
+    }
+    std::vector<int64_t> dims;
+    for (int d = 0; d < out.dims(); ++d) dims.push_back(out.dim_size(d) == in.dim_size(d) ? out.dim_size(d) : -1);
+    out = PartialTensorShape(dims);
+  }
+  c.set_output(0, out);
+  c.set_output(1, PartialTensorShape({}));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 STRATA_REGISTER_OP("Const")
@@ -69,6 +97,25 @@ STRATA_REGISTER_OP("StopGradient")
     .SetShapeFn(UnchangedShape);
 
 STRATA_REGISTER_OP("NoOp").SetShapeFn(NoOutputs);
+
+// Forwards `data` to output_true when `pred` is true, else to output_false;
+// the other output is dead for the step (runtime/executor.h).
+STRATA_REGISTER_OP("Switch")
+    .Input("data: T")
+    .Input("pred: bool")
+    .Output("output_false: T")
+    .Output("output_true: T")
+    .Attr("T: type")
+    .SetShapeFn(SwitchShape);
+
+// Forwards its live input and that input's index; dead when every input is.
+STRATA_REGISTER_OP("Merge")
+    .Input("inputs: N * T")
+    .Output("output: T")
+    .Output("value_index: int32")
+    .Attr("T: type")
+    .Attr("N: int >= 1")
+    .SetShapeFn(MergeShape);
 
 STRATA_REGISTER_OP("_Arg")
     .Output("output: T")
@@ -158,6 +205,18 @@ Output StopGradient(const Scope& s, Output input) {
 }
 
 Node* NoOp(const Scope& s) { return NodeBuilder(s, "NoOp").Finalize(); }
+
+SwitchOutputs Switch(const Scope& s, Output data, Output pred) {
+  Node* n = NodeBuilder(s, "Switch").Input(data).Input(pred).Finalize();
+  if (n == nullptr) return {};
+  return {Output(n, 0), Output(n, 1)};
+}
+
+MergeOutputs Merge(const Scope& s, const OutputList& inputs) {
+  Node* n = NodeBuilder(s, "Merge").Input(inputs).Finalize();
+  if (n == nullptr) return {};
+  return {Output(n, 0), Output(n, 1)};
+}
 
 Output Arg(const Scope& s, DataType dtype, int index) {
   Node* n = NodeBuilder(s, "_Arg", "_arg")

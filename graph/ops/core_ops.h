@@ -67,6 +67,29 @@ Output StopGradient(const Scope& s, Output input);
 // Does nothing; a target that groups control dependencies (those of the scope).
 Node* NoOp(const Scope& s);
 
+// Conditionals without functions (TensorFlow's Switch and Merge; the
+// executor's deadness, runtime/executor.h). A value is computed on one of
+// two branches for a step:
+//
+//   auto [if_false, if_true] = ops::Switch(s, x, pred);   // pred: bool scalar
+//   Output a = ops::Mul(s, if_true, two);                 // runs when pred
+//   Output b = ops::Neg(s, if_false);                     // runs otherwise
+//   Output y = ops::Merge(s, {a, b}).output;              // whichever ran
+//
+// Nodes fed (by data or control edges) only from the branch not taken do not
+// run; side effects (assignments, collectives) in a branch happen only when
+// it is taken. Every replica of a collective must take the same branch.
+struct SwitchOutputs {
+  Output output_false;
+  Output output_true;
+};
+SwitchOutputs Switch(const Scope& s, Output data, Output pred);
+struct MergeOutputs {
+  Output output;
+  Output value_index;  // int32: which input was live
+};
+MergeOutputs Merge(const Scope& s, const OutputList& inputs);
+
 // ---- Internal ops (the session adds these; user graphs rarely need them) ----
 
 // Step argument `index` of dtype `dtype` (a feed).

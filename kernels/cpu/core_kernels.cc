@@ -79,6 +79,44 @@ class NoOpOp : public OpKernel {
   absl::Status Compute(OpKernelContext&) override { return absl::OkStatus(); }
 };
 
+// Hands `data` to output 1 when `pred` holds, else to output 0; the other
+// output stays unset, which the executor reads as dead.
+class SwitchOp : public OpKernel {
+ public:
+  explicit SwitchOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& pred = ctx.input(1);
+    if (pred.dtype() != DT_BOOL || pred.NumElements() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("pred must be a bool scalar, got ",
+                                                     DataTypeString(pred.dtype()), " of shape ",
+                                                     pred.shape().DebugString()));
+    }
+    const bool taken = *pred.data<bool>();
+    ctx.set_output(taken ? 1 : 0, std::move(ctx.params().inputs[0]));
+    return absl::OkStatus();
+  }
+};
+
+// Forwards the first live (set) input and its index; with none live (the
+// executor runs a Merge with dead inputs) its outputs stay unset: dead.
+class MergeOp : public OpKernel {
+ public:
+  explicit MergeOp(OpKernelConstruction& c) : OpKernel(c) {}
+  absl::Status Compute(OpKernelContext& ctx) override {
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.input(i).IsInitialized()) continue;
+      Tensor* index = nullptr;
+      STRATA_RETURN_IF_ERROR(ctx.allocate_output(1, TensorShape{}, &index));
+      *index->data<int32_t>() = i;
+      ctx.set_output(0, std::move(ctx.params().inputs[i]));
+      return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+};
+
+STRATA_REGISTER_KERNEL(KernelBuilder("Switch").Device(kDeviceCpu), SwitchOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("Merge").Device(kDeviceCpu), MergeOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceCpu), ConstOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Placeholder").Device(kDeviceCpu), PlaceholderOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceCpu), IdentityOp);
