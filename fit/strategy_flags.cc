@@ -77,8 +77,13 @@ ABSL_FLAG(int64_t, gradient_bucket_bytes, -1,
           "first, overlapping the backward pass (0: one per gradient; -1: 1 MiB for mirrored, 0 "
           "for multi_worker_mirrored)");
 ABSL_FLAG(std::string, gradient_compression, "none",
-          "gradients cross the wire as none (float32), bfloat16 or float16: cast before the "
-          "all-reduce, reduced in float, cast back");
+          "gradients cross the wire as none (float32), bfloat16 or float16 (cast before the "
+          "all-reduce, reduced in float, cast back), or powersgd (low-rank factors of each "
+          "gradient matrix with error feedback)");
+ABSL_FLAG(int32_t, powersgd_rank, 1, "--gradient_compression=powersgd: the approximation's rank");
+ABSL_FLAG(int64_t, powersgd_start_step, 1000,
+          "--gradient_compression=powersgd: steps all-reduced uncompressed before compression "
+          "starts");
 ABSL_FLAG(int32_t, zero_stage, 0,
           "ZeRO: 0 keeps the optimizer's state (slots) on every replica, 1 shards it, each "
           "replica keeping the slots of its 1/N of the parameters");
@@ -126,6 +131,8 @@ absl::StatusOr<StrategyConfig> StrategyConfigFromFlags() {
   c.gradient_bucket_bytes = absl::GetFlag(FLAGS_gradient_bucket_bytes);
   c.zero_stage = absl::GetFlag(FLAGS_zero_stage);
   c.gradient_compression = absl::GetFlag(FLAGS_gradient_compression);
+  c.powersgd_rank = absl::GetFlag(FLAGS_powersgd_rank);
+  c.powersgd_start_step = absl::GetFlag(FLAGS_powersgd_start_step);
   c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
   c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
   return c;
@@ -176,9 +183,16 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
     return bad("gradient_bucket_bytes", "must be >= 0, or -1 for the strategy's default");
   }
   if (c.gradient_compression != "none" && c.gradient_compression != "bfloat16" &&
-      c.gradient_compression != "float16") {
+      c.gradient_compression != "float16" && c.gradient_compression != "powersgd") {
+    return bad("gradient_compression", absl::StrCat("'", c.gradient_compression,
+                                                    "' is not none, bfloat16, float16 or powersgd"));
+  }
+  if (c.powersgd_rank < 1) return bad("powersgd_rank", "must be >= 1");
+  if (c.powersgd_start_step < 0) return bad("powersgd_start_step", "must be >= 0");
+  if (c.gradient_compression == "powersgd" && c.zero_stage == 1) {
     return bad("gradient_compression",
-               absl::StrCat("'", c.gradient_compression, "' is not none, bfloat16 or float16"));
+               "powersgd does not combine with --zero_stage=1 (ZeRO reduce-scatters whole "
+               "gradients)");
   }
   if (c.zero_stage != 0 && c.zero_stage != 1) {
     return bad("zero_stage", "must be 0 (mirrored optimizer state) or 1 (sharded)");
@@ -222,6 +236,8 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
                                                                           : int64_t{1} << 20;
   options.zero_stage = c.zero_stage;
   options.gradient_compression = c.gradient_compression;
+  options.powersgd_rank = c.powersgd_rank;
+  options.powersgd_start_step = c.powersgd_start_step;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> s;
   if (c.strategy == "one_device") {
     s = distribute::OneDeviceStrategy::Create(c.devices.empty() ? "/cpu:0" : c.devices[0], machine,

@@ -5,7 +5,7 @@
 // --task_index (or TF_CONFIG, or a scheduler's environment: --cluster_resolver,
 // --slurm_port_base), --heartbeat_timeout, --startup_timeout,
 // --collective_transport, --gradient_bucket_bytes, --zero_stage,
-// --gradient_compression, --intra_op_threads and
+// --gradient_compression, --powersgd_rank, --powersgd_start_step, --intra_op_threads and
 // --inter_op_threads as tools/trainer, with the same meaning and errors.
 //
 //   int main(int argc, char** argv) {
@@ -67,6 +67,8 @@ ABSL_DECLARE_FLAG(std::string, collective_transport);
 ABSL_DECLARE_FLAG(int64_t, gradient_bucket_bytes);
 ABSL_DECLARE_FLAG(int32_t, zero_stage);
 ABSL_DECLARE_FLAG(std::string, gradient_compression);
+ABSL_DECLARE_FLAG(int32_t, powersgd_rank);
+ABSL_DECLARE_FLAG(int64_t, powersgd_start_step);
 ABSL_DECLARE_FLAG(int32_t, intra_op_threads);
 ABSL_DECLARE_FLAG(int32_t, inter_op_threads);
 
@@ -120,9 +122,12 @@ struct StrategyConfig {
   // ZeRO (StrategyOptions::zero_stage): 0 mirrors the optimizer's state on
   // every replica, 1 shards it over the replicas (strategy/sharded_update.h).
   int zero_stage = 0;
-  // StrategyOptions::gradient_compression: "none", "bfloat16" or "float16"
-  // (float32 gradients cross the wire in that dtype).
+  // StrategyOptions::gradient_compression: "none", "bfloat16", "float16"
+  // (float32 gradients cross the wire in that dtype) or "powersgd" (low-rank
+  // factors, with powersgd_rank and powersgd_start_step).
   std::string gradient_compression = "none";
+  int powersgd_rank = 1;
+  int64_t powersgd_start_step = 1000;
   // Threads inside each op, per device; 0 = hardware concurrency divided by
   // the CPU devices (at least 1).
   int intra_op_threads = 0;

@@ -32,6 +32,12 @@ std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
         "(sharded optimizer state) are the stages Strata has")));
     return {};
   }
+  if (zero_stage == 1 && ctx->strategy()->options().gradient_compression == "powersgd") {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        "StrategyOptions::gradient_compression 'powersgd' does not combine with zero_stage 1: "
+        "ZeRO reduce-scatters whole gradients, PowerSGD all-reduces low-rank factors of them"));
+    return {};
+  }
   if (zero_stage == 1 && ctx->num_replicas_in_sync() > 1) {
     // The strategy's checks first (variables made under it), then sharding.
     absl::Status checked = ctx->strategy()->CheckGradientVariables(grads_and_vars);

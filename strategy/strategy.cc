@@ -16,6 +16,7 @@
 #include "runtime/device_name.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/gradient_bucketing.h"
+#include "strategy/powersgd.h"
 #include "strategy/replica_context.h"
 #include "strategy/strategy_devices.h"
 #include "train/initializers.h"
@@ -97,11 +98,11 @@ Strategy::~Strategy() = default;
 
 absl::StatusOr<DataType> GradientWireDtype(const StrategyOptions& options) {
   const std::string& c = options.gradient_compression;
-  if (c == "none" || c.empty()) return DT_INVALID;
+  if (c == "none" || c.empty() || c == "powersgd") return DT_INVALID;
   if (c == "bfloat16") return DT_BFLOAT16;
   if (c == "float16") return DT_HALF;
   return absl::InvalidArgumentError(absl::StrCat("StrategyOptions::gradient_compression is '", c,
-                                                 "'; use none, bfloat16 or float16"));
+                                                 "'; use none, bfloat16, float16 or powersgd"));
 }
 
 int Strategy::collective_rank(int local_replica) const {
@@ -455,7 +456,17 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     shapes.push_back(var->shape());
   }
   STRATA_ASSIGN_OR_RETURN(const DataType wire, GradientWireDtype(options_));
+  if (options_.gradient_compression == "powersgd") STRATA_RETURN_IF_ERROR(PowerSgd::CheckOptions(options_));
   if (n == 1) return local;
+  if (options_.gradient_compression == "powersgd") {
+    if (powersgd_ == nullptr) powersgd_ = std::make_unique<PowerSgd>();
+    std::vector<train::GradAndVar> mine;
+    for (size_t i = 0; i < grads_and_vars.size(); ++i) mine.push_back({grads[i], grads_and_vars[i].second});
+    STRATA_ASSIGN_OR_RETURN(OutputList reduced, powersgd_->AllReduce(scope, *ctx, mine));
+    for (size_t i = 0; i < local.size(); ++i) local[i].first = reduced[i];
+    STRATA_RETURN_IF_ERROR(scope.status());
+    return local;
+  }
   // Compressed: float32 gradients cross the wire in `wire` (the buckets
   // sized by what they carry), and come back as float32.
   const strata::Scope compress = scope.NewSubScope("compress").WithDevice(ctx->device());

@@ -151,17 +151,28 @@ struct StrategyOptions {
   // Gradient compression on the wire: "none", or "bfloat16" / "float16":
   // float32 gradients are cast to that dtype before their all-reduce (or
   // ZeRO's reduce-scatter), reduced in float and rounded once, and cast back
-  // (Horovod's fp16 compression, PyTorch's bf16/fp16 communication hooks).
-  // Others are InvalidArgument when a DistributedOptimizer applies gradients.
+  // (Horovod's fp16 compression, PyTorch's bf16/fp16 communication hooks);
+  // or "powersgd": gradient matrices travel as low-rank factors with error
+  // feedback (strategy/powersgd.h; not with zero_stage 1). Others are
+  // InvalidArgument when a DistributedOptimizer applies gradients.
   std::string gradient_compression = "none";
+  // PowerSGD: the rank of the approximation; the steps all-reduced plain
+  // before compression starts; the least compression worth it (a matrix
+  // n x m is compressed when n m >= rate (n + m) rank); the variables to
+  // compress by name (empty: every matrix worth it). PyTorch's defaults.
+  int powersgd_rank = 1;
+  int64_t powersgd_start_step = 1000;
+  double powersgd_min_compression_rate = 2;
+  std::vector<std::string> powersgd_variables;
 };
 
 // The dtype float32 gradients travel in under `options`
-// (gradient_compression), DT_INVALID for "none"; InvalidArgument naming the
-// option for an unknown value.
+// (gradient_compression), DT_INVALID for "none" and "powersgd";
+// InvalidArgument naming the option for an unknown value.
 absl::StatusOr<DataType> GradientWireDtype(const StrategyOptions& options);
 
 class Strategy;
+class PowerSgd;
 
 // While alive, variables made on this thread (train::CreateVariable) are made
 // by the strategy. Made by Strategy::Scope(); destroy in reverse order of
@@ -331,6 +342,8 @@ class Strategy {
   const int worker_group_key_;
   int next_instance_key_ = 1;  // the next Run's first collective
   int next_worker_instance_key_ = 1;
+  // gradient_compression "powersgd": its state, made with the first step.
+  std::unique_ptr<PowerSgd> powersgd_;
 };
 
 }  // namespace distribute
