@@ -121,7 +121,7 @@ absl::StatusOr<const PowerSgd::Matrix*> PowerSgd::MatrixOf(const Scope& scope, R
       // Seeded by the variable's place, so every worker starts from one Q.
       const int64_t seed = 0x5067 + (var->creation_index() < 0 ? 0 : var->creation_index());
       m->q = train::CreateVariable(s, absl::StrCat(var->name(), "/powersgd_q"),
-                                   TensorShape{cols, m->rank}, var->dtype(),
+                                   TensorShape{m->rank, cols}, var->dtype(),
                                    train::RandomNormal(0.0, 1.0, seed), /*trainable=*/false);
       m->error = train::CreateVariable(s, absl::StrCat(var->name(), "/powersgd_error"),
                                        TensorShape{rows, cols}, var->dtype(), train::Zeros(),
@@ -212,7 +212,8 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
       const Matrix& mx = *matrix[i];
       Output grad = ops::Reshape(c, compress_in[i], Shape(c, {mx.rows, mx.cols}));
       m_of[i] = ops::AddV2(c, grad, CopyOf(mx.error, r)->Read(c));
-      first.push_back(ops::MatMul(c, m_of[i], CopyOf(mx.q, r)->Read(c)));
+      first.push_back(
+          ops::MatMul(c, m_of[i], CopyOf(mx.q, r)->Read(c), ops::MatMul::Attrs().TransposeB(true)));
       first_shapes.push_back(TensorShape{mx.rows, mx.rank});
       spec.num_elements = mx.rows * mx.rank;
     }
@@ -234,8 +235,9 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
     second_index[i] = static_cast<int>(second.size());
     Output p = ops::Qr(c, first_reduced[first_index[i]]).q;
     p_hat.push_back(p);
-    second.push_back(ops::MatMul(c, m_of[i], p, ops::MatMul::Attrs().TransposeA(true)));
-    second_shapes.push_back(TensorShape{mx.cols, mx.rank});
+    // Q^T = P^T M: the transposed operand is the thin one, M streams by rows.
+    second.push_back(ops::MatMul(c, p, m_of[i], ops::MatMul::Attrs().TransposeA(true)));
+    second_shapes.push_back(TensorShape{mx.rank, mx.cols});
     GradientSpec spec = specs[i];
     spec.num_elements = mx.cols * mx.rank;
     second_specs.push_back(spec);
@@ -256,7 +258,7 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
       const Matrix& mx = *matrix[i];
       const int k = second_index[i];
       Output q = second_reduced[k];
-      Output approx = ops::MatMul(c, p_hat[k], q, ops::MatMul::Attrs().TransposeB(true));
+      Output approx = ops::MatMul(c, p_hat[k], q);
       Node* keep_error = CopyOf(mx.error, r)->Assign(c, ops::Sub(c, m_of[i], approx));
       Node* keep_q = CopyOf(mx.q, r)->Assign(c, q);
       std::vector<int64_t> dims(shapes[i].dim_sizes().begin(), shapes[i].dim_sizes().end());

@@ -15,6 +15,8 @@
 //   Q = M^T P;      Q all-reduced (mean)
 //   approx = P Q^T  (the same on every replica: the update's gradient)
 //   error = M - approx
+// (Q is kept transposed, [rank, m], so that each product streams M by rows:
+// P^T M rather than M^T P.)
 // The P's of all matrices travel together (with the gradients that are not
 // compressed, all-reduced as they are), then the Q's, in buckets of
 // gradient_bucket_bytes. For the first powersgd_start_step steps every
@@ -69,7 +71,7 @@ class PowerSgd {
     int64_t rows = 0;
     int64_t cols = 0;
     int64_t rank = 0;                  // powersgd_rank, at most rows and cols
-    train::Variable* q = nullptr;      // mirrored [cols, rank]
+    train::Variable* q = nullptr;      // mirrored Q^T [rank, cols]
     train::Variable* error = nullptr;  // mirrored [rows, cols], each copy its replica's
   };
   // Replica 0 decides and makes the state for each variable; the others

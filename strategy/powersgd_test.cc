@@ -112,7 +112,15 @@ TEST(PowerSgdTest, LowRankKeepsReplicasIdenticalAndStillLearns) {
     EXPECT_TRUE(differs) << what << ": compression changed nothing";
     // ...but the same on every replica, and it learns.
     ExpectReplicasIdentical(*run, what);
-    EXPECT_LT(run->losses.back(), run->losses.front() * 0.6) << what;
+    // (Mean losses over windows: one batch of 24 is noisy.)
+    auto mean = [](const std::vector<float>& l, size_t from, size_t to) {
+      double sum = 0;
+      for (size_t i = from; i < to; ++i) sum += l[i];
+      return sum / (to - from);
+    };
+    const size_t n = run->losses.size();
+    EXPECT_LT(mean(run->losses, n - 50, n), 0.4 * mean(run->losses, 0, 10)) << what;
+    EXPECT_LT(mean(run->losses, n - 50, n), 1.5 * mean(baseline->losses, n - 50, n)) << what;
     EXPECT_GT(run->test_accuracy, baseline->test_accuracy - 0.1) << what;
   }
 }

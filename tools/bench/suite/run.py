@@ -19,7 +19,7 @@ tools/bench, each writing its figures with --json_out:
                 --collective             TCP (loopback), 2 and 4 processes
   zero          zero_throughput.py       --zero_stage=1 vs 0 (Adam, MLP 784-512-512-10): mirrored
                                          x2 and x4, 2 workers
-  compression   compression_throughput.py  --gradient_compression=bfloat16 vs none, 2 workers in
+  compression   compression_throughput.py  --gradient_compression=bfloat16 and powersgd vs none, 2 workers in
                                          network namespaces on a 1 Gbit/s and a 100 Mbit/s link
 
 samples the load average every 2 s, writes everything to docs/perf/results.json
@@ -192,7 +192,7 @@ def bench_zero(ctx):
 
 
 def bench_compression(ctx):
-    """bfloat16 gradients vs float32 on rate-limited links (C1, C2)."""
+    """bfloat16 and PowerSGD gradients vs float32 on rate-limited links (C1-C4)."""
     out = os.path.join(ctx["tmp"], "compression.json")
     cmd = [sys.executable, "compression_throughput.py", f"--trainer={ctx['bin']}/trainer", f"--json_out={out}"]
     run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
