@@ -101,14 +101,19 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scop
   // A read of each variable (a mirrored one reads its first copy); a
   // placeholder and an assignment of each (a mirrored one assigns every
   // copy), grouped by one NoOp. A sharded variable (ZeRO's slots) is saved
-  // as the tensors it holds blocks of, and scratch is left out.
+  // as the tensors it holds blocks of, and scratch is left out: a restore
+  // runs its initializer instead (PowerSGD's error and Q start afresh).
   const Scope root = scope.NewSubScope("checkpoint");
   const Scope save = root.NewSubScope("save");
   const Scope restore = root.NewSubScope("restore");
   std::vector<Node*> assigns;
   for (train::Variable* v : variables) {
     if (const train::ShardedContents* sharded = v->sharded_contents(); sharded != nullptr) {
-      if (sharded->saved) STRATA_RETURN_IF_ERROR(c->AddSharded(save, restore, v, &assigns));
+      if (sharded->saved) {
+        STRATA_RETURN_IF_ERROR(c->AddSharded(save, restore, v, &assigns));
+      } else if (v->initializer() != nullptr) {
+        assigns.push_back(v->initializer());
+      }
       continue;
     }
     Output read = v->Read(save);

@@ -28,7 +28,9 @@
 // stands for, gathered from the process's copies, and restored into any
 // sharding. Across several workers each holds some blocks: every worker
 // then takes part in each save (every_process_saves(), RunReads), and the
-// chief writes the gathered tensors.
+// chief writes the gathered tensors. Scratch (ShardedContents::saved false:
+// ZeRO's shard variables, PowerSGD's state) is not saved; a restore runs
+// its initializer.
 //
 // Errors: restoring a checkpoint that lacks a tracked variable or holds it
 // with another dtype or shape (a checkpoint of another model) is
