@@ -32,7 +32,8 @@ ABSL_FLAG(std::string, tensorboard_dir, "",
 ABSL_FLAG(int64_t, tensorboard_update_steps, 1,
           "TensorBoard's batch_* scalars every this many steps (0: epoch scalars only)");
 ABSL_FLAG(std::string, dtype_policy, "float32",
-          "float32, or mixed_bfloat16: layers compute in bfloat16, variables stay float32 (train/policy.h)");
+          "float32, mixed_bfloat16 or mixed_float16: layers compute in bfloat16 / float16, variables stay "
+          "float32; mixed_float16 with dynamic loss scaling (train/policy.h)");
 
 namespace strata {
 namespace fit {

@@ -18,7 +18,7 @@
 // --clip_global_norm, --checkpoint_dir, --save_every_steps,
 // --max_to_keep, --metrics_out, --log_every_steps, --quiet, --prefetch,
 // --trace_out, --trace_steps, --tensorboard_dir, --tensorboard_update_steps,
-// --dtype_policy (float32 or mixed_bfloat16;
+// --dtype_policy (float32, mixed_bfloat16 or mixed_float16;
 // set it with train::SetGlobalPolicy before making the model's layers).
 //
 // Errors: InvalidArgument naming the flag. Thread-safety: after

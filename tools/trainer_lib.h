@@ -107,7 +107,7 @@ namespace trainer {
 // alike.
 struct TrainerConfig : fit::StrategyConfig {
   std::string model = "mlp";                 // "mlp" or "cnn"
-  std::string dtype_policy = "float32";      // or "mixed_bfloat16" (train/policy.h)
+  std::string dtype_policy = "float32";      // or "mixed_bfloat16", "mixed_float16" (train/policy.h)
   std::vector<int64_t> hidden = {128, 64};   // the MLP's hidden layers
   // "digits", "csv:PATH[,PATH...]" (numbers only, label last, optional header) or
   // "synthetic:N[:FEATURES[:CLASSES]]" (defaults 64 features, 10 classes).

@@ -35,7 +35,10 @@ TEST(MixedPrecisionTest, PolicyNames) {
   EXPECT_EQ(mixed->compute_dtype, DT_BFLOAT16);
   EXPECT_EQ(mixed->variable_dtype, DT_FLOAT);
   EXPECT_TRUE(mixed->mixed());
-  EXPECT_NE(PolicyFromName("mixed_float16").status().message().find("loss scaling"), std::string::npos);
+  auto half = PolicyFromName("mixed_float16");
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(half->compute_dtype, DT_HALF);
+  EXPECT_EQ(half->variable_dtype, DT_FLOAT);
   EXPECT_NE(PolicyFromName("float64").status().message().find("mixed_bfloat16"), std::string::npos);
   EXPECT_EQ(GlobalPolicy().name, "float32");
 }
@@ -52,6 +55,7 @@ int CountOps(const Graph& g, const std::string& op, DataType t) {
 struct Trained {
   float loss = NAN, accuracy = NAN;
   int bf16_matmuls = 0, float_matmuls = 0, bf16_bias_grads = 0, bf16_relu_grads = 0;
+  bool loss_scaling = false;
 };
 
 // Three Gaussian blobs; trains an MLP 100 Adam steps.
@@ -75,7 +79,8 @@ Trained TrainBlobs(const std::string& policy) {
   EXPECT_TRUE(model.ok());
   auto logits = (*model)->Build(root, x);
   EXPECT_TRUE(logits.ok()) << logits.status();
-  EXPECT_EQ(logits->type(), policy == "float32" ? DT_FLOAT : DT_BFLOAT16);
+  const DataType low = policy == "mixed_float16" ? DT_HALF : DT_BFLOAT16;
+  EXPECT_EQ(logits->type(), policy == "float32" ? DT_FLOAT : low);
   for (const Variable* v : (*model)->variables()) EXPECT_EQ(v->dtype(), DT_FLOAT) << v->name();
   Output loss = SparseSoftmaxCrossEntropy(root, y, *logits);
   EXPECT_EQ(loss.type(), DT_FLOAT);
@@ -98,10 +103,11 @@ Trained TrainBlobs(const std::string& policy) {
   Trained t;
   t.loss = *out[0].data<float>();
   t.accuracy = *out[1].data<float>();
-  t.bf16_matmuls = CountOps(*root.graph(), "MatMul", DT_BFLOAT16);
+  t.bf16_matmuls = CountOps(*root.graph(), "MatMul", low);
   t.float_matmuls = CountOps(*root.graph(), "MatMul", DT_FLOAT);
-  t.bf16_bias_grads = CountOps(*root.graph(), "BiasAddGrad", DT_BFLOAT16);
-  t.bf16_relu_grads = CountOps(*root.graph(), "ReluGrad", DT_BFLOAT16);
+  t.bf16_bias_grads = CountOps(*root.graph(), "BiasAddGrad", low);
+  t.bf16_relu_grads = CountOps(*root.graph(), "ReluGrad", low);
+  t.loss_scaling = adam.loss_scaling();
   return t;
 }
 
@@ -117,6 +123,20 @@ TEST(MixedPrecisionTest, AnMlpUnderMixedBfloat16ComputesInBfloat16AndTrainsAsFlo
   EXPECT_LT(mixed.loss, 0.12f);
   EXPECT_NEAR(mixed.loss, f32.loss, 0.03f);
   EXPECT_GE(mixed.accuracy, 0.97f);
+}
+
+// Under mixed_float16 the layers compute in float16 and Minimize turns on
+// dynamic loss scaling; the model trains as in float32.
+TEST(MixedPrecisionTest, AnMlpUnderMixedFloat16ScalesItsLossAndTrainsAsFloat32Does) {
+  const Trained f32 = TrainBlobs("float32");
+  const Trained half = TrainBlobs("mixed_float16");
+  EXPECT_FALSE(f32.loss_scaling);
+  EXPECT_TRUE(half.loss_scaling);
+  EXPECT_GE(half.bf16_matmuls, 2 + 3);  // float16 here
+  EXPECT_EQ(half.float_matmuls, 0);
+  EXPECT_LT(half.loss, 0.12f);
+  EXPECT_NEAR(half.loss, f32.loss, 0.03f);
+  EXPECT_GE(half.accuracy, 0.97f);
 }
 
 TEST(MixedPrecisionTest, ALayerWithoutBfloat16KernelsRefusesAMixedPolicyNamingItself) {

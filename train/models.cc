@@ -9,6 +9,7 @@
 #include "graph/gradients/gradients.h"
 #include "graph/ops/math_ops.h"
 #include "train/phase_layers.h"
+#include "train/policy.h"
 
 namespace strata {
 namespace train {
@@ -185,8 +186,15 @@ absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
   }
   OutputList values;
   for (const Target& t : targets) values.insert(values.end(), t.values.begin(), t.values.end());
+  // Mixed float16 needs loss scaling (as Keras's compile wraps the
+  // optimizer in a LossScaleOptimizer under that policy).
+  if (GlobalPolicy().compute_dtype == DT_HALF && !optimizer->loss_scaling()) {
+    optimizer->set_loss_scale(LossScaleOptions());
+  }
+  Output objective = optimizer->ScaleLoss(scope, loss);
+  STRATA_RETURN_IF_ERROR(scope.status());
   OutputList grads;
-  STRATA_RETURN_IF_ERROR(AddSymbolicGradients(scope, {loss}, values, &grads));
+  STRATA_RETURN_IF_ERROR(AddSymbolicGradients(scope, {objective}, values, &grads));
   std::vector<GradAndVar> pairs;
   size_t next = 0;
   for (const Target& t : targets) {

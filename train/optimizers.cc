@@ -5,6 +5,7 @@
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/training_ops.h"
+#include "base/status.h"
 #include "train/initializers.h"
 
 namespace strata {
@@ -86,6 +87,8 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
   }
 
   std::vector<GradAndVar> aggregated = AggregateGradients(scope, checked);
+  Output finite;  // loss scaling: whether this step's gradients are finite
+  if (loss_scaling_) aggregated = Unscale(scope, aggregated, &finite);
   if (clip_global_norm_ > 0) aggregated = ClipByGlobalNorm(scope, aggregated);
   if (!scope.ok()) return nullptr;
   if (iterations_ == nullptr) {
@@ -120,7 +123,102 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
   Output one = ops::Const(ns, int64_t{1});
   Node* increment = iterations_->AssignAdd(ns.WithControlDependencies(updates), one);
   if (increment == nullptr) return nullptr;
-  return NodeBuilder(ns, "NoOp", "train").ControlInput(increment).Finalize();
+  Node* train = NodeBuilder(ns, "NoOp", "train").ControlInput(increment).Finalize();
+  if (!loss_scaling_ || train == nullptr) return train;
+  return FinishLossScaledStep(scope, train, finite);
+}
+
+void Optimizer::set_loss_scale(const LossScaleOptions& options) {
+  loss_scaling_ = true;
+  loss_scale_options_ = options;
+}
+
+absl::Status Optimizer::MakeLossScale(const Scope& scope) {
+  if (loss_scale_ != nullptr) return absl::OkStatus();
+  const LossScaleOptions& o = loss_scale_options_;
+  if (!(o.initial_scale >= 1) || !(o.multiplier > 1) || o.growth_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": loss scaling needs initial_scale >= 1, multiplier > 1 and growth_steps >= 1; got ",
+        o.initial_scale, ", ", o.multiplier, ", ", o.growth_steps));
+  }
+  const Scope s = scope.WithNoControlDependencies();
+  loss_scale_ = CreateVariable(s, absl::StrCat(name_, "/loss_scale"), TensorShape(), DT_FLOAT,
+                               Constant(o.initial_scale), /*trainable=*/false);
+  good_steps_ = CreateVariable(s, absl::StrCat(name_, "/good_steps"), TensorShape(), DT_INT64,
+                               Zeros(), /*trainable=*/false);
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (loss_scale_ == nullptr || good_steps_ == nullptr) {
+    return absl::InternalError(absl::StrCat(name_, ": the loss scale's variables were not made"));
+  }
+  return absl::OkStatus();
+}
+
+Output Optimizer::ScaleLoss(const Scope& scope, Output loss) {
+  if (!loss_scaling_ || !loss.ok()) return loss;
+  absl::Status made = MakeLossScale(scope);
+  if (!made.ok()) {
+    scope.UpdateStatus(made);
+    return Output();
+  }
+  const Scope s = scope.NewSubScope(absl::StrCat(name_, "/scale_loss"));
+  Output scale = loss_scale_->Read(s);
+  if (loss.type() != DT_FLOAT) scale = ops::Cast(s, scale, loss.type());
+  return ops::Mul(s, loss, scale);
+}
+
+std::vector<GradAndVar> Optimizer::Unscale(const Scope& scope, const std::vector<GradAndVar>& grads,
+                                           Output* finite) {
+  absl::Status made = MakeLossScale(scope);
+  if (!made.ok()) {
+    scope.UpdateStatus(made);
+    return grads;
+  }
+  const Scope s = scope.NewSubScope(absl::StrCat(name_, "/loss_scale"));
+  Output inverse = ops::RealDiv(s, ops::Const(s, 1.0f), loss_scale_->Read(s));
+  // x * 0 is 0 for every finite x and NaN for Inf and NaN: the sum of
+  // those over every gradient is 0 exactly when all are finite.
+  OutputList checks;
+  std::vector<GradAndVar> out;
+  for (const auto& [grad, var] : grads) {
+    Output factor = grad.type() == DT_FLOAT ? inverse : ops::Cast(s, inverse, grad.type());
+    Output g = ops::Mul(s, grad, factor);
+    Output zeros = ops::Mul(s, g, ops::ZerosLike(s, factor));
+    Output flat = ops::Reshape(s, zeros, ops::Const(s, {-1}));
+    checks.push_back(ops::Cast(s, ops::Sum(s, flat, ops::Const(s, 0)), DT_DOUBLE));
+    out.push_back({g, var});
+  }
+  Output total = checks.size() == 1 ? checks[0] : ops::AddN(s, checks);
+  total = CombineSquaredNorm(s, total);  // a strategy sharding the gradients sums the shards'
+  *finite = ops::Equal(s, total, ops::Const(s, 0.0));
+  // A step with a non-finite gradient applies nothing: the gradients of the
+  // branch not taken are dead, so are the updates and the counter's increment.
+  for (GradAndVar& p : out) p.first = ops::Switch(s, p.first, *finite).output_true;
+  return out;
+}
+
+Node* Optimizer::FinishLossScaledStep(const Scope& scope, Node* train, Output finite) {
+  const Scope s = scope.NewSubScope(absl::StrCat(name_, "/loss_scale"));
+  const LossScaleOptions& o = loss_scale_options_;
+  // Live on both branches: the applied step's token or the skipped one's.
+  ops::SwitchOutputs token = ops::Switch(s, ops::Const(s, 0.0f), finite);
+  Output applied = ops::Identity(s.WithControlDependencies(std::vector<Node*>{train}), token.output_true);
+  Output skipped = ops::Identity(s, token.output_false);
+  Output done = ops::Merge(s, {skipped, applied}).output;
+  // The scale: doubled after growth_steps finite steps in a row, halved
+  // (not below 1) on a non-finite one.
+  Output scale = loss_scale_->Read(s);
+  Output good = ops::AddV2(s, good_steps_->Read(s), ops::Const(s, int64_t{1}));
+  Output grow = ops::GreaterEqual(s, good, ops::Const(s, o.growth_steps));
+  Output multiplier = ops::Const(s, static_cast<float>(o.multiplier));
+  Output grown = ops::SelectV2(s, grow, ops::Mul(s, scale, multiplier), scale);
+  Output shrunk = ops::Maximum(s, ops::RealDiv(s, scale, multiplier), ops::Const(s, 1.0f));
+  Node* set_scale = loss_scale_->Assign(s, ops::SelectV2(s, finite, grown, shrunk));
+  Output zero = ops::Const(s, int64_t{0});
+  Node* set_good = good_steps_->Assign(
+      s, ops::SelectV2(s, finite, ops::SelectV2(s, grow, zero, good), zero));
+  if (!s.ok() || set_scale == nullptr || set_good == nullptr) return nullptr;
+  return NodeBuilder(s, "NoOp", "step").ControlInput(done.node()).ControlInput(set_scale)
+      .ControlInput(set_good).Finalize();
 }
 
 std::vector<GradAndVar> Optimizer::ClipByGlobalNorm(const Scope& scope, const std::vector<GradAndVar>& grads) {

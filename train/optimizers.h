@@ -53,6 +53,22 @@ namespace train {
 
 using GradAndVar = std::pair<Output, Variable*>;
 
+// Dynamic loss scaling (Keras's LossScaleOptimizer), for float16 gradients
+// that would underflow: the loss is multiplied by the scale before
+// backpropagation (ScaleLoss), the gradients are divided by it after their
+// aggregation, and a step whose gradients hold an Inf or NaN is skipped
+// whole (no update, no slot change, the step counter stays) while the scale
+// is halved; after `growth_steps` finite steps in a row it doubles. Under a
+// strategy the check reads the aggregated gradients, the same on every
+// replica (summed over the replicas where each holds a shard), so every
+// replica skips the same steps. The scale "<name>/loss_scale" and the count
+// "<name>/good_steps" are variables, checkpointed with the rest.
+struct LossScaleOptions {
+  double initial_scale = 32768;  // 2^15
+  int64_t growth_steps = 2000;
+  double multiplier = 2;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -77,6 +93,18 @@ class Optimizer {
 
   // The step counter; nullptr before the first ApplyGradients.
   Variable* iterations() const { return iterations_; }
+
+  // Turns dynamic loss scaling on (LossScaleOptions), before the first
+  // ScaleLoss or ApplyGradients. train::Minimize scales the loss.
+  void set_loss_scale(const LossScaleOptions& options);
+  bool loss_scaling() const { return loss_scaling_; }
+  // The loss times the current scale (in the loss's dtype); the loss itself
+  // when loss scaling is off. Makes the scale's variables the first time.
+  Output ScaleLoss(const Scope& scope, Output loss);
+  // The scale and the finite steps since it last changed; nullptr until
+  // ScaleLoss or ApplyGradients made them.
+  Variable* loss_scale() const { return loss_scale_; }
+  Variable* good_steps() const { return good_steps_; }
   // The slot `slot` ("Momentum", "m", "v") of `var`, or nullptr.
   Variable* GetSlot(const Variable* var, const std::string& slot) const;
 
@@ -142,6 +170,19 @@ class Optimizer {
   const LearningRateSchedule learning_rate_;
   double clip_global_norm_ = 0;
   Variable* iterations_ = nullptr;
+  // Dynamic loss scaling.
+  absl::Status MakeLossScale(const Scope& scope);
+  // Divides the gradients by the scale; `finite` becomes whether all are
+  // finite (a bool scalar, the same on every replica).
+  std::vector<GradAndVar> Unscale(const Scope& scope, const std::vector<GradAndVar>& grads,
+                                  Output* finite);
+  // The train op of a loss-scaled step: live whether `train` ran or was
+  // skipped, after the scale's update.
+  Node* FinishLossScaledStep(const Scope& scope, Node* train, Output finite);
+  bool loss_scaling_ = false;
+  LossScaleOptions loss_scale_options_;
+  Variable* loss_scale_ = nullptr;
+  Variable* good_steps_ = nullptr;
   const Graph* graph_ = nullptr;  // where iterations_ and the slots live
   Output applied_learning_rate_;
   std::map<std::pair<const Variable*, std::string>, Variable*> slots_;

@@ -23,13 +23,9 @@ Policy& GlobalPolicyLocked() {
 absl::StatusOr<Policy> PolicyFromName(absl::string_view name) {
   if (name == "float32") return Policy();
   if (name == "mixed_bfloat16") return Policy{"mixed_bfloat16", DT_BFLOAT16, DT_FLOAT};
-  if (name == "mixed_float16") {
-    return absl::InvalidArgumentError(
-        "dtype policy 'mixed_float16' needs loss scaling (float16 gradients underflow without it), which "
-        "Strata does not have yet; use 'mixed_bfloat16'");
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype policy '", name, "'; Strata has 'float32' and 'mixed_bfloat16'"));
+  if (name == "mixed_float16") return Policy{"mixed_float16", DT_HALF, DT_FLOAT};
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown dtype policy '", name, "'; Strata has 'float32', 'mixed_bfloat16' and 'mixed_float16'"));
 }
 
 void SetGlobalPolicy(const Policy& policy) {

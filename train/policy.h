@@ -13,10 +13,12 @@
 //   train::Dense logits(10);
 //   logits.set_dtype_policy(*train::PolicyFromName("float32"));  // one layer in float32
 //
-// Policies: "float32" (the default) and "mixed_bfloat16". "mixed_float16" is
-// refused: float16 gradients underflow without loss scaling, which Strata
-// does not have yet. Layers without bfloat16 kernels (Conv2D, MaxPool2D)
-// refuse a mixed policy when applied, naming themselves; give them float32.
+// Policies: "float32" (the default), "mixed_bfloat16" and "mixed_float16".
+// float16 gradients underflow without loss scaling, so under mixed_float16
+// train::Minimize turns on the optimizer's dynamic loss scaling
+// (train/optimizers.h LossScaleOptions), as Keras's compile does. Layers
+// without low-precision kernels (Conv2D, MaxPool2D) refuse a mixed policy
+// when applied, naming themselves; give them float32.
 //
 // Thread-safety: the global policy may be set and read from any thread (a
 // layer reads it once, when it is made). Ownership: values.
