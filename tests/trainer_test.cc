@@ -88,6 +88,32 @@ TEST(TrainerTest, CnnTrainsOnDigits) {
   EXPECT_GE(acc, 0.90);
 }
 
+// Mixed precision (issue 21's check): the digits MLP and CNN under
+// mixed_bfloat16 and mixed_float16 (loss-scaled) reach float32's test
+// accuracy within 1 point.
+TEST(TrainerTest, MixedPrecisionReachesFloat32AccuracyWithinOnePoint) {
+  for (const char* model : {"mlp", "cnn"}) {
+    double float32 = 0;
+    for (const char* policy : {"float32", "mixed_bfloat16", "mixed_float16"}) {
+      const std::string dir = TempDir(absl::StrCat("mixed_", model, "_", policy));
+      const std::string metrics = dir + "/metrics.jsonl";
+      Exit e = RunTrainer({absl::StrCat("--model=", model), "--hidden=128", "--steps=400",
+                           absl::StrCat("--dtype_policy=", policy),
+                           absl::StrCat("--metrics_out=", metrics)},
+                          absl::StrCat("mixed_", model, "_", policy));
+      ASSERT_EQ(e.code, 0) << e.err;
+      const double acc = FinalMetric(metrics, "test_accuracy");
+      std::printf("digits %s under %s: test accuracy %.4f\n", model, policy, acc);
+      if (std::string(policy) == "float32") {
+        float32 = acc;
+        EXPECT_GE(acc, 0.9) << model;
+      } else {
+        EXPECT_GE(acc, float32 - 0.01) << model << " under " << policy;
+      }
+    }
+  }
+}
+
 std::vector<std::string> ResumeFlags(const std::string& dir, int64_t steps) {
   return {"--model=mlp", "--hidden=64,32", "--optimizer=adam", "--global_batch_size=32",
           absl::StrCat("--steps=", steps), "--save_every_steps=50", "--max_to_keep=3",

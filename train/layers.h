@@ -206,7 +206,6 @@ class Conv2D : public Layer {
   std::string kind() const override { return "conv2d"; }
 
  protected:
-  bool ComputesInLowPrecision() const override { return false; }
   absl::Status Build(const Scope& scope, const PartialTensorShape& input) override;
   absl::StatusOr<Output> Call(const Scope& scope, Output input,
                               const std::vector<Output>& weights) override;
@@ -227,7 +226,6 @@ class MaxPool2D : public Layer {
   std::string kind() const override { return "max_pooling2d"; }
 
  protected:
-  bool ComputesInLowPrecision() const override { return false; }
   absl::StatusOr<Output> Call(const Scope& scope, Output input,
                               const std::vector<Output>& weights) override;
 

@@ -16,6 +16,7 @@
 #include "train/models.h"
 #include "train/optimizers.h"
 #include "train/policy.h"
+#include "train/sequence_layers.h"
 
 namespace strata {
 namespace train {
@@ -139,25 +140,33 @@ TEST(MixedPrecisionTest, AnMlpUnderMixedFloat16ScalesItsLossAndTrainsAsFloat32Do
   EXPECT_GE(half.accuracy, 0.97f);
 }
 
-TEST(MixedPrecisionTest, ALayerWithoutBfloat16KernelsRefusesAMixedPolicyNamingItself) {
+// Convolutions and pooling compute in the narrow dtype too (their CPU
+// kernels run the float ones, kernels/cpu/low_precision_kernels.cc); a layer
+// without narrow kernels refuses a mixed policy, naming itself.
+TEST(MixedPrecisionTest, ConvolutionsComputeNarrowAndALayerWithoutKernelsRefuses) {
   WithPolicy p("mixed_bfloat16");
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, 8, 8, 1}));
   Conv2D conv(Conv2D::Options{.filters = 4}, 1, "conv");
-  auto y = conv.Apply(root, x);
-  ASSERT_FALSE(y.ok());
-  EXPECT_NE(y.status().message().find("conv"), std::string::npos) << y.status();
-  EXPECT_NE(y.status().message().find("float32 policy"), std::string::npos) << y.status();
-  // Given float32, it runs, and a mixed Dense after it casts its input.
-  conv.set_dtype_policy(Policy());
   auto c = conv.Apply(root, x);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->type(), DT_FLOAT);
+  EXPECT_EQ(c->type(), DT_BFLOAT16);
+  MaxPool2D pool;
+  auto pooled = pool.Apply(root, *c);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  EXPECT_EQ(pooled->type(), DT_BFLOAT16);
   Flatten flat;
   Dense dense(3, Activation::kNone, 2, "dense");
-  auto d = dense.Apply(root, *flat.Apply(root, *c));
+  auto d = dense.Apply(root, *flat.Apply(root, *pooled));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->type(), DT_BFLOAT16);
+
+  Output seq = ops::Placeholder(root.WithOpName("seq"), DT_FLOAT, PartialTensorShape({-1, 4, 8}));
+  MultiHeadAttention attention(MultiHeadAttention::Options{.heads = 2, .key_dim = 4}, 1, "attention");
+  auto a = attention.Apply(root, seq);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("attention"), std::string::npos) << a.status();
+  EXPECT_NE(a.status().message().find("float32 policy"), std::string::npos) << a.status();
 }
 
 TEST(MixedPrecisionTest, AnEmbeddingKeepsItsTableAndCastsTheRowsItLooksUp) {
