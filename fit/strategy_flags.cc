@@ -86,7 +86,8 @@ ABSL_FLAG(int64_t, powersgd_start_step, 1000,
           "starts");
 ABSL_FLAG(int32_t, zero_stage, 0,
           "ZeRO: 0 keeps the optimizer's state (slots) on every replica, 1 shards it, each "
-          "replica keeping the slots of its 1/N of the parameters");
+          "replica keeping the slots of its 1/N of the parameters; 2 also keeps only that 1/N "
+          "of the reduced gradients (here the same as 1, which reduce-scatters them already)");
 ABSL_FLAG(
     int32_t, intra_op_threads, 0,
     "threads inside each op, per device (0: all cores divided by the CPU devices, at least 1)");
@@ -189,13 +190,15 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
   }
   if (c.powersgd_rank < 1) return bad("powersgd_rank", "must be >= 1");
   if (c.powersgd_start_step < 0) return bad("powersgd_start_step", "must be >= 0");
-  if (c.gradient_compression == "powersgd" && c.zero_stage == 1) {
+  if (c.gradient_compression == "powersgd" && c.zero_stage >= 1) {
     return bad("gradient_compression",
-               "powersgd does not combine with --zero_stage=1 (ZeRO reduce-scatters whole "
+               "powersgd does not combine with --zero_stage=1 or 2 (ZeRO reduce-scatters whole "
                "gradients)");
   }
-  if (c.zero_stage != 0 && c.zero_stage != 1) {
-    return bad("zero_stage", "must be 0 (mirrored optimizer state) or 1 (sharded)");
+  if (c.zero_stage < 0 || c.zero_stage > 2) {
+    return bad("zero_stage",
+               "must be 0 (mirrored optimizer state), 1 (sharded) or 2 (sharded state and "
+               "gradients)");
   }
   if (c.intra_op_threads < 0) return bad("intra_op_threads", "must be >= 0");
   if (c.inter_op_threads < 0) return bad("inter_op_threads", "must be >= 0");

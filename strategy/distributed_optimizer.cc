@@ -26,19 +26,19 @@ std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
     return grads_and_vars;
   }
   const int zero_stage = ctx->strategy()->options().zero_stage;
-  if (zero_stage != 0 && zero_stage != 1) {
+  if (zero_stage < 0 || zero_stage > 2) {
     scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
-        "StrategyOptions::zero_stage is ", zero_stage, "; 0 (mirrored optimizer state) and 1 "
-        "(sharded optimizer state) are the stages Strata has")));
+        "StrategyOptions::zero_stage is ", zero_stage, "; 0 (mirrored optimizer state), 1 "
+        "(sharded optimizer state) and 2 (sharded state and gradients) are the stages Strata has")));
     return {};
   }
-  if (zero_stage == 1 && ctx->strategy()->options().gradient_compression == "powersgd") {
+  if (zero_stage >= 1 && ctx->strategy()->options().gradient_compression == "powersgd") {
     scope.UpdateStatus(absl::InvalidArgumentError(
-        "StrategyOptions::gradient_compression 'powersgd' does not combine with zero_stage 1: "
+        "StrategyOptions::gradient_compression 'powersgd' does not combine with zero_stage 1 or 2: "
         "ZeRO reduce-scatters whole gradients, PowerSGD all-reduces low-rank factors of them"));
     return {};
   }
-  if (zero_stage == 1 && ctx->num_replicas_in_sync() > 1) {
+  if (zero_stage >= 1 && ctx->num_replicas_in_sync() > 1) {
     // The strategy's checks first (variables made under it), then sharding.
     absl::Status checked = ctx->strategy()->CheckGradientVariables(grads_and_vars);
     absl::StatusOr<std::vector<train::GradAndVar>> out =

@@ -145,7 +145,10 @@ struct StrategyOptions {
   float collective_timeout_seconds = 0;
   // ZeRO: 0 mirrors the optimizer's state on every replica; 1 shards it,
   // each replica keeping the slots of its 1/N of the parameters
-  // (strategy/sharded_update.h). Other values are InvalidArgument when a
+  // (strategy/sharded_update.h); 2 also keeps only the replica's 1/N of the
+  // reduced gradients, which stage 1 already does here (the gradients are
+  // reduce-scattered bucket by bucket as backward makes them, never
+  // all-reduced), so 2 runs as 1. Other values are InvalidArgument when a
   // DistributedOptimizer applies gradients.
   int zero_stage = 0;
   // Gradient compression on the wire: "none", or "bfloat16" / "float16":
@@ -153,7 +156,7 @@ struct StrategyOptions {
   // ZeRO's reduce-scatter), reduced in float and rounded once, and cast back
   // (Horovod's fp16 compression, PyTorch's bf16/fp16 communication hooks);
   // or "powersgd": gradient matrices travel as low-rank factors with error
-  // feedback (strategy/powersgd.h; not with zero_stage 1). Others are
+  // feedback (strategy/powersgd.h; not with zero_stage 1 or 2). Others are
   // InvalidArgument when a DistributedOptimizer applies gradients.
   std::string gradient_compression = "none";
   // PowerSGD: the rank of the approximation; the steps all-reduced plain

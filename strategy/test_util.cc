@@ -218,6 +218,8 @@ std::unique_ptr<AdamStep> BuildAdamStep(Strategy& strategy, int64_t features,
       {PerReplica(xs), PerReplica(ys)});
   b->status = result.status();
   if (result.ok()) b->step = *result;
+  b->xs = xs;
+  b->ys = ys;
   return b;
 }
 

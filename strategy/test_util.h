@@ -84,6 +84,7 @@ struct AdamStep {
   Scope root = Scope::NewRootScope();
   absl::Status status;
   RunResult step;
+  std::vector<Output> xs, ys;  // each replica's placeholders
 };
 std::unique_ptr<AdamStep> BuildAdamStep(Strategy& strategy, int64_t features,
                                         const std::vector<int64_t>& hidden, int64_t classes);
