@@ -14,14 +14,6 @@
 namespace strata {
 namespace fit {
 
-namespace {
-
-Output Int64s(const Scope& s, std::vector<int64_t> values) {
-  const int64_t n = static_cast<int64_t>(values.size());
-  return ops::Const<int64_t>(s, values, TensorShape{n});
-}
-
-}  // namespace
 
 absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, train::Variable* v,
                                     std::vector<Node*>* assigns) {
@@ -64,23 +56,23 @@ absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, tra
   int64_t offset = 0;
   for (size_t i = 0; i < c.names.size(); ++i) {
     std::vector<int64_t> dims(c.shapes[i].dim_sizes().begin(), c.shapes[i].dim_sizes().end());
-    Output piece = ops::Slice(save, all, Int64s(save, {offset}), Int64s(save, {sizes[i]}));
-    Output read = ops::Reshape(save.WithOpName(c.names[i]), piece, Int64s(save, dims));
+    Output piece = ops::Slice(save, all, ops::Const<int64_t>(save, {offset}), ops::Const<int64_t>(save, {sizes[i]}));
+    Output read = ops::Reshape(save.WithOpName(c.names[i]), piece, ops::Const<int64_t>(save, dims));
     offset += sizes[i];
     Output value = ops::Placeholder(restore.WithOpName(c.names[i]), v->dtype(),
                                     PartialTensorShape(c.shapes[i]));
-    flat.push_back(ops::Reshape(restore, value, Int64s(restore, {-1})));
+    flat.push_back(ops::Reshape(restore, value, ops::Const<int64_t>(restore, {-1})));
     entries_.push_back({c.names[i], v->dtype(), c.shapes[i], read.name(), value.name()});
   }
   if (padded > total) {
-    flat.push_back(ops::Fill(restore, Int64s(restore, {padded - total}),
+    flat.push_back(ops::Fill(restore, ops::Const<int64_t>(restore, {padded - total}),
                              train::ScalarConst(restore, v->dtype(), 0)));
   }
   Output joined = flat.size() == 1 ? flat[0] : ops::Concat(restore, flat, ops::Const(restore, 0));
   for (size_t b = 0; b < c.component_of_block.size(); ++b) {
     if (c.component_of_block[b] < 0) continue;  // another process restores it
-    Output block = ops::Slice(restore, joined, Int64s(restore, {static_cast<int64_t>(b) * c.block}),
-                              Int64s(restore, {c.block}));
+    Output block = ops::Slice(restore, joined, ops::Const<int64_t>(restore, {static_cast<int64_t>(b) * c.block}),
+                              ops::Const<int64_t>(restore, {c.block}));
     assigns->push_back(v->replica(c.component_of_block[b])->Assign(restore, block));
   }
   return restore.status();

@@ -18,11 +18,6 @@ namespace strata {
 namespace distribute {
 namespace {
 
-Output Shape(const Scope& s, std::vector<int64_t> dims) {
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  return ops::Const<int64_t>(s, dims, TensorShape{rank});
-}
-
 // Scratch that checkpoints leave out (train::ShardedContents::saved).
 void MarkScratch(train::Variable* v) {
   train::ShardedContents scratch;
@@ -210,7 +205,7 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
       first_shapes.push_back(shapes[i]);
     } else {
       const Matrix& mx = *matrix[i];
-      Output grad = ops::Reshape(c, compress_in[i], Shape(c, {mx.rows, mx.cols}));
+      Output grad = ops::Reshape(c, compress_in[i], ops::Const<int64_t>(c, {mx.rows, mx.cols}));
       m_of[i] = ops::AddV2(c, grad, CopyOf(mx.error, r)->Read(c));
       first.push_back(
           ops::MatMul(c, m_of[i], CopyOf(mx.q, r)->Read(c), ops::MatMul::Attrs().TransposeB(true)));
@@ -263,7 +258,7 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
       Node* keep_q = CopyOf(mx.q, r)->Assign(c, q);
       std::vector<int64_t> dims(shapes[i].dim_sizes().begin(), shapes[i].dim_sizes().end());
       compressed = ops::Reshape(c.WithControlDependencies(std::vector<Node*>{keep_error, keep_q}),
-                                approx, Shape(c, dims));
+                                approx, ops::Const(c, dims));
     }
     Output merged = ops::Merge(s, {plain[i], compressed}).output;
     out.push_back(ops::Identity(s.WithControlDependencies({count}), merged));

@@ -48,6 +48,10 @@ template <typename T>
 Output Const(const Scope& s, std::initializer_list<T> values) {
   return Const<T>(s, values, TensorShape{static_cast<int64_t>(values.size())});
 }
+template <typename T>
+Output Const(const Scope& s, const std::vector<T>& values) {
+  return Const<T>(s, values, TensorShape{static_cast<int64_t>(values.size())});
+}
 // A scalar constant: ops::Const(scope, 1.0f), ops::Const(scope, int64_t{3}).
 template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
 Output Const(const Scope& s, T value) {
