@@ -25,12 +25,6 @@ void MarkScratch(train::Variable* v) {
   v->set_sharded_contents(std::move(scratch));
 }
 
-// Copy r of a mirrored variable (copy 0 for replica 0: the mirrored
-// object's own Assign would write every copy).
-train::Variable* CopyOf(train::Variable* v, int r) {
-  return v->num_replicas() > r ? v->replica(r) : v;
-}
-
 }  // namespace
 
 absl::Status PowerSgd::CheckOptions(const StrategyOptions& options) {
@@ -144,7 +138,6 @@ absl::StatusOr<const PowerSgd::Matrix*> PowerSgd::MatrixOf(const Scope& scope, R
 absl::StatusOr<OutputList> PowerSgd::AllReduce(
     const Scope& scope, ReplicaContext& ctx, const std::vector<train::GradAndVar>& grads_and_vars) {
   const StrategyOptions& o = ctx.strategy()->options();
-  STRATA_RETURN_IF_ERROR(CheckOptions(o));
   const int r = ctx.replica_id();
   if (r == 0) {
     absl::flat_hash_set<std::string> names;
@@ -173,7 +166,7 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
   }
 
   // The step counter decides: plain all-reduce before start_step.
-  train::Variable* step = CopyOf(step_, r);
+  train::Variable* step = step_;
   Output pred = ops::GreaterEqual(s, step->Read(s), ops::Const(s, int64_t{o.powersgd_start_step}));
   Node* count =
       step->AssignAdd(s.WithControlDependencies({pred.node()}), ops::Const(s, int64_t{1}));
@@ -206,9 +199,9 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
     } else {
       const Matrix& mx = *matrix[i];
       Output grad = ops::Reshape(c, compress_in[i], ops::Const<int64_t>(c, {mx.rows, mx.cols}));
-      m_of[i] = ops::AddV2(c, grad, CopyOf(mx.error, r)->Read(c));
+      m_of[i] = ops::AddV2(c, grad, mx.error->Read(c));
       first.push_back(
-          ops::MatMul(c, m_of[i], CopyOf(mx.q, r)->Read(c), ops::MatMul::Attrs().TransposeB(true)));
+          ops::MatMul(c, m_of[i], mx.q->Read(c), ops::MatMul::Attrs().TransposeB(true)));
       first_shapes.push_back(TensorShape{mx.rows, mx.rank});
       spec.num_elements = mx.rows * mx.rank;
     }
@@ -254,8 +247,8 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
       const int k = second_index[i];
       Output q = second_reduced[k];
       Output approx = ops::MatMul(c, p_hat[k], q);
-      Node* keep_error = CopyOf(mx.error, r)->Assign(c, ops::Sub(c, m_of[i], approx));
-      Node* keep_q = CopyOf(mx.q, r)->Assign(c, q);
+      Node* keep_error = mx.error->Assign(c, ops::Sub(c, m_of[i], approx));
+      Node* keep_q = mx.q->Assign(c, q);
       std::vector<int64_t> dims(shapes[i].dim_sizes().begin(), shapes[i].dim_sizes().end());
       compressed = ops::Reshape(c.WithControlDependencies(std::vector<Node*>{keep_error, keep_q}),
                                 approx, ops::Const(c, dims));

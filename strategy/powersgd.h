@@ -59,7 +59,8 @@ class PowerSgd {
 
   // The mean over the replicas of each gradient (its approximation for the
   // compressed ones), in the order of `grads_and_vars` (this replica's
-  // gradients, the strategy's variables).
+  // gradients, the strategy's variables). The options must have passed
+  // CheckOptions.
   absl::StatusOr<OutputList> AllReduce(const Scope& scope, ReplicaContext& ctx,
                                        const std::vector<train::GradAndVar>& grads_and_vars);
 

@@ -456,12 +456,15 @@ absl::StatusOr<std::vector<train::GradAndVar>> Strategy::AggregateGradients(
     shapes.push_back(var->shape());
   }
   STRATA_ASSIGN_OR_RETURN(const DataType wire, GradientWireDtype(options_));
-  if (options_.gradient_compression == "powersgd") STRATA_RETURN_IF_ERROR(PowerSgd::CheckOptions(options_));
+  const bool powersgd = options_.gradient_compression == "powersgd";
+  if (powersgd) STRATA_RETURN_IF_ERROR(PowerSgd::CheckOptions(options_));
   if (n == 1) return local;
-  if (options_.gradient_compression == "powersgd") {
+  if (powersgd) {
     if (powersgd_ == nullptr) powersgd_ = std::make_unique<PowerSgd>();
     std::vector<train::GradAndVar> mine;
-    for (size_t i = 0; i < grads_and_vars.size(); ++i) mine.push_back({grads[i], grads_and_vars[i].second});
+    for (size_t i = 0; i < grads_and_vars.size(); ++i) {
+      mine.push_back({grads[i], grads_and_vars[i].second});
+    }
     STRATA_ASSIGN_OR_RETURN(OutputList reduced, powersgd_->AllReduce(scope, *ctx, mine));
     for (size_t i = 0; i < local.size(); ++i) local[i].first = reduced[i];
     STRATA_RETURN_IF_ERROR(scope.status());

@@ -1,11 +1,11 @@
 #include "train/optimizers.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/training_ops.h"
-#include "base/status.h"
 #include "train/initializers.h"
 
 namespace strata {
