@@ -1,11 +1,14 @@
 #include "fit/checkpoint.h"
 
+#include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
@@ -38,31 +41,57 @@ absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, tra
     total += shape.num_elements();
   }
   const int64_t padded = c.block * static_cast<int64_t>(c.component_of_block.size());
-  // Save: the blocks in order (this process's, gathered over the processes
-  // if others hold some: each holds a run of consecutive blocks), cut into
-  // the logical tensors.
+  // Save: this process's blocks in order (a run of consecutive blocks
+  // [first, end): where other processes hold the rest, each writes the
+  // pieces of the logical tensors it holds to its shard); else cut into the
+  // logical tensors.
   OutputList blocks;
-  for (int component : c.component_of_block) {
-    if (component >= 0) blocks.push_back(v->replica(component)->Read(save));
+  int64_t first = -1, end = -1;
+  for (size_t b = 0; b < c.component_of_block.size(); ++b) {
+    if (c.component_of_block[b] < 0) continue;
+    if (end >= 0 && end != static_cast<int64_t>(b)) {
+      return absl::InternalError(absl::StrCat("Checkpoint: sharded variable '", v->name(),
+                                              "' has blocks ", first, "..", end - 1, " and ", b,
+                                              " here: not one run"));
+    }
+    if (first < 0) first = static_cast<int64_t>(b);
+    end = static_cast<int64_t>(b) + 1;
+    blocks.push_back(v->replica(c.component_of_block[b])->Read(save));
+  }
+  if (blocks.empty()) {
+    return absl::InternalError(absl::StrCat("Checkpoint: sharded variable '", v->name(), "' has no block here"));
   }
   Output all = blocks.size() == 1 ? blocks[0] : ops::Concat(save, blocks, ops::Const(save, 0));
-  if (remote) {
-    all = c.gather_processes(save, all);
+  if (remote && report_fetch_.empty()) {
+    // The exchange after the shards are written: every process's report
+    // (its shard's name, whether it was written), gathered in process order.
+    Output report = ops::Placeholder(save.WithOpName("shard_report"), DT_DOUBLE, PartialTensorShape({2}));
+    Output reports = c.gather_processes(save.WithOpName("shard_reports"), report);
     STRATA_RETURN_IF_ERROR(save.status());
-    every_process_saves_ = true;
+    report_feed_ = report.name();
+    report_fetch_ = reports.name();
   }
+  every_process_saves_ |= remote;
+  const int64_t here_begin = first * c.block, here_end = end * c.block;
   // Restore: the logical tensors, flattened, padded and cut into blocks.
   OutputList flat;
   int64_t offset = 0;
   for (size_t i = 0; i < c.names.size(); ++i) {
     std::vector<int64_t> dims(c.shapes[i].dim_sizes().begin(), c.shapes[i].dim_sizes().end());
-    Output piece = ops::Slice(save, all, ops::Const<int64_t>(save, {offset}), ops::Const<int64_t>(save, {sizes[i]}));
-    Output read = ops::Reshape(save.WithOpName(c.names[i]), piece, ops::Const<int64_t>(save, dims));
+    std::string read;
+    if (!remote) {
+      Output piece = ops::Slice(save, all, ops::Const<int64_t>(save, {offset}), ops::Const<int64_t>(save, {sizes[i]}));
+      read = ops::Reshape(save.WithOpName(c.names[i]), piece, ops::Const<int64_t>(save, dims)).name();
+    } else if (const int64_t lo = std::max(offset, here_begin), hi = std::min(offset + sizes[i], here_end); lo < hi) {
+      Output piece = ops::Slice(save.WithOpName(c.names[i]), all, ops::Const<int64_t>(save, {lo - here_begin}),
+                                ops::Const<int64_t>(save, {hi - lo}));
+      pieces_.push_back({c.names[i], piece.name(), lo - offset});
+    }
     offset += sizes[i];
     Output value = ops::Placeholder(restore.WithOpName(c.names[i]), v->dtype(),
                                     PartialTensorShape(c.shapes[i]));
     flat.push_back(ops::Reshape(restore, value, ops::Const<int64_t>(restore, {-1})));
-    entries_.push_back({c.names[i], v->dtype(), c.shapes[i], read.name(), value.name()});
+    entries_.push_back({c.names[i], v->dtype(), c.shapes[i], read, value.name()});
   }
   if (padded > total) {
     flat.push_back(ops::Fill(restore, ops::Const<int64_t>(restore, {padded - total}),
@@ -167,11 +196,23 @@ absl::Status Checkpoint::TrackTensor(const std::string& name, DataType dtype, co
 }
 
 absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::string, Tensor>>* tensors,
-                                 std::map<std::string, std::string>* metadata) const {
+                                 std::map<std::string, std::string>* metadata,
+                                 std::vector<TensorPiece>* pieces) const {
+  if (!pieces_.empty() && pieces == nullptr) {
+    return absl::FailedPreconditionError(
+        "Checkpoint::Collect: the state is sharded over the processes; each writes its pieces");
+  }
   std::vector<Tensor> values;
-  STRATA_RETURN_IF_ERROR(ReadEntries(session, &values));
+  STRATA_RETURN_IF_ERROR(ReadEntries(session, /*entries=*/true, &values));
   tensors->clear();
-  for (size_t i = 0; i < values.size(); ++i) tensors->emplace_back(entries_[i].name, std::move(values[i]));
+  size_t at = 0;
+  for (const Entry& e : entries_) {
+    if (!e.read.empty()) tensors->emplace_back(e.name, std::move(values[at++]));
+  }
+  if (pieces != nullptr) {
+    pieces->clear();
+    for (const Piece& p : pieces_) pieces->push_back({p.name, p.element_offset, std::move(values[at++])});
+  }
   for (const TrackedTensor& t : tensors_) {
     absl::StatusOr<Tensor> value = t.save();
     if (!value.ok()) return AnnotateStatus(value.status(), absl::StrCat("checkpoint state '", t.name, "': "));
@@ -192,15 +233,46 @@ absl::Status Checkpoint::Collect(Session* session, std::vector<std::pair<std::st
   return absl::OkStatus();
 }
 
-absl::Status Checkpoint::ReadEntries(Session* session, std::vector<Tensor>* values) const {
+absl::Status Checkpoint::ReadEntries(Session* session, bool entries, std::vector<Tensor>* values) const {
   std::vector<std::string> reads;
-  for (const Entry& e : entries_) reads.push_back(e.read);
+  for (const Entry& e : entries_) {
+    if (entries && !e.read.empty()) reads.push_back(e.read);
+  }
+  for (const Piece& p : pieces_) reads.push_back(p.read);
   return session->Run({}, reads, {}, values);
 }
 
-absl::Status Checkpoint::RunReads(Session* session) const {
+absl::Status Checkpoint::ReadPieces(Session* session, std::vector<TensorPiece>* pieces) const {
   std::vector<Tensor> values;
-  return ReadEntries(session, &values);
+  STRATA_RETURN_IF_ERROR(ReadEntries(session, /*entries=*/false, &values));
+  pieces->clear();
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    pieces->push_back({pieces_[i].name, pieces_[i].element_offset, std::move(values[i])});
+  }
+  return absl::OkStatus();
+}
+
+std::vector<SlicedTensor> Checkpoint::sliced_tensors() const {
+  std::vector<SlicedTensor> out;
+  for (const Entry& e : entries_) {
+    if (e.read.empty()) out.push_back({e.name, e.dtype, e.shape});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<double>> Checkpoint::ExchangeReports(Session* session, double name,
+                                                                bool written) const {
+  if (report_feed_.empty()) return absl::FailedPreconditionError("Checkpoint: nothing is sharded over processes");
+  Tensor report(DT_DOUBLE, TensorShape{2});
+  report.data<double>()[0] = name;
+  report.data<double>()[1] = written ? 1 : 0;
+  std::vector<Tensor> out;
+  STRATA_RETURN_IF_ERROR(session->Run({{report_feed_, report}}, {report_fetch_}, {}, &out));
+  const auto values = out[0].span<double>();
+  if (out[0].dtype() != DT_DOUBLE || values.size() % 2 != 0 || values.empty()) {
+    return absl::InternalError(absl::StrCat("Checkpoint: the shard reports came back as ", out[0].DebugString()));
+  }
+  return std::vector<double>(values.begin(), values.end());
 }
 
 absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reader) const {
@@ -266,8 +338,51 @@ absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(con
 absl::StatusOr<std::string> CheckpointManager::Save(Session* session, int64_t step) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, std::string> metadata;
-  STRATA_RETURN_IF_ERROR(checkpoint_->Collect(session, &tensors, &metadata));
-  return files_->Save(step, tensors, metadata);
+  if (!checkpoint_->every_process_saves()) {
+    STRATA_RETURN_IF_ERROR(checkpoint_->Collect(session, &tensors, &metadata));
+    return files_->Save(step, tensors, metadata);
+  }
+  std::vector<TensorPiece> pieces;
+  absl::Status read = checkpoint_->Collect(session, &tensors, &metadata, &pieces);
+  STRATA_ASSIGN_OR_RETURN(std::vector<double> reports, WriteShard(session, step, read, pieces));
+  CheckpointShards shards;
+  shards.tensors = checkpoint_->sliced_tensors();
+  for (size_t p = 0; p < reports.size() / 2; ++p) {
+    if (reports[2 * p + 1] != 1) {
+      return absl::AbortedError(absl::StrCat("checkpoint ", files_->ShardPrefix(step, "*"), ": worker ", p,
+                                             " could not write its shard; its own error says why"));
+    }
+    shards.prefixes.push_back(files_->ShardPrefix(step, ShardName(reports[2 * p])));
+  }
+  return files_->Save(step, tensors, metadata, shards);
+}
+
+absl::Status CheckpointManager::SaveShard(Session* session, int64_t step) {
+  if (!checkpoint_->every_process_saves()) return absl::OkStatus();
+  std::vector<TensorPiece> pieces;
+  absl::Status read = checkpoint_->ReadPieces(session, &pieces);
+  return WriteShard(session, step, read, pieces).status();
+}
+
+std::string CheckpointManager::ShardName(double name) {
+  return absl::StrFormat("%012x", static_cast<uint64_t>(name));
+}
+
+absl::StatusOr<std::vector<double>> CheckpointManager::WriteShard(Session* session, int64_t step,
+                                                                  absl::Status status,
+                                                                  const std::vector<TensorPiece>& pieces) {
+  // A fresh name per save (48 random bits: exact in the double the exchange
+  // carries), so that the shards of a committed checkpoint of this step
+  // stay untouched until the new one commits.
+  std::random_device random;
+  const uint64_t name = ((uint64_t{random()} << 32) ^ random()) & ((uint64_t{1} << 48) - 1);
+  if (status.ok()) status = SaveCheckpointShard(files_->ShardPrefix(step, ShardName(static_cast<double>(name))), pieces);
+  // Every process reports, even after a failure of its own, so that none
+  // waits for it in the exchange.
+  absl::StatusOr<std::vector<double>> reports =
+      checkpoint_->ExchangeReports(session, static_cast<double>(name), status.ok());
+  STRATA_RETURN_IF_ERROR(status);
+  return reports;
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointManager::OpenLatest(

@@ -24,13 +24,19 @@
 // "dense/kernel/Adam/m", "Adam/iter"): a mirrored variable is read from its
 // first copy and restored into every copy, so a checkpoint written under
 // one strategy or replica count resumes under another. Sharded optimizer
-// state (StrategyOptions::zero_stage 1) is saved as the unsharded slots it
+// state (StrategyOptions::zero_stage) is saved as the unsharded slots it
 // stands for, gathered from the process's copies, and restored into any
-// sharding. Across several workers each holds some blocks: every worker
-// then takes part in each save (every_process_saves(), RunReads), and the
-// chief writes the gathered tensors. Scratch (ShardedContents::saved false:
-// ZeRO's shard variables, PowerSGD's state) is not saved; a restore runs
-// its initializer.
+// sharding. Across several workers each holds some blocks, and the
+// checkpoint is sharded (runtime/checkpoint/checkpoint_writer.h): every
+// worker takes part in each save (every_process_saves()): each writes the
+// pieces of the slots it holds to a shard of its own (SaveShard; the
+// chief's in Save), the workers exchange their shards' names and whether
+// they were written (one small all-gather), and the chief commits the
+// index naming every shard, or fails naming the worker whose shard is
+// missing. No worker sends its state to another. A restore reads the
+// slots whole from the shards, so it fits any replica count, sharded or
+// not. Scratch (ShardedContents::saved false: ZeRO's shard variables,
+// PowerSGD's state) is not saved; a restore runs its initializer.
 //
 // Errors: restoring a checkpoint that lacks a tracked variable or holds it
 // with another dtype or shape (a checkpoint of another model) is
@@ -41,8 +47,9 @@
 //
 // Thread-safety: build (Create, Track*) with the thread that builds the
 // graph; Save and Restore with one thread at a time. In a multi-worker run
-// only the chief saves (one writer per directory; where every_process_saves()
-// the others run RunReads at the same steps); every worker restores.
+// only the chief saves (one committer per directory; where
+// every_process_saves() the others run SaveShard at the same steps); every
+// worker restores.
 // Ownership: the Checkpoint must outlive its managers; the callbacks'
 // captures must outlive the Checkpoint's use.
 #ifndef STRATA_FIT_CHECKPOINT_H_
@@ -62,6 +69,7 @@
 #include "graph/tensor.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
+#include "runtime/checkpoint/checkpoint_writer.h"
 #include "runtime/session.h"
 #include "train/variable.h"
 
@@ -89,16 +97,25 @@ class Checkpoint {
                            std::function<absl::Status(const Tensor&)> restore);
 
   // What a save writes: every variable's value (read in `session`) and every
-  // tracked tensor; the tracked strings as metadata.
+  // tracked tensor; the tracked strings as metadata; where state is sharded
+  // over the processes (every_process_saves()), this process's `pieces` of
+  // it, in the same Session::Run (FailedPrecondition without `pieces`).
   absl::Status Collect(Session* session, std::vector<std::pair<std::string, Tensor>>* tensors,
-                       std::map<std::string, std::string>* metadata) const;
+                       std::map<std::string, std::string>* metadata,
+                       std::vector<TensorPiece>* pieces = nullptr) const;
 
-  // Whether a save needs every process of the run: sharded optimizer state
-  // whose blocks other workers hold is gathered by a collective, so every
-  // worker runs the reads together (RunReads; the chief's Collect).
+  // Whether a save needs every process of the run: optimizer state sharded
+  // over the workers goes into a sharded checkpoint, to which every worker
+  // writes its shard.
   bool every_process_saves() const { return every_process_saves_; }
-  // A save's reads without the writing: a worker's part in the chief's save.
-  absl::Status RunReads(Session* session) const;
+  // This process's pieces of the sharded state (a worker's shard).
+  absl::Status ReadPieces(Session* session, std::vector<TensorPiece>* pieces) const;
+  // The tensors the shards hold.
+  std::vector<SlicedTensor> sliced_tensors() const;
+  // Every process's report (its shard's `name` and whether it was
+  // `written`), gathered in process order as pairs of doubles: every
+  // process runs it together, once per save.
+  absl::StatusOr<std::vector<double>> ExchangeReports(Session* session, double name, bool written) const;
 
   // Assigns every variable from `reader`, then restores the tracked state.
   absl::Status Restore(Session* session, const CheckpointReader& reader) const;
@@ -128,15 +145,25 @@ class Checkpoint {
     std::string read;  // the output that reads it
     std::string feed;  // the placeholder its restore is fed to
   };
+  // This process's piece of a tensor sharded over the processes: its
+  // elements from element_offset, flattened.
+  struct Piece {
+    std::string name;
+    std::string read;
+    int64_t element_offset;
+  };
   // The entries of sharded variable `v` (train::ShardedContents), and its
   // copies' assignments from them.
   absl::Status AddSharded(const Scope& save, const Scope& restore, train::Variable* v,
                           std::vector<Node*>* assigns);
-  // Every entry's value, in entry order (one Session::Run).
-  absl::Status ReadEntries(Session* session, std::vector<Tensor>* values) const;
+  // The values of the entries read here (if `entries`), then of the pieces,
+  // in order (one Session::Run).
+  absl::Status ReadEntries(Session* session, bool entries, std::vector<Tensor>* values) const;
 
   std::vector<train::Variable*> variables_;
-  std::vector<Entry> entries_;
+  std::vector<Entry> entries_;  // `read` empty: a sliced tensor, in pieces_
+  std::vector<Piece> pieces_;
+  std::string report_feed_, report_fetch_;
   bool every_process_saves_ = false;
   std::string restore_target_;
   std::vector<TrackedString> strings_;
@@ -160,8 +187,13 @@ class CheckpointManager {
   const Checkpoint& checkpoint() const { return *checkpoint_; }
 
   // Writes "<dir>/ckpt-<step>" atomically with every tracked value, its
-  // metadata "global_step" = step; returns its prefix.
+  // metadata "global_step" = step; returns its prefix. Where
+  // every_process_saves(), the chief's part: its shard, the exchange, the
+  // commit (Aborted naming the worker whose shard was not written).
   absl::StatusOr<std::string> Save(Session* session, int64_t step);
+  // Another worker's part in the chief's Save of `step` where
+  // every_process_saves() (nothing otherwise): its shard and the exchange.
+  absl::Status SaveShard(Session* session, int64_t step);
 
   // The newest intact checkpoint (corrupt newer ones skipped, each reported
   // in `skipped`); NotFound when the directory holds none.
@@ -177,6 +209,12 @@ class CheckpointManager {
  private:
   CheckpointManager(const Checkpoint* checkpoint, std::unique_ptr<::strata::CheckpointManager> files)
       : checkpoint_(checkpoint), files_(std::move(files)) {}
+  // Writes this process's shard of `step` (unless `status`, the read's, is
+  // an error) and exchanges the reports; returns them, or this process's
+  // error.
+  absl::StatusOr<std::vector<double>> WriteShard(Session* session, int64_t step, absl::Status status,
+                                                 const std::vector<TensorPiece>& pieces);
+  static std::string ShardName(double name);
   const Checkpoint* const checkpoint_;
   const std::unique_ptr<::strata::CheckpointManager> files_;
 };

@@ -346,12 +346,12 @@ absl::Status TrainLoop::EndEpoch(int64_t step) {
 }
 
 // The chief writes the checkpoints; where the state is sharded over the
-// workers, every worker takes part in gathering it.
+// workers, every worker writes its shard.
 absl::Status TrainLoop::Save(int64_t step) {
   if (manager_ == nullptr || saved_step_ == step) return absl::OkStatus();
   if (!chief_) {
     if (manager_->checkpoint().every_process_saves()) {
-      STRATA_RETURN_IF_ERROR(manager_->checkpoint().RunReads(session_.get()));
+      STRATA_RETURN_IF_ERROR(manager_->SaveShard(session_.get(), step));
       saved_step_ = step;
     }
     return absl::OkStatus();

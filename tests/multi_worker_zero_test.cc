@@ -4,8 +4,10 @@
 // ZeRO (--zero_stage=1): 2 workers x 2 devices shard Adam's slots over 4 replicas;
 // after 200 steps, interrupted at 120 and resumed, every weight and every
 // (unsharded-named) slot of the cluster's checkpoint is within 1e-5 of a
-// one-device run's; each save gathers the workers' blocks, which the chief
-// writes; the resumed run restores each worker's blocks.
+// one-device run's; each save is sharded (each worker writes its blocks, the
+// chief commits the index); the resumed run restores each worker's blocks;
+// the sharded checkpoint restores into 4 replicas of one process, sharded,
+// and into one device, and one device's into the sharded cluster.
 //
 // PowerSGD (--gradient_compression=powersgd): 2 workers x 2 devices, rank
 // 2; the steps before --powersgd_start_step are the uncompressed all-reduce
@@ -13,6 +15,7 @@
 // worker at once (the conditional's collectives meet across processes), the
 // run stops and resumes (the compressor's state is scratch, not in the
 // checkpoint) and reaches one device's test accuracy within 3 points.
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -21,7 +24,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
 #include "gtest/gtest.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
 #include "tests/trainer_process.h"
 
 namespace strata {
@@ -65,6 +70,67 @@ TEST(MultiWorkerZeroTest, ShardedAdamOnTwoWorkersResumesAndEndsAsOneDevice) {
   // divides by the root of v, so an element of size 1e-3 differs by 1e-8.
   EXPECT_LE(ExpectCloseTensors(one + "/ckpt-200", sharded + "/ckpt-200", 1e-4), 1e-4);
   EXPECT_LE(ExpectCloseTensors(sharded + "/ckpt-200", one + "/ckpt-200", 1e-4), 1e-4);
+
+  // The cluster's checkpoints are sharded: each worker wrote the slots it
+  // holds to a shard of its own; the chief's index names both.
+  auto reader = CheckpointReader::Open(sharded + "/ckpt-200");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->shard_prefixes().size(), 2u);
+  EXPECT_TRUE((*reader)->VerifyAll().ok());
+
+  // Restores across shapes, each continued to step 240 and compared with
+  // one device continuing its own checkpoint: the sharded checkpoint on one
+  // process of 4 replicas sharded there and on one device unsharded; one
+  // device's unsharded checkpoint on the 2-worker sharded cluster.
+  auto resume = [&](const std::string& from, const std::string& name) {
+    const std::string dir = TempDir(name + "_ckpt");  // `name` holds the logs
+    std::filesystem::copy(from, dir,
+                          std::filesystem::copy_options::recursive |
+                              std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::remove(dir + "/m.jsonl");
+    std::vector<std::string> f = common;
+    f.insert(f.end(), {"--steps=240", "--checkpoint_dir=" + dir, "--metrics_out=" + dir + "/m.jsonl"});
+    return std::make_pair(dir, f);
+  };
+  // (A run from scratch would end the same: each must say it resumed.)
+  auto resumed = [](const std::string& err, const std::string& dir) {
+    return absl::StrContains(err, "resumed from " + dir + "/ckpt-200 at step 200");
+  };
+  auto [reference, reference_flags] = resume(one, "zero_continue_one");
+  e = RunTrainer(reference_flags, "zero_continue_one");
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  EXPECT_TRUE(resumed(e.err, reference)) << e.err;
+  const double want = FinalMetric(reference + "/m.jsonl", "loss");
+  ASSERT_GT(want, 0);
+  auto [four, four_flags] = resume(sharded, "zero_sharded_on_four");
+  four_flags.insert(four_flags.end(), {"--zero_stage=1", "--num_cpu_devices=4"});
+  e = RunTrainer(four_flags, "zero_sharded_on_four");
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  EXPECT_TRUE(resumed(e.err, four)) << e.err;
+  auto [alone_dir, alone_flags] = resume(sharded, "zero_sharded_on_one");
+  e = RunTrainer(alone_flags, "zero_sharded_on_one");
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  EXPECT_TRUE(resumed(e.err, alone_dir)) << e.err;
+  auto [cluster_dir, cluster_flags] = resume(one, "zero_one_on_cluster");
+  cluster_flags.insert(cluster_flags.end(), {"--zero_stage=1", "--num_cpu_devices=2"});
+  exits = RunTrainerCluster(2, "zero_one_on_cluster", cluster_flags);
+  for (int w = 0; w < 2; ++w) ASSERT_EQ(exits[w].code, 0) << "worker " << w << " " << Describe(exits[w]);
+  EXPECT_TRUE(resumed(exits[0].err, cluster_dir)) << exits[0].err;  // the chief reports
+  for (const std::string& dir : {four, alone_dir, cluster_dir}) {
+    EXPECT_EQ(LastStep(dir + "/m.jsonl"), 240) << dir;
+    EXPECT_NEAR(FinalMetric(dir + "/m.jsonl", "loss"), want, 1e-5) << dir;
+  }
+
+  // A shard of the newest checkpoint lost: that checkpoint is skipped,
+  // naming the shard, and the run resumes from the one before.
+  auto [damaged, damaged_flags] = resume(sharded, "zero_lost_shard");
+  std::filesystem::remove(damaged + "/" + io::BaseName((*reader)->shard_prefixes()[1]) + ".index");
+  e = RunTrainer(damaged_flags, "zero_lost_shard");
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(e.err, io::BaseName((*reader)->shard_prefixes()[1])) &&
+              absl::StrContains(e.err, "is missing"))
+      << e.err;
+  EXPECT_TRUE(absl::StrContains(e.err, "resumed from " + damaged + "/ckpt-160 at step 160")) << e.err;
 }
 
 // step -> loss of the metrics file's per-step lines.

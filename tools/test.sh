@@ -78,7 +78,8 @@ if [[ $# -eq 0 ]]; then
   asan_log=$(mktemp)
   bazel test --config=asan_ubsan --keep_going \
     //train/data:csv_test //runtime/checkpoint:checkpoint_test \
-    //runtime/checkpoint:checkpoint_manager_test //graph:graph_def_import_test \
+    //runtime/checkpoint:checkpoint_manager_test //runtime/checkpoint:sharded_checkpoint_test \
+    //graph:graph_def_import_test \
     //strategy:cluster_resolver_test //strategy:scheduler_resolvers_test //base:json_test \
     //strategy:distributed_dataset_test \
     //base:ip_address_test //tools:rendezvous_test //runtime/security:all \

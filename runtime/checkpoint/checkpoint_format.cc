@@ -71,9 +71,20 @@ absl::StatusOr<::strata::proto::CheckpointIndex> DecodeIndex(absl::string_view b
   }
   // 3. Contents. The CRC matched, so anything wrong here was written wrong
   // (or crafted); it is still corrupt input, never a crash.
-  if (index.version() != kVersion) {
+  if (index.version() != kVersion && index.version() != kShardedVersion) {
     return loss("unsupported format version ", index.version(), " (this reader knows ", kVersion,
-                ")");
+                " and ", kShardedVersion, ")");
+  }
+  if (index.version() == kVersion && index.shards_size() > 0) {
+    return loss("a version ", kVersion, " index names shards");
+  }
+  const std::string shard_prefix = absl::StrCat(prefix_base, kShardInfix);
+  for (const auto& shard : index.shards()) {
+    if (!absl::StartsWith(shard.prefix(), shard_prefix) ||
+        shard.prefix().size() == shard_prefix.size() ||
+        shard.prefix().find('/') != std::string::npos) {
+      return loss("shard '", shard.prefix(), "' does not start with '", shard_prefix, "'");
+    }
   }
   const std::string data_prefix = absl::StrCat(prefix_base, kDataInfix);
   if (!absl::StartsWith(index.data_file(), data_prefix) ||
@@ -99,6 +110,33 @@ absl::StatusOr<::strata::proto::CheckpointIndex> DecodeIndex(absl::string_view b
         want / static_cast<uint64_t>(shape->num_elements()) != DataTypeSize(e.dtype())) {
       return loss("tensor '", e.name(), "' is too large");
     }
+    if (e.slices_size() > 0) {
+      if (index.version() != kShardedVersion) {
+        return loss("tensor '", e.name(), "' is sliced in a version ", index.version(), " index");
+      }
+      if (e.offset() != 0 || e.size() != 0 || e.crc32c() != 0) {
+        return loss("sliced tensor '", e.name(), "' also has bytes in the data file");
+      }
+      uint64_t next = 0;
+      for (const auto& slice : e.slices()) {
+        if (slice.shard() >= static_cast<uint32_t>(index.shards_size())) {
+          return loss("tensor '", e.name(), "' has a slice in shard ", slice.shard(), " of ",
+                      index.shards_size());
+        }
+        if (slice.element_offset() != next || slice.num_elements() == 0 ||
+            slice.num_elements() > static_cast<uint64_t>(shape->num_elements()) - next) {
+          return loss("tensor '", e.name(), "' has slices that do not cover its ",
+                      shape->num_elements(), " elements once, in order (slice at ",
+                      slice.element_offset(), " of ", slice.num_elements(), ")");
+        }
+        next += slice.num_elements();
+      }
+      if (next != static_cast<uint64_t>(shape->num_elements())) {
+        return loss("tensor '", e.name(), "' has slices covering ", next, " of its ",
+                    shape->num_elements(), " elements");
+      }
+      continue;
+    }
     if (e.size() != want) {
       return loss("tensor '", e.name(), "' has ", e.size(), " bytes but ", DataTypeString(e.dtype()),
                   " ", shape->DebugString(), " needs ", want);
@@ -109,6 +147,12 @@ absl::StatusOr<::strata::proto::CheckpointIndex> DecodeIndex(absl::string_view b
     }
   }
   return index;
+}
+
+uint32_t StoredIndexCrc(absl::string_view bytes) {
+  return bytes.size() < kTrailerSize
+             ? 0
+             : static_cast<uint32_t>(GetFixed(bytes.data() + bytes.size() - kTrailerSize, 4));
 }
 
 }  // namespace checkpoint_format

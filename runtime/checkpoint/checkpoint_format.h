@@ -20,6 +20,16 @@
 // crash leaves either the old checkpoint or the new one (see
 // checkpoint_writer.h).
 //
+// A sharded checkpoint (version 2, written by several processes, each
+// holding part of some tensors) adds shards: each is a version-1 checkpoint
+// of its own, "<prefix>.shard-<name>", written by one process, holding
+// 1-D pieces of the sliced tensors under their names. The index lists the
+// shards with the CRC32C their index files end with, and each sliced
+// tensor's slices (shard, element offset, element count), which cover its
+// elements once, in order. The index is still the one commit point: the
+// shards are written first, under fresh names, and an index whose shard is
+// missing, or was replaced by another save's, is DataLoss naming the shard.
+//
 // Thread-safety: pure functions.
 #ifndef STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_FORMAT_H_
 #define STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_FORMAT_H_
@@ -37,7 +47,12 @@ namespace checkpoint_format {
 inline constexpr char kIndexMagic[8] = {'S', 'T', 'R', 'C', 'K', 'I', 'D', 'X'};
 inline constexpr char kIndexSuffix[] = ".index";
 inline constexpr char kDataInfix[] = ".data-";
-inline constexpr uint32_t kVersion = 1;
+inline constexpr char kShardInfix[] = ".shard-";
+// A shard's metadata key (followed by a tensor's name) for the element
+// offset of its piece of that tensor, in decimal.
+inline constexpr char kPieceOffsetKey[] = "element_offset:";
+inline constexpr uint32_t kVersion = 1;         // one data file
+inline constexpr uint32_t kShardedVersion = 2;  // a data file and shards
 inline constexpr uint64_t kDataAlignment = 64;
 
 inline std::string IndexPath(absl::string_view prefix) {
@@ -51,11 +66,15 @@ std::string EncodeIndex(const ::strata::proto::CheckpointIndex& index);
 // prefix has base name `prefix_base`: magic, length, CRC, proto, version, the
 // data file's name, and per tensor a unique non-empty name (sorted), a
 // dtype a Tensor can hold, a valid shape, size == elements * dtype size and a
-// byte range inside data_size. DataLoss naming `path` (and the tensor) for
-// anything else.
+// byte range inside data_size; for version 2 also the shards' names (under
+// "<prefix_base>.shard-") and each sliced tensor's slices. DataLoss naming
+// `path` (and the tensor) for anything else.
 absl::StatusOr<::strata::proto::CheckpointIndex> DecodeIndex(absl::string_view bytes,
                                                              absl::string_view path,
                                                              absl::string_view prefix_base);
+
+// The CRC32C an index file ends with (`bytes` passed DecodeIndex).
+uint32_t StoredIndexCrc(absl::string_view bytes);
 
 }  // namespace checkpoint_format
 }  // namespace strata

@@ -88,7 +88,7 @@ std::string CheckpointManager::Prefix(int64_t step) const {
 
 absl::StatusOr<std::string> CheckpointManager::Save(
     int64_t step, const std::vector<std::pair<std::string, Tensor>>& tensors,
-    const std::map<std::string, std::string>& metadata) {
+    const std::map<std::string, std::string>& metadata, const CheckpointShards& shards) {
   if (step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("CheckpointManager: negative step ", step));
   }
@@ -96,7 +96,7 @@ absl::StatusOr<std::string> CheckpointManager::Save(
   md.emplace(kMetadataGlobalStep, absl::StrCat(step));
   std::lock_guard<std::mutex> l(mu_);
   const std::string prefix = Prefix(step);
-  STRATA_RETURN_IF_ERROR(SaveCheckpoint(prefix, tensors, md));
+  STRATA_RETURN_IF_ERROR(SaveCheckpoint(prefix, tensors, md, shards));
   auto pos = std::lower_bound(steps_.begin(), steps_.end(), step);
   if (pos == steps_.end() || *pos != step) steps_.insert(pos, step);
 
@@ -112,6 +112,10 @@ absl::StatusOr<std::string> CheckpointManager::Save(
   for (int64_t s : doomed) STRATA_RETURN_IF_ERROR(DeleteCheckpoint(Prefix(s)));
   STRATA_RETURN_IF_ERROR(RemoveOrphans());
   return prefix;
+}
+
+std::string CheckpointManager::ShardPrefix(int64_t step, const std::string& name) const {
+  return ::strata::ShardPrefix(Prefix(step), name);
 }
 
 absl::Status CheckpointManager::RemoveOrphans() {

@@ -17,7 +17,9 @@
 // step replaces it atomically. Checkpoints are ordered by step.
 //
 // Thread-safety: all methods may be called from any thread (a mutex orders
-// them). Only one manager (one process: the chief) may write a directory.
+// them). Only one manager (one process: the chief) may write a directory;
+// other processes write only shards of the checkpoint it is about to save
+// (ShardPrefix), before it saves.
 #ifndef STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_MANAGER_H_
 #define STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_MANAGER_H_
 
@@ -34,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "graph/tensor.h"
 #include "runtime/checkpoint/checkpoint_reader.h"
+#include "runtime/checkpoint/checkpoint_writer.h"
 
 namespace strata {
 
@@ -51,9 +54,16 @@ class CheckpointManager {
   // deletes the oldest checkpoints beyond max_to_keep and whatever a crashed
   // save or rotation left behind (temporary files, files of steps with no
   // kept checkpoint). Returns the prefix.
+  // With `shards`, a sharded checkpoint (checkpoint_writer.h): the shards
+  // were written first, at ShardPrefix(step, ...).
   absl::StatusOr<std::string> Save(int64_t step,
                                    const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                   const std::map<std::string, std::string>& metadata = {});
+                                   const std::map<std::string, std::string>& metadata = {},
+                                   const CheckpointShards& shards = {});
+
+  // Where shard `name` of step `step`'s checkpoint is written (by any
+  // process; the saving manager commits it).
+  std::string ShardPrefix(int64_t step, const std::string& name) const;
 
   // The prefix of the newest checkpoint, if any (not verified).
   std::optional<std::string> Latest() const;

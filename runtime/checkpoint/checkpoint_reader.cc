@@ -7,6 +7,7 @@
 #include "base/crc32c.h"
 #include "base/file_io.h"
 #include "base/status.h"
+#include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/checkpoint_format.h"
 
 namespace strata {
@@ -51,19 +52,69 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
     return data.status();
   }
   r->data_ = std::move(*data);
+  r->index_crc_ = fmt::StoredIndexCrc(*bytes);
   for (const auto& e : index.tensors()) {
     Entry entry;
-    // DecodeIndex validated the shape.
+    // DecodeIndex validated the shape and the slices.
     entry.info.dtype = e.dtype();
     entry.info.shape = *TensorShape::FromProto(e.shape());
     entry.offset = e.offset();
     entry.size = e.size();
     entry.crc = e.crc32c();
+    for (const auto& s : e.slices()) {
+      entry.slices.push_back({static_cast<int>(s.shard()), s.element_offset(), s.num_elements()});
+    }
     r->infos_[e.name()] = entry.info;
     r->entries_.emplace(e.name(), std::move(entry));
   }
   for (const auto& [k, v] : index.metadata()) r->metadata_[k] = v;
+  STRATA_RETURN_IF_ERROR(r->OpenShards(index));
   return r;
+}
+
+absl::Status CheckpointReader::OpenShards(const proto::CheckpointIndex& index) {
+  const std::string dir = io::DirName(prefix_);
+  for (const auto& shard : index.shards()) {
+    const std::string path = io::JoinPath(dir, shard.prefix());
+    auto lost = [&](auto&&... parts) {
+      return absl::DataLossError(absl::StrCat("checkpoint '", prefix_, "': shard '", path, "' ", parts...));
+    };
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> r = Open(path);
+    if (!r.ok()) {
+      if (absl::IsNotFound(r.status())) return lost("is missing");
+      return lost("cannot be opened: ", r.status().message());
+    }
+    if (!(*r)->shards_.empty()) return lost("has shards of its own");
+    if ((*r)->index_crc() != shard.index_crc32c()) {
+      return lost(absl::StrFormat(
+          "is not the one this checkpoint was saved with (its index's CRC32C is 0x%08x, "
+          "the checkpoint's index records 0x%08x): a shard of another save or run",
+          (*r)->index_crc(), shard.index_crc32c()));
+    }
+    shards_.push_back(*std::move(r));
+  }
+  for (const auto& [name, e] : entries_) {
+    for (const Slice& s : e.slices) {
+      const CheckpointReader& shard = *shards_[s.shard];
+      auto it = shard.entries_.find(name);
+      const TensorInfo want{e.info.dtype, TensorShape{static_cast<int64_t>(s.num_elements)}};
+      if (it == shard.entries_.end() || it->second.info.dtype != want.dtype ||
+          it->second.info.shape != want.shape) {
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint '", prefix_, "': shard '", shard.prefix(), "' ",
+            it == shard.entries_.end() ? "lacks" : absl::StrCat("holds ", Describe(it->second.info), " as"),
+            " the slice of tensor '", name, "' its index names (", Describe(want), " at element ",
+            s.element_offset, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> CheckpointReader::shard_prefixes() const {
+  std::vector<std::string> out;
+  for (const auto& shard : shards_) out.push_back(shard->prefix());
+  return out;
 }
 
 absl::StatusOr<std::string> CheckpointReader::GetMetadata(const std::string& key) const {
@@ -82,24 +133,47 @@ absl::Status CheckpointReader::Read(const std::string& name, Tensor* out) const 
   }
   const Entry& e = it->second;
   // Check the range against the real file before allocating, so a truncated
-  // file is reported (and never makes us allocate for bytes that are not there).
-  if (e.offset > data_->size() || e.size > data_->size() - e.offset) {
+  // file is reported (and never makes us allocate for bytes that are not
+  // there); a shard's pieces are checked likewise by the shard.
+  if (e.slices.empty() && (e.offset > data_->size() || e.size > data_->size() - e.offset)) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint data file '", data_path_, "' is truncated: tensor '", name, "' needs bytes [",
         e.offset, ", ", e.offset + e.size, ") but the file has ", data_->size()));
   }
+  for (const Slice& s : e.slices) {
+    const Entry& piece = shards_[s.shard]->entries_.at(name);
+    const uint64_t have = shards_[s.shard]->data_->size();
+    if (piece.offset > have || piece.size > have - piece.offset) {
+      return absl::DataLossError(absl::StrCat("checkpoint data file '", shards_[s.shard]->data_path_,
+                                              "' is truncated: it lacks the slice of tensor '", name,
+                                              "' at element ", s.element_offset));
+    }
+  }
   STRATA_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(CpuAllocator(), e.info.dtype, e.info.shape));
+  STRATA_RETURN_IF_ERROR(ReadBytes(name, e, static_cast<char*>(t.raw_data())));
+  *out = std::move(t);
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointReader::ReadBytes(const std::string& name, const Entry& e, char* dst) const {
+  if (!e.slices.empty()) {
+    const uint64_t element = DataTypeSize(e.info.dtype);
+    for (const Slice& s : e.slices) {
+      const CheckpointReader& shard = *shards_[s.shard];
+      STRATA_RETURN_IF_ERROR(shard.ReadBytes(name, shard.entries_.at(name), dst + s.element_offset * element));
+    }
+    return absl::OkStatus();
+  }
   if (e.size > 0) {
-    absl::Status s = data_->Read(e.offset, e.size, static_cast<char*>(t.raw_data()));
+    absl::Status s = data_->Read(e.offset, e.size, dst);
     if (!s.ok()) return AnnotateStatus(s, absl::StrCat("reading tensor '", name, "': "));
   }
-  const uint32_t crc = e.size == 0 ? 0 : crc32c::Value(t.raw_data(), e.size);
+  const uint32_t crc = e.size == 0 ? 0 : crc32c::Value(dst, e.size);
   if (crc != e.crc) {
     return absl::DataLossError(absl::StrFormat(
         "checkpoint data file '%s': tensor '%s' is corrupt (CRC32C 0x%08x, index says 0x%08x)",
         data_path_, name, crc, e.crc));
   }
-  *out = std::move(t);
   return absl::OkStatus();
 }
 
@@ -124,6 +198,10 @@ absl::Status CheckpointReader::VerifyAll() const {
     return absl::DataLossError(absl::StrFormat(
         "checkpoint data file '%s' is corrupt (CRC32C 0x%08x, index says 0x%08x)", data_path_, crc,
         data_crc_));
+  }
+  for (const auto& shard : shards_) {
+    absl::Status s = shard->VerifyAll();
+    if (!s.ok()) return AnnotateStatus(s, absl::StrCat("checkpoint '", prefix_, "': shard: "));
   }
   return absl::OkStatus();
 }

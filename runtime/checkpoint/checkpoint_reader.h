@@ -10,9 +10,13 @@
 //   STRATA_RETURN_IF_ERROR(r->RestoreInto(
 //       {{"dense/kernel", {DT_FLOAT, TensorShape{784, 10}}}}, &values));
 //
+// A sharded checkpoint (checkpoint_format.h) opens its shards too and reads
+// a sliced tensor as one tensor, assembled from its slices.
+//
 // Errors: NotFound when there is no checkpoint at the prefix or no tensor of
 // that name; DataLoss naming the file (and the tensor) for a corrupt or
-// truncated index or data file; InvalidArgument naming the tensor when
+// truncated index or data file, and naming the shard for a shard that is
+// missing, corrupt, another save's or without a slice the index names; InvalidArgument naming the tensor when
 // RestoreInto's expected dtype or shape differs from the checkpoint's.
 // Corrupt input never crashes the reader.
 //
@@ -25,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,6 +41,9 @@ namespace strata {
 namespace io {
 class RandomAccessFile;
 }  // namespace io
+namespace proto {
+class CheckpointIndex;
+}  // namespace proto
 
 class CheckpointReader {
  public:
@@ -49,6 +57,11 @@ class CheckpointReader {
   ~CheckpointReader();
 
   const std::string& prefix() const { return prefix_; }
+  // The shards' prefixes, in the index's order (none for an unsharded one).
+  std::vector<std::string> shard_prefixes() const;
+  // The CRC32C the index file ends with (what a sharded index records of
+  // its shards).
+  uint32_t index_crc() const { return index_crc_; }
   // Every tensor's dtype and shape, by name.
   const std::map<std::string, TensorInfo>& tensors() const { return infos_; }
   bool Contains(const std::string& name) const { return infos_.count(name) > 0; }
@@ -60,9 +73,9 @@ class CheckpointReader {
   absl::Status Read(const std::string& name, Tensor* out) const;
 
   // Checks the data file's size and its whole-file CRC32C (padding
-  // included) in one sequential pass: OK means every byte of the checkpoint
-  // is as written (the index was checked by Open); DataLoss naming the file
-  // otherwise.
+  // included) in one sequential pass, and each shard's: OK means every byte
+  // of the checkpoint is as written (the indexes were checked by Open);
+  // DataLoss naming the file otherwise.
   absl::Status VerifyAll() const;
 
   // Checks that every expected tensor exists with exactly that dtype and
@@ -72,13 +85,23 @@ class CheckpointReader {
                            std::map<std::string, Tensor>* out) const;
 
  private:
+  struct Slice {
+    int shard = 0;
+    uint64_t element_offset = 0;
+    uint64_t num_elements = 0;
+  };
   struct Entry {
     TensorInfo info;
     uint64_t offset = 0;
     uint64_t size = 0;
     uint32_t crc = 0;
+    std::vector<Slice> slices;  // non-empty: the elements are in shards_
   };
   CheckpointReader() = default;
+  // Opens the shards `index` names and checks the slices against them.
+  absl::Status OpenShards(const ::strata::proto::CheckpointIndex& index);
+  // Reads `e`'s bytes (of the data file, or of its slices) into `dst`.
+  absl::Status ReadBytes(const std::string& name, const Entry& e, char* dst) const;
 
   std::string prefix_;
   std::string data_path_;
@@ -88,6 +111,8 @@ class CheckpointReader {
   std::map<std::string, Entry> entries_;
   std::map<std::string, TensorInfo> infos_;
   std::map<std::string, std::string> metadata_;
+  uint32_t index_crc_ = 0;
+  std::vector<std::unique_ptr<CheckpointReader>> shards_;
 };
 
 }  // namespace strata

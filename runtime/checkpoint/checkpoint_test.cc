@@ -242,7 +242,7 @@ TEST(CheckpointTest, CrashAtAnyStageLeavesOldOrNewCheckpoint) {
     const std::string dir = NewTempDir();
     const std::string prefix = dir + "/ckpt";
     // First save into an empty directory, interrupted.
-    absl::Status s = internal::SaveCheckpointUntil(prefix, SampleTensors(), {}, stop);
+    absl::Status s = internal::SaveCheckpointUntil(prefix, SampleTensors(), {}, {}, stop);
     EXPECT_TRUE(absl::IsAborted(s)) << s;
     if (stop == SaveStage::kCommitted) {
       ExpectLoadsExactly(prefix, SampleTensors(), {});
@@ -251,7 +251,7 @@ TEST(CheckpointTest, CrashAtAnyStageLeavesOldOrNewCheckpoint) {
     }
     // An intact old checkpoint, then an interrupted overwrite.
     ASSERT_TRUE(SaveCheckpoint(prefix, SampleTensors(1), {{"v", "old"}}).ok());
-    s = internal::SaveCheckpointUntil(prefix, SampleTensors(2), {{"v", "new"}}, stop);
+    s = internal::SaveCheckpointUntil(prefix, SampleTensors(2), {{"v", "new"}}, {}, stop);
     EXPECT_TRUE(absl::IsAborted(s)) << s;
     if (stop == SaveStage::kCommitted) {
       ExpectLoadsExactly(prefix, SampleTensors(2), {{"v", "new"}});

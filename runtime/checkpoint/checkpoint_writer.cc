@@ -5,12 +5,14 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/crc32c.h"
 #include "base/file_io.h"
 #include "base/status.h"
 #include "proto/checkpoint.pb.h"
 #include "runtime/checkpoint/checkpoint_format.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
 
 namespace strata {
 namespace {
@@ -92,16 +94,114 @@ absl::Status WriteFileSynced(const std::string& path, absl::string_view contents
   return f->Close();
 }
 
-// Deletes `<base>.data-*` and `<base>.index.tmp-*` in dir except `keep`.
+// Deletes `<base>.data-*`, `<base>.index.tmp-*` and the files of shards
+// `<base>.shard-*` in dir, except the data file `keep` and the files of the
+// shards `keep_shards` (base names).
 absl::Status DeleteDataFilesExcept(const std::string& dir, const std::string& base,
-                                   const std::string& keep) {
+                                   const std::string& keep,
+                                   const std::vector<std::string>& keep_shards = {}) {
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDir(dir));
   const std::string data_prefix = absl::StrCat(base, fmt::kDataInfix);
   const std::string tmp_index_prefix = absl::StrCat(base, fmt::kIndexSuffix, ".tmp-");
+  const std::string shard_prefix = absl::StrCat(base, fmt::kShardInfix);
   for (const std::string& n : names) {
     if (n == keep) continue;
-    if (absl::StartsWith(n, data_prefix) || absl::StartsWith(n, tmp_index_prefix)) {
+    bool kept_shard = false;
+    for (const std::string& shard : keep_shards) kept_shard |= absl::StartsWith(n, shard + ".");
+    if (kept_shard) continue;
+    if (absl::StartsWith(n, data_prefix) || absl::StartsWith(n, tmp_index_prefix) ||
+        absl::StartsWith(n, shard_prefix)) {
       STRATA_RETURN_IF_ERROR(io::DeleteFile(io::JoinPath(dir, n)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Adds to `index` (version 2) the shards and one sliced entry per tensor
+// of `shards`, checking that the shards' pieces cover each exactly; the
+// shards' base names go to `bases`.
+absl::Status AddShards(const std::string& prefix, const CheckpointShards& shards,
+                       proto::CheckpointIndex* index, std::vector<std::string>* bases) {
+  struct Piece {
+    uint64_t offset;
+    uint64_t count;
+    uint32_t shard;
+  };
+  std::map<std::string, std::vector<Piece>> pieces;
+  std::map<std::string, const SlicedTensor*> sliced;
+  for (const SlicedTensor& t : shards.tensors) {
+    if (t.name.empty() || !sliced.emplace(t.name, &t).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sliced tensor '", t.name, "' has no name or is given twice"));
+    }
+  }
+  const std::string base = io::BaseName(prefix);
+  for (size_t i = 0; i < shards.prefixes.size(); ++i) {
+    const std::string& shard = shards.prefixes[i];
+    auto lost = [&](auto&&... parts) {
+      return absl::DataLossError(absl::StrCat("shard '", shard, "' ", parts...));
+    };
+    if (io::DirName(shard) != io::DirName(prefix) ||
+        !absl::StartsWith(io::BaseName(shard), absl::StrCat(base, fmt::kShardInfix))) {
+      return absl::InvalidArgumentError(absl::StrCat("shard '", shard, "' is not a shard prefix of '", prefix, "'"));
+    }
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> r = CheckpointReader::Open(shard);
+    if (!r.ok()) return lost("cannot be read: ", r.status().message());
+    if (!(*r)->shard_prefixes().empty()) return lost("has shards of its own");
+    for (const auto& [name, info] : (*r)->tensors()) {
+      auto it = sliced.find(name);
+      absl::StatusOr<std::string> offset_text = (*r)->GetMetadata(absl::StrCat(fmt::kPieceOffsetKey, name));
+      uint64_t offset = 0;
+      if (it == sliced.end()) return lost("holds '", name, "', which is not a sliced tensor");
+      if (!offset_text.ok() || !absl::SimpleAtoi(*offset_text, &offset) || info.shape.dims() != 1 ||
+          info.dtype != it->second->dtype) {
+        return lost("holds '", name, "' as ", DataTypeString(info.dtype), " ", info.shape.DebugString(),
+                    " without a valid offset; a piece of a ", DataTypeString(it->second->dtype),
+                    " tensor is 1-D with one");
+      }
+      if (info.shape.num_elements() > 0) {
+        pieces[name].push_back({offset, static_cast<uint64_t>(info.shape.num_elements()),
+                                static_cast<uint32_t>(i)});
+      }
+    }
+    auto* entry = index->add_shards();
+    entry->set_prefix(io::BaseName(shard));
+    entry->set_index_crc32c((*r)->index_crc());
+    bases->push_back(io::BaseName(shard));
+  }
+  for (const SlicedTensor& t : shards.tensors) {
+    std::vector<Piece>& p = pieces[t.name];
+    std::sort(p.begin(), p.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    auto* e = index->add_tensors();
+    e->set_name(t.name);
+    e->set_dtype(t.dtype);
+    t.shape.AsProto(e->mutable_shape());
+    uint64_t next = 0;
+    for (const Piece& piece : p) {
+      if (piece.offset != next) {
+        return absl::DataLossError(absl::StrCat(
+            "the shards of '", prefix, "' do not hold tensor '", t.name, "' once: ",
+            piece.offset < next ? "two hold" : "none holds", " element ", std::min(next, piece.offset),
+            " (shard '", shards.prefixes[piece.shard], "' starts at ", piece.offset, ")"));
+      }
+      auto* slice = e->add_slices();
+      slice->set_shard(piece.shard);
+      slice->set_element_offset(piece.offset);
+      slice->set_num_elements(piece.count);
+      next += piece.count;
+    }
+    if (next != static_cast<uint64_t>(t.shape.num_elements())) {
+      return absl::DataLossError(absl::StrCat("the shards of '", prefix, "' hold ", next, " of the ",
+                                              t.shape.num_elements(), " elements of tensor '", t.name, "'"));
+    }
+  }
+  index->set_version(fmt::kShardedVersion);
+  std::sort(index->mutable_tensors()->begin(), index->mutable_tensors()->end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  for (int i = 1; i < index->tensors_size(); ++i) {
+    if (index->tensors(i - 1).name() == index->tensors(i).name()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint tensor '", index->tensors(i).name(), "' is both saved and sliced"));
     }
   }
   return absl::OkStatus();
@@ -114,7 +214,7 @@ namespace internal {
 absl::Status SaveCheckpointUntil(const std::string& prefix,
                                  const std::vector<std::pair<std::string, Tensor>>& tensors,
                                  const std::map<std::string, std::string>& metadata,
-                                 SaveStage stop) {
+                                 const CheckpointShards& shards, SaveStage stop) {
   STRATA_RETURN_IF_ERROR(ValidateInputs(prefix, tensors));
   const std::string dir = io::DirName(prefix);
   const std::string base = io::BaseName(prefix);
@@ -145,6 +245,11 @@ absl::Status SaveCheckpointUntil(const std::string& prefix,
 
   absl::Status s = WriteData(data_tmp, tensors, &index);
   if (!s.ok()) return fail(s);
+  std::vector<std::string> shard_bases;
+  if (!shards.prefixes.empty() || !shards.tensors.empty()) {
+    s = AddShards(prefix, shards, &index, &shard_bases);
+    if (!s.ok()) return fail(s);
+  }
   if (stop == SaveStage::kDataWritten) return Stopped(stop);
   s = io::RenameFile(data_tmp, data_path);
   if (!s.ok()) return fail(s);
@@ -158,15 +263,36 @@ absl::Status SaveCheckpointUntil(const std::string& prefix,
   if (!s.ok()) return fail(s);
   STRATA_RETURN_IF_ERROR(io::SyncDir(dir));
   if (stop == SaveStage::kCommitted) return Stopped(stop);
-  return DeleteDataFilesExcept(dir, base, data_name);
+  return DeleteDataFilesExcept(dir, base, data_name, shard_bases);
 }
 
 }  // namespace internal
 
 absl::Status SaveCheckpoint(const std::string& prefix,
                             const std::vector<std::pair<std::string, Tensor>>& tensors,
-                            const std::map<std::string, std::string>& metadata) {
-  return internal::SaveCheckpointUntil(prefix, tensors, metadata, SaveStage::kDone);
+                            const std::map<std::string, std::string>& metadata,
+                            const CheckpointShards& shards) {
+  return internal::SaveCheckpointUntil(prefix, tensors, metadata, shards, SaveStage::kDone);
+}
+
+std::string ShardPrefix(const std::string& prefix, const std::string& name) {
+  return absl::StrCat(prefix, fmt::kShardInfix, name);
+}
+
+absl::Status SaveCheckpointShard(const std::string& shard_prefix, const std::vector<TensorPiece>& pieces) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+  for (const TensorPiece& p : pieces) {
+    if (p.element_offset < 0 || !p.values.IsInitialized()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard '", shard_prefix, "': piece '", p.name,
+                                                     "' has a negative offset or no values"));
+    }
+    absl::StatusOr<Tensor> flat = p.values.Reshaped(TensorShape{p.values.NumElements()});
+    if (!flat.ok()) return AnnotateStatus(flat.status(), absl::StrCat("shard '", shard_prefix, "': piece '", p.name, "': "));
+    tensors.emplace_back(p.name, *std::move(flat));
+    metadata[absl::StrCat(fmt::kPieceOffsetKey, p.name)] = absl::StrCat(p.element_offset);
+  }
+  return SaveCheckpoint(shard_prefix, tensors, metadata);
 }
 
 absl::Status DeleteCheckpoint(const std::string& prefix) {

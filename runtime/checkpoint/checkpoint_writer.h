@@ -14,13 +14,24 @@
 // prefix (if any) intact and loadable; after it, the new one. No reader ever
 // sees an index whose data is missing or partial.
 //
+// A sharded save (several processes, each holding part of some tensors):
+// each process first writes its shard with SaveCheckpointShard, at
+// ShardPrefix(prefix, <a name of its own, fresh per save>); then one
+// process saves the checkpoint naming the shards (SaveCheckpoint with
+// `shards`), which checks that they hold every element of every sliced
+// tensor exactly once and commits. Overwriting a prefix deletes the shards
+// its old index named, after the commit.
+//
 // Errors: InvalidArgument naming the tensor for an empty or duplicate name or
-// an uninitialized / non-numeric tensor; the file's error for I/O failures.
+// an uninitialized / non-numeric tensor; DataLoss naming the shard for a
+// shard that cannot be read or whose pieces do not fit the sliced tensors;
+// the file's error for I/O failures.
 // Thread-safety: concurrent saves to different prefixes are fine; one
 // prefix must have one writer at a time. The tensors are only read.
 #ifndef STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_WRITER_H_
 #define STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_WRITER_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -28,13 +39,47 @@
 
 #include "absl/status/status.h"
 #include "graph/tensor.h"
+#include "graph/tensor_shape.h"
+#include "graph/types.h"
 
 namespace strata {
+
+// A tensor a sharded checkpoint holds in its shards.
+struct SlicedTensor {
+  std::string name;
+  DataType dtype = DT_INVALID;
+  TensorShape shape;
+};
+
+// The shards of a sharded save: the tensors they hold, and their prefixes
+// (each ShardPrefix(prefix, ...), written by SaveCheckpointShard).
+struct CheckpointShards {
+  std::vector<SlicedTensor> tensors;
+  std::vector<std::string> prefixes;
+};
+
+// A piece of a sliced tensor: its elements [element_offset, + values'
+// elements), flattened.
+struct TensorPiece {
+  std::string name;
+  int64_t element_offset = 0;
+  Tensor values;
+};
 
 // Creates the prefix's directory if needed.
 absl::Status SaveCheckpoint(const std::string& prefix,
                             const std::vector<std::pair<std::string, Tensor>>& tensors,
-                            const std::map<std::string, std::string>& metadata);
+                            const std::map<std::string, std::string>& metadata,
+                            const CheckpointShards& shards = {});
+
+// The prefix of shard `name` (a file name part, no '/') of the
+// checkpoint at `prefix`.
+std::string ShardPrefix(const std::string& prefix, const std::string& name);
+
+// Writes a shard: `pieces` (one per tensor at most) as 1-D tensors, with
+// their offsets. InvalidArgument naming the piece for a name given twice, a
+// negative offset or a tensor that cannot be saved.
+absl::Status SaveCheckpointShard(const std::string& shard_prefix, const std::vector<TensorPiece>& pieces);
 
 // Deletes a checkpoint: its index first (so it is no longer committed), then
 // its data files. OK if it does not exist.
@@ -56,7 +101,7 @@ enum class SaveStage {
 absl::Status SaveCheckpointUntil(const std::string& prefix,
                                  const std::vector<std::pair<std::string, Tensor>>& tensors,
                                  const std::map<std::string, std::string>& metadata,
-                                 SaveStage stop);
+                                 const CheckpointShards& shards, SaveStage stop);
 
 }  // namespace internal
 }  // namespace strata
