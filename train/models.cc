@@ -22,6 +22,16 @@ Layer* Sequential::Add(std::unique_ptr<Layer> layer) {
 absl::StatusOr<Output> Sequential::Build(const Scope& scope, Output input) {
   STRATA_RETURN_IF_ERROR(scope.status());
   if (layers_.empty()) return absl::InvalidArgumentError("Sequential: the model has no layers");
+  return BuildLayers(scope, input, 0, static_cast<int>(layers_.size()));
+}
+
+absl::StatusOr<Output> Sequential::BuildLayers(const Scope& scope, Output input, int begin, int end) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (begin < 0 || end > static_cast<int>(layers_.size()) || begin >= end) {
+    return absl::InvalidArgumentError(absl::StrCat("Sequential: layers [", begin, ", ", end,
+                                                   ") are not a non-empty span of the model's ",
+                                                   layers_.size()));
+  }
   // Keras's naming: the first unnamed layer of a kind gets the kind, later
   // ones "<kind>_<n>"; explicit names are left alone.
   absl::flat_hash_map<std::string, int> uses;
@@ -33,8 +43,8 @@ absl::StatusOr<Output> Sequential::Build(const Scope& scope, Output input) {
     l.SetSeedIfUnset(seed_ + static_cast<int64_t>(i));
   }
   Output h = input;
-  for (auto& layer : layers_) {
-    STRATA_ASSIGN_OR_RETURN(h, layer->Apply(scope, h));
+  for (int i = begin; i < end; ++i) {
+    STRATA_ASSIGN_OR_RETURN(h, layers_[i]->Apply(scope, h));
   }
   return h;
 }

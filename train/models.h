@@ -57,6 +57,10 @@ class Sequential {
   // The output of the last layer (the logits for a classifier). Errors name
   // the layer; InvalidArgument if the model has no layers.
   absl::StatusOr<Output> Build(const Scope& scope, Output input);
+  // Layers [begin, end) only, applied in order (named and seeded as by
+  // Build): a part of the model, such as a pipeline stage
+  // (strategy/pipeline.h). InvalidArgument for an empty or out-of-range span.
+  absl::StatusOr<Output> BuildLayers(const Scope& scope, Output input, int begin, int end);
 
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   // Every layer's weights, in layer order (empty before the first Build).

@@ -1,0 +1,280 @@
+#include "strategy/pipeline.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "graph/gradients/gradients.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "train/initializers.h"
+
+namespace strata {
+namespace distribute {
+namespace {
+
+absl::Status CheckOptions(const train::Sequential& model, const PipelineOptions& o,
+                          const Output& inputs) {
+  auto bad = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline: ", parts...));
+  };
+  const int stages = static_cast<int>(o.stage_devices.size());
+  const int layers = static_cast<int>(model.layers().size());
+  if (stages == 0) return bad("no stage (stage_devices is empty)");
+  for (int s = 0; s < stages; ++s) {
+    if (o.stage_devices[s].empty()) return bad("stage ", s, " has no device");
+  }
+  if (static_cast<int>(o.stage_starts.size()) != stages) {
+    return bad(o.stage_starts.size(), " stage_starts for ", stages, " stage_devices");
+  }
+  for (int s = 0; s < stages; ++s) {
+    const int end = s + 1 < stages ? o.stage_starts[s + 1] : layers;
+    if ((s == 0 && o.stage_starts[0] != 0) || o.stage_starts[s] >= end || end > layers) {
+      return bad("stage_starts[", s, "] = ", o.stage_starts[s],
+                 ": stages must start at layer 0 and each hold ", "at least one of the model's ",
+                 layers, " layers, in order");
+    }
+  }
+  if (o.micro_batches < 1) return bad("micro_batches must be >= 1, got ", o.micro_batches);
+  const PartialTensorShape shape = inputs.shape();
+  if (shape.unknown_rank() || shape.dims() < 1)
+    return bad("the inputs need a batch dimension, got ", shape.DebugString());
+  if (shape.dim_size(0) >= 0 && shape.dim_size(0) % o.micro_batches != 0) {
+    return bad("micro_batches = ", o.micro_batches, " does not divide the batch of ",
+               shape.dim_size(0));
+  }
+  return absl::OkStatus();
+}
+
+// Work item (backward?, micro-batch, stage) -> its nodes.
+struct Item {
+  bool backward;
+  int micro_batch;
+  int stage;
+  bool operator<(const Item& o) const {
+    return std::tie(backward, micro_batch, stage) < std::tie(o.backward, o.micro_batch, o.stage);
+  }
+};
+
+// The forward item a gradient node belongs to: its name is
+// "<...>gradients/<forward node's name>_grad/<...>".
+const Item* ForwardOf(const std::string& name,
+                      const absl::flat_hash_map<std::string, Item>& forward) {
+  for (size_t p = name.find("_grad/"); p != std::string::npos; p = name.find("_grad/", p + 1)) {
+    // Every suffix of name[0, p) that starts at a name component.
+    for (size_t start = 0;;) {
+      auto it = forward.find(std::string(name, start, p - start));
+      if (it != forward.end()) return &it->second;
+      const size_t slash = name.find('/', start);
+      if (slash == std::string::npos || slash + 1 >= p) break;
+      start = slash + 1;
+    }
+  }
+  return nullptr;
+}
+
+// The nodes with ids >= first that `outputs` depend on (data or control):
+// a stage's forward computation, without the weights' creation and
+// initializers made alongside it.
+std::vector<Node*> NewAncestors(const OutputList& outputs, int first) {
+  std::vector<Node*> out, stack;
+  absl::flat_hash_set<const Node*> seen;
+  for (const Output& o : outputs) {
+    if (o.node()->id() >= first && seen.insert(o.node()).second) stack.push_back(o.node());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    out.push_back(n);
+    for (const Edge* e : n->in_edges()) {
+      if (e->src->id() >= first && seen.insert(e->src).second) stack.push_back(e->src);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<bool, int>> StageSchedule(PipelineSchedule schedule, int stage,
+                                                int num_stages, int micro_batches) {
+  std::vector<std::pair<bool, int>> order;
+  if (schedule == PipelineSchedule::kGPipe) {
+    for (int m = 0; m < micro_batches; ++m) order.push_back({false, m});
+    for (int m = 0; m < micro_batches; ++m) order.push_back({true, m});
+    return order;
+  }
+  // 1F1B: as many forwards as there are stages after this one (they fill
+  // the pipeline), then one forward and one backward in turn, then the
+  // remaining backwards.
+  const int warmup = std::min(num_stages - 1 - stage, micro_batches);
+  for (int m = 0; m < warmup; ++m) order.push_back({false, m});
+  for (int m = 0; m < micro_batches; ++m) {
+    if (warmup + m < micro_batches) order.push_back({false, warmup + m});
+    order.push_back({true, m});
+  }
+  return order;
+}
+
+absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::Sequential* model,
+                                                    Output inputs, Output labels,
+                                                    const PipelineLossFn& loss,
+                                                    train::Optimizer* optimizer,
+                                                    const PipelineOptions& options) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (model == nullptr || optimizer == nullptr || !loss || !inputs.ok() || !labels.ok()) {
+    return absl::InvalidArgumentError(
+        "pipeline: a model, inputs, labels, a loss and an optimizer are needed");
+  }
+  STRATA_RETURN_IF_ERROR(CheckOptions(*model, options, inputs));
+  Graph* graph = scope.graph();
+  const int num_stages = static_cast<int>(options.stage_devices.size());
+  const int num_layers = static_cast<int>(model->layers().size());
+  const int m_count = options.micro_batches;
+  auto on = [&](int stage) { return scope.WithDevice(options.stage_devices[stage]); };
+
+  // Forward: the micro-batches (cut on the first stage's device, the labels
+  // on the last's), each through the stages in order; the weights are made
+  // by micro-batch 0, with the names they have without a pipeline.
+  const Scope pipe = scope.NewSubScope("pipeline");
+  OutputList xs =
+      m_count == 1
+          ? OutputList{inputs}
+          : ops::Split(pipe.WithDevice(options.stage_devices[0]).WithOpName("micro_batches"),
+                       ops::Const(pipe, 0), inputs, m_count);
+  OutputList ys =
+      m_count == 1
+          ? OutputList{labels}
+          : ops::Split(pipe.WithDevice(options.stage_devices.back()).WithOpName("micro_labels"),
+                       ops::Const(pipe, 0), labels, m_count);
+  STRATA_RETURN_IF_ERROR(scope.status());
+  absl::flat_hash_map<std::string, Item> forward_item;  // node name -> its forward item
+  std::map<Item, std::vector<Node*>> nodes;
+  OutputList losses;
+  for (int m = 0; m < m_count; ++m) {
+    Output h = xs[m];
+    for (int s = 0; s < num_stages; ++s) {
+      const int first = graph->num_node_ids();
+      const Scope where = m == 0 ? on(s)
+                                 : pipe.NewSubScope(absl::StrCat("micro_batch_", m))
+                                       .WithDevice(options.stage_devices[s]);
+      const int end = s + 1 < num_stages ? options.stage_starts[s + 1] : num_layers;
+      absl::StatusOr<Output> out = model->BuildLayers(where, h, options.stage_starts[s], end);
+      if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("pipeline stage ", s, ": "));
+      h = *out;
+      OutputList ends = {h};
+      if (s + 1 == num_stages) {
+        Output l = loss(where.NewSubScope("loss"), ys[m], h);
+        STRATA_RETURN_IF_ERROR(where.status());
+        if (!l.ok())
+          return absl::InvalidArgumentError("pipeline: the loss function returned a null Output");
+        losses.push_back(l);
+        ends.push_back(l);
+      }
+      const Item item{false, m, s};
+      for (Node* n : NewAncestors(ends, first)) {
+        if (n->type_string() == "VarHandleOp") continue;  // a weight, made by micro-batch 0
+        forward_item[n->name()] = item;
+        nodes[item].push_back(n);
+      }
+    }
+  }
+  const Scope last = pipe.WithDevice(options.stage_devices.back());
+  Output total = losses.size() == 1 ? losses[0] : ops::AddN(last.WithOpName("loss_sum"), losses);
+  Output mean =
+      ops::RealDiv(last.WithOpName("loss"), total, train::ScalarConst(last, total.type(), m_count));
+  STRATA_RETURN_IF_ERROR(scope.status());
+
+  // Backward: the gradient of the mean loss for every read of every
+  // trainable weight, summed per weight on its stage's device.
+  struct Target {
+    train::Variable* variable;
+    OutputList reads;
+  };
+  std::vector<Target> targets;
+  OutputList reads;
+  for (train::Variable* v : model->trainable_variables()) {
+    Target t{v, {}};
+    for (const Edge* e : v->handle().node()->out_edges()) {
+      if (!e->IsControlEdge() && e->dst->type_string() == "ReadVariableOp" &&
+          forward_item.contains(e->dst->name())) {
+        t.reads.push_back(Output(e->dst, 0));
+      }
+    }
+    if (t.reads.empty()) continue;
+    std::stable_sort(t.reads.begin(), t.reads.end(), [&](const Output& a, const Output& b) {
+      return forward_item.at(a.node()->name()).micro_batch <
+             forward_item.at(b.node()->name()).micro_batch;
+    });
+    reads.insert(reads.end(), t.reads.begin(), t.reads.end());
+    targets.push_back(std::move(t));
+  }
+  if (targets.empty())
+    return absl::InvalidArgumentError("pipeline: the model has no trainable weight the loss reads");
+  // Each micro-batch's backward starts from its own loss (with the weight
+  // 1/M the mean gives it), so that it depends on no other micro-batch.
+  const int first_grad = graph->num_node_ids();
+  OutputList weights;
+  for (int m = 0; m < m_count; ++m) {
+    weights.push_back(train::ScalarConst(last.WithOpName(absl::StrCat("loss_weight_", m)),
+                                         total.type(), 1.0 / m_count));
+  }
+  OutputList grads;
+  STRATA_RETURN_IF_ERROR(AddSymbolicGradients(pipe, losses, reads, weights, &grads));
+  for (int id = first_grad; id < graph->num_node_ids(); ++id) {
+    Node* n = graph->FindNodeId(id);
+    if (n == nullptr) continue;
+    if (const Item* f = ForwardOf(n->name(), forward_item); f != nullptr)
+      nodes[{true, f->micro_batch, f->stage}].push_back(n);
+  }
+  std::vector<train::GradAndVar> pairs;
+  size_t next = 0;
+  for (const Target& t : targets) {
+    OutputList mine(grads.begin() + next, grads.begin() + next + t.reads.size());
+    next += t.reads.size();
+    // Accumulated in micro-batch order as the backwards finish, so that a
+    // stage holds one gradient of each weight, not one per micro-batch.
+    const Scope at = pipe.WithDevice(t.reads[0].node()->requested_device());
+    Output sum = mine[0];
+    for (size_t k = 1; k < mine.size(); ++k) {
+      sum = ops::Add(at.WithOpName(absl::StrCat("gradient_sum/", t.variable->name(), "/", k)), sum,
+                     mine[k]);
+    }
+    pairs.push_back({sum, t.variable});
+  }
+  Node* train_op = optimizer->ApplyGradients(scope, pairs);
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (train_op == nullptr) return absl::InternalError("pipeline: the optimizer made no train op");
+
+  // The schedule: each stage's items in order, each waiting for the one
+  // before it (a NoOp after every node of that item).
+  PipelineStep step;
+  step.train_op = train_op;
+  step.loss = mean;
+  for (int s = 0; s < num_stages; ++s) {
+    std::vector<std::string> names;
+    Node* previous_done = nullptr;
+    for (const auto& [backward, m] : StageSchedule(options.schedule, s, num_stages, m_count)) {
+      names.push_back(absl::StrCat(backward ? "B" : "F", m));
+      const std::vector<Node*>& mine = nodes[{backward, m, s}];
+      if (mine.empty()) continue;
+      if (previous_done != nullptr) {
+        for (Node* n : mine) graph->AddControlEdge(previous_done, n);
+      }
+      Node* done = ops::NoOp(pipe.WithDevice(options.stage_devices[s])
+                                 .WithOpName(absl::StrCat("stage_", s, "_", names.back(), "_done"))
+                                 .WithControlDependencies(mine));
+      STRATA_RETURN_IF_ERROR(scope.status());
+      previous_done = done;
+    }
+    step.schedule.push_back(std::move(names));
+  }
+  return step;
+}
+
+}  // namespace distribute
+}  // namespace strata

@@ -1,0 +1,100 @@
+// Pipeline model parallelism in one process: a Sequential model's layers
+// split into stages, each stage on its own device, the batch cut into
+// micro-batches that flow through the stages, scheduled as GPipe (every
+// forward, then every backward) or 1F1B (one forward, one backward: a stage
+// holds the activations of at most as many micro-batches as there are
+// stages after it, whatever the micro-batch count), as in DeepSpeed's
+// PipelineModule and torch.distributed.pipelining.
+//
+//   auto model = *train::MakeMlp({512, 512, 512}, 10, /*seed=*/1);
+//   distribute::PipelineOptions o;
+//   o.stage_devices = {"/device:CPU:0", "/device:CPU:1"};
+//   o.stage_starts = {0, 2};        // layers 0-1 on stage 0, layers 2-3 on stage 1
+//   o.micro_batches = 8;
+//   o.schedule = distribute::PipelineSchedule::kOneForwardOneBackward;
+//   train::Adam adam(1e-3);
+//   STRATA_ASSIGN_OR_RETURN(distribute::PipelineStep step,
+//       distribute::BuildPipelineTrainStep(root, model.get(), x, y, loss_fn, &adam, o));
+//   // session->Run({{x, xs}, {y, ys}}, {step.loss}, {step.train_op}, &out);
+//
+// One Session::Run is one training step: the dataflow executor runs each
+// stage's micro-batches on its device as their inputs arrive, and the
+// schedule is imposed by control edges between consecutive work items of a
+// stage (a forward or backward of one micro-batch), so a stage never starts
+// an item before the one it follows in the schedule is done. Each
+// variable's gradient is the sum of its micro-batches' (accumulated on its
+// stage's device), and the loss is the mean of the micro-batches' means:
+// with equal micro-batches the update is the full batch's (to rounding).
+// The weights are created by the first micro-batch, named as without a
+// pipeline ("dense/kernel"), on their stage's device: checkpoints of a
+// pipelined model and of the same model unsplit are interchangeable.
+//
+// Only the boundary tensor crosses from one stage to the next (a
+// Sequential's layers feed each other in order). Errors (InvalidArgument):
+// no stage, a stage without a device, stage starts that are not increasing
+// from 0 within the model's layers (naming them), a micro-batch count
+// below 1 or that does not divide a batch of known size (naming the option).
+// A batch whose size is known only when run and is not a multiple of the
+// micro-batch count fails that run naming the split.
+//
+// Thread-safety: build with one thread (as for Scope).
+#ifndef STRATA_STRATEGY_PIPELINE_H_
+#define STRATA_STRATEGY_PIPELINE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/scope.h"
+#include "train/models.h"
+#include "train/optimizers.h"
+
+namespace strata {
+namespace distribute {
+
+enum class PipelineSchedule {
+  kGPipe,                  // every forward of a stage, then every backward
+  kOneForwardOneBackward,  // 1F1B (PipeDream-Flush): warm-up, alternate, drain
+};
+
+struct PipelineOptions {
+  // Stage s runs on stage_devices[s] (full or partial device names).
+  std::vector<std::string> stage_devices;
+  // The model's index of each stage's first layer: stage_starts[0] == 0, increasing, one per stage.
+  std::vector<int> stage_starts;
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
+};
+
+// The mean loss of one micro-batch from its labels and the model's output,
+// built in `scope` (on the last stage's device).
+using PipelineLossFn = std::function<Output(const Scope& scope, Output labels, Output outputs)>;
+
+struct PipelineStep {
+  Node* train_op = nullptr;
+  Output loss;  // the batch's mean loss: the mean of the micro-batches'
+  // The schedule per stage, as it is imposed: "F3" / "B3" is the forward /
+  // backward of micro-batch 3.
+  std::vector<std::vector<std::string>> schedule;
+};
+
+// Builds the pipelined forward and backward of `model` on `inputs` (the
+// batch, cut into micro-batches along dimension 0, as `labels` is) and
+// `optimizer`'s update of every trainable weight. The model must not have
+// been built yet.
+absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::Sequential* model,
+                                                    Output inputs, Output labels,
+                                                    const PipelineLossFn& loss,
+                                                    train::Optimizer* optimizer,
+                                                    const PipelineOptions& options);
+
+// The order of work items of stage `stage` of `num_stages` for `schedule`
+// with `micro_batches`: pairs (backward?, micro-batch).
+std::vector<std::pair<bool, int>> StageSchedule(PipelineSchedule schedule, int stage,
+                                                int num_stages, int micro_batches);
+
+}  // namespace distribute
+}  // namespace strata
+
+#endif  // STRATA_STRATEGY_PIPELINE_H_
