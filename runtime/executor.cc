@@ -20,8 +20,9 @@ namespace {
 
 // How many executor loops may nest on one thread (a Send waking a waiting
 // Recv of another partition continues the receiving step inline, inside the
-// sender's loop). Past this, continuations go to the inter-op pool so that a
-// ping-pong between partitions cannot overflow the stack.
+// sender's loop, unless an expensive node is ready: see AsyncDone). Past
+// this, continuations go to the inter-op pool so that a ping-pong between
+// partitions cannot overflow the stack.
 constexpr int kMaxInlineDepth = 8;
 thread_local int inline_depth = 0;
 
@@ -272,7 +273,15 @@ class Executor::StepState {
     Stack stack;
     FinishAsyncNode(a, &stack);
     Eigen::ThreadPoolInterface* const pool = args_.inter_op_pool;
-    if (inline_depth >= kMaxInlineDepth && pool != nullptr && !stack.empty()) {
+    // Inside another loop (a Send of another partition woke this Recv), an
+    // expensive node would hold that partition's thread until it finished:
+    // a pipeline's stage would wait for the next stage's kernel before
+    // starting its next micro-batch. Cheap continuations stay inline.
+    bool hand_off = inline_depth >= kMaxInlineDepth;
+    if (inline_depth > 0) {
+      for (int32_t id : stack) hand_off |= items_[id].is_expensive;
+    }
+    if (hand_off && pool != nullptr && !stack.empty()) {
       pool->Schedule([this, stack = std::move(stack)]() mutable { RunLoop(stack); });
       return;
     }

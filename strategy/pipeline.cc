@@ -239,10 +239,15 @@ absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::S
     // Accumulated in micro-batch order as the backwards finish, so that a
     // stage holds one gradient of each weight, not one per micro-batch.
     const Scope at = pipe.WithDevice(t.reads[0].node()->requested_device());
+    // Each addition is part of its micro-batch's backward item, so that
+    // the next backward on the stage waits for it: a stage never holds two
+    // unsummed gradients of a weight, however late its additions would run.
     Output sum = mine[0];
     for (size_t k = 1; k < mine.size(); ++k) {
       sum = ops::Add(at.WithOpName(absl::StrCat("gradient_sum/", t.variable->name(), "/", k)), sum,
                      mine[k]);
+      const Item& f = forward_item.at(t.reads[k].node()->name());
+      nodes[{true, f.micro_batch, f.stage}].push_back(sum.node());
     }
     pairs.push_back({sum, t.variable});
   }

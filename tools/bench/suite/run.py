@@ -21,6 +21,8 @@ tools/bench, each writing its figures with --json_out:
                                          x2 and x4, 2 workers
   compression   compression_throughput.py  --gradient_compression=bfloat16 and powersgd vs none, 2 workers in
                                          network namespaces on a 1 Gbit/s and a 100 Mbit/s link
+  pipeline      pipeline_bench           each stage's idle fraction vs the schedule's bubble, GPipe
+                                         and 1F1B, 2 stages on virtual devices
 
 samples the load average every 2 s, writes everything to docs/perf/results.json
 and generates docs/performance.md and docs/perf/*.svg from it (report.py).
@@ -64,6 +66,7 @@ BINARIES = {  # staged name: path under bazel-bin
     "launch": "tools/launch",
     "fit_bench": "fit/fit_bench",
     "lm_bench": "tools/lm_bench",
+    "pipeline_bench": "strategy/pipeline_bench",
 }
 BAZEL_TARGETS = ["//" + os.path.dirname(p) + ":" + os.path.basename(p) for p in BINARIES.values()]
 
@@ -258,6 +261,15 @@ def bench_lm(ctx):
     return load_json(out)
 
 
+def bench_pipeline(ctx):
+    """The pipeline's bubble against the schedule's theory (P1)."""
+    out = os.path.join(ctx["tmp"], "pipeline.json")
+    cmd = [os.path.join(ctx["bin"], "pipeline_bench"), "--stages=2", "--micro_batches=4,8",
+           "--layers_per_stage=4", f"--steps={5 if ctx['quick'] else 20}", f"--out={out}"]
+    run_logged(cmd, ctx["log"])
+    return load_json(out)
+
+
 # The staged binaries each benchmark runs: one missing fails only its own
 # benchmarks (a machine without the peers' libraries builds no torch_op_bench).
 NEEDS = {
@@ -270,6 +282,7 @@ NEEDS = {
     "collectives": ["cross_process_bench"],
     "zero": ["trainer", "launch"],
     "compression": ["trainer"],
+    "pipeline": ["pipeline_bench"],
 }
 
 BENCHMARKS = [
@@ -277,7 +290,7 @@ BENCHMARKS = [
     ("crossprocess", bench_crossprocess), ("multiworker", bench_multiworker),
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
     ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
-    ("zero", bench_zero), ("compression", bench_compression),
+    ("zero", bench_zero), ("compression", bench_compression), ("pipeline", bench_pipeline),
 ]
 
 
