@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -260,6 +261,11 @@ absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::S
   PipelineStep step;
   step.train_op = train_op;
   step.loss = mean;
+  step.stage_devices = options.stage_devices;
+  for (const auto& [item, members] : nodes) {
+    const std::string label = absl::StrCat(item.backward ? "B" : "F", item.micro_batch);
+    for (const Node* n : members) step.item_of_node[n->name()] = label;
+  }
   for (int s = 0; s < num_stages; ++s) {
     std::vector<std::string> names;
     Node* previous_done = nullptr;
@@ -279,6 +285,26 @@ absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::S
     step.schedule.push_back(std::move(names));
   }
   return step;
+}
+
+void RecordPipelineItems(const PipelineStep& step, StepTracer* tracer, size_t first_event) {
+  if (tracer == nullptr) return;
+  const std::vector<TraceEvent> events = tracer->events();
+  // (device, item) -> [first start, last end] of its kernels.
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> spans;
+  for (size_t i = first_event; i < events.size(); ++i) {
+    const TraceEvent& e = events[i];
+    auto it = step.item_of_node.find(e.name);
+    if (e.op.empty() || e.async || it == step.item_of_node.end()) continue;
+    auto [span, fresh] = spans.try_emplace({e.device, it->second}, e.start_ns, e.end_ns);
+    if (!fresh) {
+      span->second.first = std::min(span->second.first, e.start_ns);
+      span->second.second = std::max(span->second.second, e.end_ns);
+    }
+  }
+  for (const auto& [key, span] : spans) {
+    tracer->Record(key.second, "PipelineItem", key.first, span.first, span.second, /*async=*/false);
+  }
 }
 
 }  // namespace distribute

@@ -45,8 +45,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "graph/scope.h"
+#include "runtime/trace.h"
 #include "train/models.h"
 #include "train/optimizers.h"
 
@@ -77,7 +79,17 @@ struct PipelineStep {
   // The schedule per stage, as it is imposed: "F3" / "B3" is the forward /
   // backward of micro-batch 3.
   std::vector<std::vector<std::string>> schedule;
+  // The work item of every node in one ("F3", "B3"), and each stage's device.
+  absl::flat_hash_map<std::string, std::string> item_of_node;
+  std::vector<std::string> stage_devices;
 };
+
+// Adds to `tracer`, for each work item of `step` that has kernels among
+// its events from `first_event` on (one traced step), an event on its
+// stage's device spanning them, named "F3" / "B3" (op "PipelineItem"): in
+// the Chrome trace each stage's track then shows the micro-batches'
+// forwards and backwards in a row of their own, and the bubble between.
+void RecordPipelineItems(const PipelineStep& step, StepTracer* tracer, size_t first_event = 0);
 
 // Builds the pipelined forward and backward of `model` on `inputs` (the
 // batch, cut into micro-batches along dimension 0, as `labels` is) and

@@ -43,6 +43,10 @@ ABSL_FLAG(int, width, 512, "units of every Dense layer but the logits");
 ABSL_FLAG(int, layers_per_stage, 2, "Dense layers per stage");
 ABSL_FLAG(int, steps, 10, "traced steps per configuration (after 3 untraced)");
 ABSL_FLAG(std::string, out, "", "JSON results file");
+ABSL_FLAG(
+    std::string, trace_out, "",
+    "Chrome trace of each configuration's last step (the stages' items named), to this path with "
+    "\"_<schedule>_m<M>\" before the extension");
 ABSL_FLAG(bool, timeline, false,
           "print each stage's kernels of 0.1 ms or more of the last traced step");
 
@@ -117,6 +121,14 @@ absl::StatusOr<Result> Measure(distribute::PipelineSchedule schedule, int stages
       end = std::max(end, e.end_ns);
     }
     r.step_ms += (end - begin) / 1e6 / steps;
+    if (const std::string path = absl::GetFlag(FLAGS_trace_out); !path.empty() && i + 1 == steps) {
+      distribute::RecordPipelineItems(step, &tracer);
+      const size_t dot = path.rfind('.');
+      const std::string tag = absl::StrCat("_", r.schedule, "_m", m);
+      STRATA_RETURN_IF_ERROR(tracer.WriteChromeTrace(
+          dot == std::string::npos ? path + tag
+                                   : absl::StrCat(path.substr(0, dot), tag, path.substr(dot))));
+    }
     for (int s = 0; s < stages; ++s) {
       std::vector<std::pair<int64_t, int64_t>> spans;
       for (const TraceEvent& e : events) {

@@ -3,6 +3,7 @@
 // schedule, 1F1B's activation memory bounded by the stage count, bad options.
 #include "strategy/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -16,6 +17,7 @@
 #include "graph/ops/core_ops.h"
 #include "gtest/gtest.h"
 #include "runtime/session.h"
+#include "runtime/trace.h"
 #include "train/initializers.h"
 #include "train/losses.h"
 #include "train/models.h"
@@ -227,6 +229,65 @@ TEST(PipelineTest, OneForwardOneBackwardBoundsActivationMemoryWhereGPipeGrows) {
   EXPECT_GT(gpipe[16] - gpipe[4], 6 * 64 * 1024);
   EXPECT_LT(one_f_one_b[16] - one_f_one_b[4], 2 * 64 * 1024);
   EXPECT_LT(one_f_one_b[16], gpipe[16]);
+}
+
+// A traced step: each stage's items ran in its schedule's order, one after
+// the other, and the trace shows them on the stage's track.
+TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::kOneForwardOneBackward}) {
+    Scope root = Scope::NewRootScope();
+    Output x =
+        ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({16, kFeatures}));
+    Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({16}));
+    auto model = *train::MakeMlp({64, 64, 64}, kClasses, 3);
+    train::SGD sgd(0.1);
+    PipelineOptions o;
+    o.stage_devices = {Device(0), Device(1), Device(2)};
+    o.stage_starts = {0, 1, 2};
+    o.micro_batches = 4;
+    o.schedule = schedule;
+    auto step = BuildPipelineTrainStep(
+        root, model.get(), x, y,
+        [](const Scope& s, Output labels, Output logits) {
+          return train::SparseSoftmaxCrossEntropy(s, labels, logits);
+        },
+        &sgd, o);
+    ASSERT_TRUE(step.ok()) << step.status();
+    Node* init = train::GlobalVariablesInitializer(root);
+    SessionOptions so;
+    so.devices.num_cpu_devices = 3;
+    so.devices.intra_op_threads_per_device = 1;
+    auto session = *Session::Create(root, so);
+    ASSERT_TRUE(session->Run({}, {}, {init->name()}, nullptr).ok());
+    Data d = MakeData(16, 0);
+    StepTracer tracer;
+    RunOptions ro;
+    ro.tracer = &tracer;
+    ASSERT_TRUE(
+        session->Run(ro, {{"x", d.x}, {"y", d.y}}, {}, {step->train_op->name()}, nullptr, nullptr)
+            .ok());
+    const size_t kernels = tracer.num_events();
+    RecordPipelineItems(*step, &tracer);
+    const std::vector<TraceEvent> events = tracer.events();
+    for (int s = 0; s < 3; ++s) {
+      std::vector<std::pair<int64_t, const TraceEvent*>> items;
+      for (size_t i = kernels; i < events.size(); ++i) {
+        if (events[i].device == Device(s)) items.push_back({events[i].start_ns, &events[i]});
+      }
+      std::sort(items.begin(), items.end());
+      std::vector<std::string> order;
+      for (size_t k = 0; k < items.size(); ++k) {
+        order.push_back(items[k].second->name);
+        EXPECT_EQ(items[k].second->op, "PipelineItem");
+        if (k > 0)
+          EXPECT_LE(items[k - 1].second->end_ns, items[k].second->start_ns)
+              << "stage " << s << " item " << k;
+      }
+      EXPECT_EQ(absl::StrJoin(order, " "), Order(schedule, s, 3, 4)) << "stage " << s;
+    }
+    EXPECT_TRUE(absl::StrContains(tracer.ToChromeTraceJson(), "\"B3\""));
+  }
 }
 
 TEST(PipelineTest, BadOptionsAreNamed) {
