@@ -121,6 +121,196 @@ std::vector<std::pair<bool, int>> StageSchedule(PipelineSchedule schedule, int s
   return order;
 }
 
+namespace {
+
+// The step under construction: the forward and backward work items, then
+// the schedule over them.
+class PipelineBuilder {
+ public:
+  PipelineBuilder(const Scope& scope, const PipelineOptions& o)
+      : scope_(scope),
+        pipe_(scope.NewSubScope("pipeline")),
+        o_(o),
+        graph_(scope.graph()),
+        num_stages_(static_cast<int>(o.stage_devices.size())) {}
+
+  // The micro-batches (cut on the first stage's device, the labels on the
+  // last's), each through the stages in order; the weights are made by
+  // micro-batch 0, with the names they have without a pipeline. Sets the
+  // losses and their mean.
+  absl::Status Forward(train::Sequential* model, Output inputs, Output labels,
+                       const PipelineLossFn& loss);
+  // Each micro-batch's backward, from its own loss (weighted 1/M, so that it
+  // depends on no other micro-batch), the gradients summed per weight in
+  // micro-batch order, and the optimizer's update.
+  absl::StatusOr<Node*> Backward(train::Sequential* model, train::Optimizer* optimizer);
+  // Each stage's items in the schedule's order, each waiting for the one
+  // before it (a NoOp after every node of that item).
+  absl::StatusOr<PipelineStep> Schedule(Node* train_op);
+
+ private:
+  Scope OnStage(int stage) const { return pipe_.WithDevice(o_.stage_devices[stage]); }
+
+  const Scope scope_;
+  const Scope pipe_;
+  const PipelineOptions& o_;
+  Graph* const graph_;
+  const int num_stages_;
+  absl::flat_hash_map<std::string, Item> forward_item_;  // node name -> its forward item
+  std::map<Item, std::vector<Node*>> nodes_;
+  OutputList losses_;
+  Output mean_;
+};
+
+absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, Output labels,
+                                      const PipelineLossFn& loss) {
+  const int m_count = o_.micro_batches;
+  const int num_layers = static_cast<int>(model->layers().size());
+  OutputList xs = m_count == 1 ? OutputList{inputs}
+                               : ops::Split(OnStage(0).WithOpName("micro_batches"),
+                                            ops::Const(pipe_, 0), inputs, m_count);
+  OutputList ys = m_count == 1 ? OutputList{labels}
+                               : ops::Split(OnStage(num_stages_ - 1).WithOpName("micro_labels"),
+                                            ops::Const(pipe_, 0), labels, m_count);
+  STRATA_RETURN_IF_ERROR(scope_.status());
+  for (int m = 0; m < m_count; ++m) {
+    Output h = xs[m];
+    for (int s = 0; s < num_stages_; ++s) {
+      const int first = graph_->num_node_ids();
+      const Scope where =
+          m == 0
+              ? scope_.WithDevice(o_.stage_devices[s])
+              : pipe_.NewSubScope(absl::StrCat("micro_batch_", m)).WithDevice(o_.stage_devices[s]);
+      const int end = s + 1 < num_stages_ ? o_.stage_starts[s + 1] : num_layers;
+      absl::StatusOr<Output> out = model->BuildLayers(where, h, o_.stage_starts[s], end);
+      if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("pipeline stage ", s, ": "));
+      h = *out;
+      OutputList ends = {h};
+      if (s + 1 == num_stages_) {
+        Output l = loss(where.NewSubScope("loss"), ys[m], h);
+        STRATA_RETURN_IF_ERROR(where.status());
+        if (!l.ok()) {
+          return absl::InvalidArgumentError("pipeline: the loss function returned a null Output");
+        }
+        losses_.push_back(l);
+        ends.push_back(l);
+      }
+      const Item item{false, m, s};
+      for (Node* n : NewAncestors(ends, first)) {
+        if (n->type_string() == "VarHandleOp") continue;  // a weight, made by micro-batch 0
+        forward_item_[n->name()] = item;
+        nodes_[item].push_back(n);
+      }
+    }
+  }
+  const Scope last = OnStage(num_stages_ - 1);
+  Output total = losses_.size() == 1 ? losses_[0] : ops::AddN(last.WithOpName("loss_sum"), losses_);
+  mean_ =
+      ops::RealDiv(last.WithOpName("loss"), total, train::ScalarConst(last, total.type(), m_count));
+  return scope_.status();
+}
+
+absl::StatusOr<Node*> PipelineBuilder::Backward(train::Sequential* model,
+                                                train::Optimizer* optimizer) {
+  // Every read of every trainable weight, in micro-batch order.
+  struct Target {
+    train::Variable* variable;
+    OutputList reads;
+  };
+  std::vector<Target> targets;
+  OutputList reads;
+  for (train::Variable* v : model->trainable_variables()) {
+    Target t{v, {}};
+    for (const Edge* e : v->handle().node()->out_edges()) {
+      if (!e->IsControlEdge() && e->dst->type_string() == "ReadVariableOp" &&
+          forward_item_.contains(e->dst->name())) {
+        t.reads.push_back(Output(e->dst, 0));
+      }
+    }
+    if (t.reads.empty()) continue;
+    std::stable_sort(t.reads.begin(), t.reads.end(), [&](const Output& a, const Output& b) {
+      return forward_item_.at(a.node()->name()).micro_batch <
+             forward_item_.at(b.node()->name()).micro_batch;
+    });
+    reads.insert(reads.end(), t.reads.begin(), t.reads.end());
+    targets.push_back(std::move(t));
+  }
+  if (targets.empty()) {
+    return absl::InvalidArgumentError("pipeline: the model has no trainable weight the loss reads");
+  }
+  const int first_grad = graph_->num_node_ids();
+  OutputList weights;
+  const Scope last = OnStage(num_stages_ - 1);
+  for (int m = 0; m < o_.micro_batches; ++m) {
+    weights.push_back(train::ScalarConst(last.WithOpName(absl::StrCat("loss_weight_", m)),
+                                         mean_.type(), 1.0 / o_.micro_batches));
+  }
+  OutputList grads;
+  STRATA_RETURN_IF_ERROR(AddSymbolicGradients(pipe_, losses_, reads, weights, &grads));
+  for (int id = first_grad; id < graph_->num_node_ids(); ++id) {
+    Node* n = graph_->FindNodeId(id);
+    if (n == nullptr) continue;
+    if (const Item* f = ForwardOf(n->name(), forward_item_); f != nullptr) {
+      nodes_[{true, f->micro_batch, f->stage}].push_back(n);
+    }
+  }
+  std::vector<train::GradAndVar> pairs;
+  size_t next = 0;
+  for (const Target& t : targets) {
+    OutputList mine(grads.begin() + next, grads.begin() + next + t.reads.size());
+    next += t.reads.size();
+    // Accumulated in micro-batch order on the weight's stage, each addition
+    // part of its micro-batch's backward item, so that the next backward on
+    // the stage waits for it: a stage never holds two unsummed gradients of
+    // a weight, however late its additions would run.
+    const Scope at = pipe_.WithDevice(t.reads[0].node()->requested_device());
+    Output sum = mine[0];
+    for (size_t k = 1; k < mine.size(); ++k) {
+      sum = ops::Add(at.WithOpName(absl::StrCat("gradient_sum/", t.variable->name(), "/", k)), sum,
+                     mine[k]);
+      const Item& f = forward_item_.at(t.reads[k].node()->name());
+      nodes_[{true, f.micro_batch, f.stage}].push_back(sum.node());
+    }
+    pairs.push_back({sum, t.variable});
+  }
+  Node* train_op = optimizer->ApplyGradients(scope_, pairs);
+  STRATA_RETURN_IF_ERROR(scope_.status());
+  if (train_op == nullptr) return absl::InternalError("pipeline: the optimizer made no train op");
+  return train_op;
+}
+
+absl::StatusOr<PipelineStep> PipelineBuilder::Schedule(Node* train_op) {
+  PipelineStep step;
+  step.train_op = train_op;
+  step.loss = mean_;
+  step.stage_devices = o_.stage_devices;
+  for (const auto& [item, members] : nodes_) {
+    const std::string label = absl::StrCat(item.backward ? "B" : "F", item.micro_batch);
+    for (const Node* n : members) step.item_of_node[n->name()] = label;
+  }
+  for (int s = 0; s < num_stages_; ++s) {
+    std::vector<std::string> names;
+    Node* previous_done = nullptr;
+    for (const auto& [backward, m] : StageSchedule(o_.schedule, s, num_stages_, o_.micro_batches)) {
+      names.push_back(absl::StrCat(backward ? "B" : "F", m));
+      const std::vector<Node*>& mine = nodes_[{backward, m, s}];
+      if (mine.empty()) continue;
+      if (previous_done != nullptr) {
+        for (Node* n : mine) graph_->AddControlEdge(previous_done, n);
+      }
+      previous_done =
+          ops::NoOp(OnStage(s)
+                        .WithOpName(absl::StrCat("stage_", s, "_", names.back(), "_done"))
+                        .WithControlDependencies(mine));
+      STRATA_RETURN_IF_ERROR(scope_.status());
+    }
+    step.schedule.push_back(std::move(names));
+  }
+  return step;
+}
+
+}  // namespace
+
 absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::Sequential* model,
                                                     Output inputs, Output labels,
                                                     const PipelineLossFn& loss,
@@ -132,159 +322,10 @@ absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::S
         "pipeline: a model, inputs, labels, a loss and an optimizer are needed");
   }
   STRATA_RETURN_IF_ERROR(CheckOptions(*model, options, inputs));
-  Graph* graph = scope.graph();
-  const int num_stages = static_cast<int>(options.stage_devices.size());
-  const int num_layers = static_cast<int>(model->layers().size());
-  const int m_count = options.micro_batches;
-  auto on = [&](int stage) { return scope.WithDevice(options.stage_devices[stage]); };
-
-  // Forward: the micro-batches (cut on the first stage's device, the labels
-  // on the last's), each through the stages in order; the weights are made
-  // by micro-batch 0, with the names they have without a pipeline.
-  const Scope pipe = scope.NewSubScope("pipeline");
-  OutputList xs =
-      m_count == 1
-          ? OutputList{inputs}
-          : ops::Split(pipe.WithDevice(options.stage_devices[0]).WithOpName("micro_batches"),
-                       ops::Const(pipe, 0), inputs, m_count);
-  OutputList ys =
-      m_count == 1
-          ? OutputList{labels}
-          : ops::Split(pipe.WithDevice(options.stage_devices.back()).WithOpName("micro_labels"),
-                       ops::Const(pipe, 0), labels, m_count);
-  STRATA_RETURN_IF_ERROR(scope.status());
-  absl::flat_hash_map<std::string, Item> forward_item;  // node name -> its forward item
-  std::map<Item, std::vector<Node*>> nodes;
-  OutputList losses;
-  for (int m = 0; m < m_count; ++m) {
-    Output h = xs[m];
-    for (int s = 0; s < num_stages; ++s) {
-      const int first = graph->num_node_ids();
-      const Scope where = m == 0 ? on(s)
-                                 : pipe.NewSubScope(absl::StrCat("micro_batch_", m))
-                                       .WithDevice(options.stage_devices[s]);
-      const int end = s + 1 < num_stages ? options.stage_starts[s + 1] : num_layers;
-      absl::StatusOr<Output> out = model->BuildLayers(where, h, options.stage_starts[s], end);
-      if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("pipeline stage ", s, ": "));
-      h = *out;
-      OutputList ends = {h};
-      if (s + 1 == num_stages) {
-        Output l = loss(where.NewSubScope("loss"), ys[m], h);
-        STRATA_RETURN_IF_ERROR(where.status());
-        if (!l.ok())
-          return absl::InvalidArgumentError("pipeline: the loss function returned a null Output");
-        losses.push_back(l);
-        ends.push_back(l);
-      }
-      const Item item{false, m, s};
-      for (Node* n : NewAncestors(ends, first)) {
-        if (n->type_string() == "VarHandleOp") continue;  // a weight, made by micro-batch 0
-        forward_item[n->name()] = item;
-        nodes[item].push_back(n);
-      }
-    }
-  }
-  const Scope last = pipe.WithDevice(options.stage_devices.back());
-  Output total = losses.size() == 1 ? losses[0] : ops::AddN(last.WithOpName("loss_sum"), losses);
-  Output mean =
-      ops::RealDiv(last.WithOpName("loss"), total, train::ScalarConst(last, total.type(), m_count));
-  STRATA_RETURN_IF_ERROR(scope.status());
-
-  // Backward: the gradient of the mean loss for every read of every
-  // trainable weight, summed per weight on its stage's device.
-  struct Target {
-    train::Variable* variable;
-    OutputList reads;
-  };
-  std::vector<Target> targets;
-  OutputList reads;
-  for (train::Variable* v : model->trainable_variables()) {
-    Target t{v, {}};
-    for (const Edge* e : v->handle().node()->out_edges()) {
-      if (!e->IsControlEdge() && e->dst->type_string() == "ReadVariableOp" &&
-          forward_item.contains(e->dst->name())) {
-        t.reads.push_back(Output(e->dst, 0));
-      }
-    }
-    if (t.reads.empty()) continue;
-    std::stable_sort(t.reads.begin(), t.reads.end(), [&](const Output& a, const Output& b) {
-      return forward_item.at(a.node()->name()).micro_batch <
-             forward_item.at(b.node()->name()).micro_batch;
-    });
-    reads.insert(reads.end(), t.reads.begin(), t.reads.end());
-    targets.push_back(std::move(t));
-  }
-  if (targets.empty())
-    return absl::InvalidArgumentError("pipeline: the model has no trainable weight the loss reads");
-  // Each micro-batch's backward starts from its own loss (with the weight
-  // 1/M the mean gives it), so that it depends on no other micro-batch.
-  const int first_grad = graph->num_node_ids();
-  OutputList weights;
-  for (int m = 0; m < m_count; ++m) {
-    weights.push_back(train::ScalarConst(last.WithOpName(absl::StrCat("loss_weight_", m)),
-                                         total.type(), 1.0 / m_count));
-  }
-  OutputList grads;
-  STRATA_RETURN_IF_ERROR(AddSymbolicGradients(pipe, losses, reads, weights, &grads));
-  for (int id = first_grad; id < graph->num_node_ids(); ++id) {
-    Node* n = graph->FindNodeId(id);
-    if (n == nullptr) continue;
-    if (const Item* f = ForwardOf(n->name(), forward_item); f != nullptr)
-      nodes[{true, f->micro_batch, f->stage}].push_back(n);
-  }
-  std::vector<train::GradAndVar> pairs;
-  size_t next = 0;
-  for (const Target& t : targets) {
-    OutputList mine(grads.begin() + next, grads.begin() + next + t.reads.size());
-    next += t.reads.size();
-    // Accumulated in micro-batch order as the backwards finish, so that a
-    // stage holds one gradient of each weight, not one per micro-batch.
-    const Scope at = pipe.WithDevice(t.reads[0].node()->requested_device());
-    // Each addition is part of its micro-batch's backward item, so that
-    // the next backward on the stage waits for it: a stage never holds two
-    // unsummed gradients of a weight, however late its additions would run.
-    Output sum = mine[0];
-    for (size_t k = 1; k < mine.size(); ++k) {
-      sum = ops::Add(at.WithOpName(absl::StrCat("gradient_sum/", t.variable->name(), "/", k)), sum,
-                     mine[k]);
-      const Item& f = forward_item.at(t.reads[k].node()->name());
-      nodes[{true, f.micro_batch, f.stage}].push_back(sum.node());
-    }
-    pairs.push_back({sum, t.variable});
-  }
-  Node* train_op = optimizer->ApplyGradients(scope, pairs);
-  STRATA_RETURN_IF_ERROR(scope.status());
-  if (train_op == nullptr) return absl::InternalError("pipeline: the optimizer made no train op");
-
-  // The schedule: each stage's items in order, each waiting for the one
-  // before it (a NoOp after every node of that item).
-  PipelineStep step;
-  step.train_op = train_op;
-  step.loss = mean;
-  step.stage_devices = options.stage_devices;
-  for (const auto& [item, members] : nodes) {
-    const std::string label = absl::StrCat(item.backward ? "B" : "F", item.micro_batch);
-    for (const Node* n : members) step.item_of_node[n->name()] = label;
-  }
-  for (int s = 0; s < num_stages; ++s) {
-    std::vector<std::string> names;
-    Node* previous_done = nullptr;
-    for (const auto& [backward, m] : StageSchedule(options.schedule, s, num_stages, m_count)) {
-      names.push_back(absl::StrCat(backward ? "B" : "F", m));
-      const std::vector<Node*>& mine = nodes[{backward, m, s}];
-      if (mine.empty()) continue;
-      if (previous_done != nullptr) {
-        for (Node* n : mine) graph->AddControlEdge(previous_done, n);
-      }
-      Node* done = ops::NoOp(pipe.WithDevice(options.stage_devices[s])
-                                 .WithOpName(absl::StrCat("stage_", s, "_", names.back(), "_done"))
-                                 .WithControlDependencies(mine));
-      STRATA_RETURN_IF_ERROR(scope.status());
-      previous_done = done;
-    }
-    step.schedule.push_back(std::move(names));
-  }
-  return step;
+  PipelineBuilder b(scope, options);
+  STRATA_RETURN_IF_ERROR(b.Forward(model, inputs, labels, loss));
+  STRATA_ASSIGN_OR_RETURN(Node * train_op, b.Backward(model, optimizer));
+  return b.Schedule(train_op);
 }
 
 void RecordPipelineItems(const PipelineStep& step, StepTracer* tracer, size_t first_event) {
