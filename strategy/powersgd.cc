@@ -182,9 +182,26 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
       AllReduceInBuckets(s.NewSubScope("warmup"), ctx, ReduceOp::kMean, plain_in, shapes,
                          PlanGradientBuckets(specs, o.gradient_bucket_bytes)));
 
+  STRATA_ASSIGN_OR_RETURN(OutputList compressed, Compressed(s.NewSubScope("compress"), ctx, matrix,
+                                                            specs, shapes, compress_in));
+  OutputList out;
+  for (size_t i = 0; i < n; ++i) {
+    Output merged = ops::Merge(s, {plain[i], compressed[i]}).output;
+    out.push_back(ops::Identity(s.WithControlDependencies({count}), merged));
+  }
+  STRATA_RETURN_IF_ERROR(s.status());
+  return out;
+}
+
+absl::StatusOr<OutputList> PowerSgd::Compressed(const Scope& c, ReplicaContext& ctx,
+                                                const std::vector<const Matrix*>& matrix,
+                                                const std::vector<GradientSpec>& specs,
+                                                const std::vector<TensorShape>& shapes,
+                                                const OutputList& grads) {
+  const StrategyOptions& o = ctx.strategy()->options();
+  const size_t n = grads.size();
   // The compressed branch. First all-reduce: the uncompressed gradients and
   // every matrix's P.
-  const Scope c = s.NewSubScope("compress");
   OutputList first;
   std::vector<TensorShape> first_shapes;
   std::vector<GradientSpec> first_specs;
@@ -194,11 +211,11 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
     first_index[i] = static_cast<int>(first.size());
     GradientSpec spec = specs[i];
     if (matrix[i] == nullptr) {
-      first.push_back(compress_in[i]);
+      first.push_back(grads[i]);
       first_shapes.push_back(shapes[i]);
     } else {
       const Matrix& mx = *matrix[i];
-      Output grad = ops::Reshape(c, compress_in[i], ops::Const<int64_t>(c, {mx.rows, mx.cols}));
+      Output grad = ops::Reshape(c, grads[i], ops::Const<int64_t>(c, {mx.rows, mx.cols}));
       m_of[i] = ops::AddV2(c, grad, mx.error->Read(c));
       first.push_back(
           ops::MatMul(c, m_of[i], mx.q->Read(c), ops::MatMul::Attrs().TransposeB(true)));
@@ -253,10 +270,9 @@ absl::StatusOr<OutputList> PowerSgd::AllReduce(
       compressed = ops::Reshape(c.WithControlDependencies(std::vector<Node*>{keep_error, keep_q}),
                                 approx, ops::Const(c, dims));
     }
-    Output merged = ops::Merge(s, {plain[i], compressed}).output;
-    out.push_back(ops::Identity(s.WithControlDependencies({count}), merged));
+    out.push_back(compressed);
   }
-  STRATA_RETURN_IF_ERROR(s.status());
+  STRATA_RETURN_IF_ERROR(c.status());
   return out;
 }
 

@@ -45,6 +45,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "graph/scope.h"
+#include "strategy/gradient_bucketing.h"
 #include "strategy/replica_context.h"
 #include "train/optimizers.h"
 #include "train/variable.h"
@@ -80,6 +81,13 @@ class PowerSgd {
   absl::StatusOr<const Matrix*> MatrixOf(const Scope& scope, ReplicaContext& ctx,
                                          const train::Variable* var);
   absl::Status MakeStep(const Scope& scope, ReplicaContext& ctx);
+  // The compressed branch: `grads` (those with a matrix compressed, the
+  // others all-reduced with the P factors), each of `shapes`.
+  absl::StatusOr<OutputList> Compressed(const Scope& c, ReplicaContext& ctx,
+                                        const std::vector<const Matrix*>& matrix,
+                                        const std::vector<GradientSpec>& specs,
+                                        const std::vector<TensorShape>& shapes,
+                                        const OutputList& grads);
 
   absl::flat_hash_map<const train::Variable*, std::unique_ptr<Matrix>> matrices_;
   std::vector<const train::Variable*> order_;
