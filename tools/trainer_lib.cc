@@ -307,33 +307,25 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   return ParseDataSpec(c.data).status();
 }
 
-// The run, once the strategy exists (RunTrainer below adds the cluster's
-// part for multi-worker runs).
-absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy* strategy,
-                                    FILE* log) {
-  TrainerResult result;
-  auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy);
-  const int replicas = strategy->num_replicas_in_sync();
-  if (c.global_batch_size % replicas != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--global_batch_size: ", c.global_batch_size, " does not split evenly over the ", replicas,
-        " replicas of --strategy=", c.strategy,
-        " (each replica takes an equal share of every global batch); use a multiple of ", replicas));
-  }
-  if (!c.trace_out.empty()) {
-    // Found unwritable now rather than after the run (each worker writes
-    // its own, fit/loop.h).
-    const std::string mine = strategy->worker_index() == 0 ? c.trace_out
-                                                            : fit::WorkerPath(c.trace_out, strategy->worker_index());
-    FILE* f = std::fopen(mine.c_str(), "w");
-    if (f == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--trace_out=", mine,
-                                                     ": cannot open for writing: ", std::strerror(errno)));
-    }
-    std::fclose(f);
-  }
+// What the data phase decided: the input plan, the loaded data, the epoch
+// and the configuration's fingerprint.
+struct PreparedData {
+  InputPlan plan;
+  TrainerData data;
+  UnevenEpoch uneven;
+  int64_t local_batch = 0;
+  bool join = false;            // uneven FILE shards, trained as PyTorch's Join
+  bool keep_remainder = false;  // --drop_remainder=false
+  bool weighted = false;
+  int64_t steps_per_epoch = 0;
+  Tensor mean, stddev;  // --standardize's statistics
+  std::string fingerprint;
+};
 
-  // 1. Data: load, split (fixed by the seed), measure the training split.
+// 1. Data: load, split (fixed by the seed), measure the training split.
+absl::Status PrepareData(const TrainerConfig& c, distribute::Strategy* strategy, FILE* log,
+                         TrainerResult* result, PreparedData* p) {
+  auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy);
   STRATA_ASSIGN_OR_RETURN(SourceSpec spec, ParseDataSpec(c.data));
   std::string digits_path;
   if (spec.kind == SourceSpec::Kind::kDigits) {
@@ -341,85 +333,94 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   }
   // Several workers: FILE (each loads its share of the files) or DATA
   // (each loads everything and keeps its part of every global batch).
-  STRATA_ASSIGN_OR_RETURN(InputPlan plan, PlanInput(c, spec, *strategy));
-  const int64_t local_batch =
-      plan.by_file() ? c.global_batch_size / plan.num_workers : c.global_batch_size;
+  STRATA_ASSIGN_OR_RETURN(p->plan, PlanInput(c, spec, *strategy));
+  p->local_batch =
+      p->plan.by_file() ? c.global_batch_size / p->plan.num_workers : c.global_batch_size;
   const std::vector<std::string>* files =
-      plan.by_file() ? &plan.files : plan.all_files.empty() ? nullptr : &plan.all_files;
-  STRATA_ASSIGN_OR_RETURN(TrainerData data,
+      p->plan.by_file() ? &p->plan.files : p->plan.all_files.empty() ? nullptr : &p->plan.all_files;
+  STRATA_ASSIGN_OR_RETURN(p->data,
                           LoadTrainerData(spec, digits_path, c.test_fraction, static_cast<uint64_t>(c.seed),
-                                          files, /*check_classes=*/!plan.by_file()));
-  result.num_features = data.num_features;
-  result.train_examples = data.train_x.dim_size(0);
-  result.test_examples = data.test_x.dim_size(0);
-  // FILE: every worker's example count; shards that are uneven (different
+                                          files, /*check_classes=*/!p->plan.by_file()));
+  result->num_features = p->data.num_features;
+  result->train_examples = p->data.train_x.dim_size(0);
+  result->test_examples = p->data.test_x.dim_size(0);
+  // FILE: every worker's example count; shards that are p->uneven (different
   // counts, or not a multiple of the batch) train as PyTorch's Join does:
   // every worker runs the longest shard's steps, weighted so that each
   // example counts once per epoch (UnevenEpoch).
-  UnevenEpoch uneven;
-  bool join = false;
-  if (plan.by_file()) {
+  if (p->plan.by_file()) {
     std::vector<int64_t> shard_examples;
-    STRATA_ASSIGN_OR_RETURN(std::tie(result.train_examples, result.test_examples),
-                            CombineShards(strategy, plan, &data, &shard_examples));
-    uneven = PlanUnevenEpoch(shard_examples, local_batch);
-    join = !uneven.even();
+    STRATA_ASSIGN_OR_RETURN(std::tie(result->train_examples, result->test_examples),
+                            CombineShards(strategy, p->plan, &p->data, &shard_examples));
+    p->uneven = PlanUnevenEpoch(shard_examples, p->local_batch);
+    p->join = !p->uneven.even();
   }
   // --drop_remainder=false: each epoch's last partial global batch trains
-  // too (DATA, one worker); FILE shards never drop (join above).
-  const bool keep_remainder = !c.drop_remainder && !plan.by_file();
-  const bool weighted = join || keep_remainder;
-  result.num_classes = data.num_classes;
+  // too (DATA, one worker); FILE shards never drop (p->join above).
+  p->keep_remainder = !c.drop_remainder && !p->plan.by_file();
+  p->weighted = p->join || p->keep_remainder;
+  result->num_classes = p->data.num_classes;
   if (multi_worker != nullptr) {
     // One line per worker, even from quiet ones: which examples it reads.
     Log(log, false, absl::StrCat(
-        multi_worker->task_name(), ": input sharding ", data::AutoShardPolicyName(plan.policy), " (",
-        plan.why, "): ",
-        plan.by_file()
-            ? absl::StrCat("reads ", plan.files.size(), " of ", plan.all_files.size(), " files (",
-                           BaseNames(plan.files), "), ", data.train_x.dim_size(0), " of the ",
-                           result.train_examples, " training examples, in batches of ", local_batch,
+        multi_worker->task_name(), ": input sharding ", data::AutoShardPolicyName(p->plan.policy), " (",
+        p->plan.why, "): ",
+        p->plan.by_file()
+            ? absl::StrCat("reads ", p->plan.files.size(), " of ", p->plan.all_files.size(), " files (",
+                           BaseNames(p->plan.files), "), ", p->data.train_x.dim_size(0), " of the ",
+                           result->train_examples, " training examples, in batches of ", p->local_batch,
                            " of each global batch of ", c.global_batch_size,
-                           join ? absl::StrCat("; the shards are uneven (",
-                                               absl::StrJoin(uneven.examples, ", "),
-                                               " examples): every epoch is ", uneven.steps,
+                           p->join ? absl::StrCat("; the shards are uneven (",
+                                               absl::StrJoin(p->uneven.examples, ", "),
+                                               " examples): every epoch is ", p->uneven.steps,
                                                " steps, each example once, this worker's last ",
-                                               uneven.steps - (data.train_x.dim_size(0) + local_batch - 1) / local_batch,
+                                               p->uneven.steps - (p->data.train_x.dim_size(0) + p->local_batch - 1) / p->local_batch,
                                                " without examples of its own")
                                 : "")
             : absl::StrCat("reads all the data and keeps its part of every global batch of ",
                            c.global_batch_size)));
   }
-  const int64_t steps_per_epoch =
-      join ? uneven.steps
-           : (result.train_examples + (keep_remainder ? c.global_batch_size - 1 : 0)) / c.global_batch_size;
-  if (steps_per_epoch < 1) {
+  p->steps_per_epoch =
+      p->join ? p->uneven.steps
+           : (result->train_examples + (p->keep_remainder ? c.global_batch_size - 1 : 0)) / c.global_batch_size;
+  if (p->steps_per_epoch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", c.global_batch_size,
-                                                   " is larger than the ", result.train_examples,
+                                                   " is larger than the ", result->train_examples,
                                                    " training examples"));
   }
   const int64_t epochs = c.epochs > 0 ? c.epochs : 30;
-  if (c.steps == 0 && epochs > std::numeric_limits<int64_t>::max() / steps_per_epoch) {
+  if (c.steps == 0 && epochs > std::numeric_limits<int64_t>::max() / p->steps_per_epoch) {
     return absl::InvalidArgumentError(absl::StrCat("--epochs=", c.epochs, " is too large"));
   }
-  result.total_steps = c.steps > 0 ? c.steps : epochs * steps_per_epoch;
-  Tensor mean, stddev;
+  result->total_steps = c.steps > 0 ? c.steps : epochs * p->steps_per_epoch;
   if (c.standardize) {
     // FILE: every worker standardizes with the statistics of the cluster's
     // training examples, so the replicas see the same preprocessing.
-    STRATA_ASSIGN_OR_RETURN(std::tie(mean, stddev),
-                            plan.by_file() ? CombinedStats(strategy, data) : ComputeStats(data));
+    STRATA_ASSIGN_OR_RETURN(std::tie(p->mean, p->stddev),
+                            p->plan.by_file() ? CombinedStats(strategy, p->data) : ComputeStats(p->data));
   }
   // A FILE run's input positions are per worker: its checkpoints resume
   // only a FILE run of as many workers.
-  const std::string fingerprint = ConfigFingerprint(
-      c, absl::StrCat(data.name, c.standardize ? "+standardized" : "",
-                      plan.by_file() ? absl::StrCat(",input=FILE/", plan.num_workers) : "",
-                      keep_remainder ? ",drop_remainder=false" : ""));
+  p->fingerprint = ConfigFingerprint(
+      c, absl::StrCat(p->data.name, c.standardize ? "+standardized" : "",
+                      p->plan.by_file() ? absl::StrCat(",input=FILE/", p->plan.num_workers) : "",
+                      p->keep_remainder ? ",drop_remainder=false" : ""));
 
-  // 2. The newest intact checkpoint, if any; corrupt newer ones are skipped.
+  return absl::OkStatus();
+}
+
+// Where a run resumes: the checkpoint and the input's position in it.
+struct ResumePoint {
+  std::unique_ptr<CheckpointReader> reader;  // null: a fresh start
+  std::string iterator_state;
+};
+
+// 2. The newest intact checkpoint, if any (corrupt newer ones are
+// skipped), checked against this run's configuration and data.
+absl::Status FindResumePoint(const TrainerConfig& c, const PreparedData& p, FILE* log,
+                             TrainerResult* result, ResumePoint* r) {
   std::unique_ptr<CheckpointManager> manager;
-  std::unique_ptr<CheckpointReader> reader;
+  std::unique_ptr<CheckpointReader>& reader = r->reader;
   if (!c.checkpoint_dir.empty()) {
     STRATA_ASSIGN_OR_RETURN(manager, CheckpointManager::Create(c.checkpoint_dir, c.max_to_keep));
     std::vector<absl::Status> skipped;
@@ -431,100 +432,45 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
       return AnnotateStatus(latest.status(), absl::StrCat("--checkpoint_dir=", c.checkpoint_dir, ": "));
     }
   }
-  std::string iterator_state;
   if (reader != nullptr) {
     const std::string where = absl::StrCat("checkpoint ", reader->prefix(), ": ");
     STRATA_ASSIGN_OR_RETURN(std::string written_by, fit::ReadTrackedString(*reader, kMetaConfig));
-    if (written_by != fingerprint) {
+    if (written_by != p.fingerprint) {
       return absl::FailedPreconditionError(absl::StrCat(
-          where, "was written by a run with ", written_by, "; this run has ", fingerprint,
+          where, "was written by a run with ", written_by, "; this run has ", p.fingerprint,
           ". Use another --checkpoint_dir"));
     }
     STRATA_ASSIGN_OR_RETURN(std::string step_text, reader->GetMetadata(CheckpointManager::kMetadataGlobalStep));
-    if (!absl::SimpleAtoi(step_text, &result.start_step) || result.start_step < 0) {
+    if (!absl::SimpleAtoi(step_text, &result->start_step) || result->start_step < 0) {
       return absl::DataLossError(absl::StrCat(where, "global_step '", step_text, "' is not a step"));
     }
-    STRATA_ASSIGN_OR_RETURN(iterator_state, fit::ReadTrackedString(*reader, kMetaIterator));
+    STRATA_ASSIGN_OR_RETURN(r->iterator_state, fit::ReadTrackedString(*reader, kMetaIterator));
     if (c.standardize) {
-      // The statistics are a function of the data and the split; different
-      // ones mean the data changed under the checkpoint.
+      // The statistics are a function of the p.data and the split; different
+      // ones p.mean the p.data changed under the checkpoint.
       std::map<std::string, Tensor> saved;
-      const TensorShape f{data.num_features};
+      const TensorShape f{p.data.num_features};
       STRATA_RETURN_IF_ERROR(reader->RestoreInto(
           {{kStatsMean, {DT_FLOAT, f}}, {kStatsStddev, {DT_FLOAT, f}}}, &saved));
-      if (!SameBytes(saved[kStatsMean], mean) || !SameBytes(saved[kStatsStddev], stddev)) {
+      if (!SameBytes(saved[kStatsMean], p.mean) || !SameBytes(saved[kStatsStddev], p.stddev)) {
         return absl::FailedPreconditionError(absl::StrCat(
             where, "the training data's feature statistics differ from the checkpoint's: --data ",
             c.data, " changed since it was written"));
       }
     }
-    result.resumed_from = reader->prefix();
+    result->resumed_from = reader->prefix();
   }
-  if (c.standardize) STRATA_RETURN_IF_ERROR(StandardizeInPlace(&data, mean, stddev));
+  return absl::OkStatus();
+}
 
-  // 3. Graph (with the input pipeline) and session; variables from the
-  // initializers or the checkpoint, the input at the checkpoint's position.
-  // FILE: each worker's sequence is its own, and the checkpoint holds the
-  // chief's position only; every worker's input is a pure function of the
-  // step (one batch per step), so each starts at the checkpoint's step.
-  // DATA over several workers: each worker gathers only its part of every
-  // global batch (the rows its replicas take), not the whole batch to keep
-  // a part; the positions, and so the checkpoints' input states, are the
-  // global pipeline's.
-  const bool by_example = !plan.by_file() && plan.num_workers > 1;
-  data::DatasetPtr batches;
-  if (join) {
-    STRATA_ASSIGN_OR_RETURN(batches, MakeUnevenTrainBatches(data, local_batch, uneven.steps,
-                                                            static_cast<uint64_t>(c.seed), c.prefetch,
-                                                            result.start_step, uneven.examples));
-  } else {
-    STRATA_ASSIGN_OR_RETURN(batches,
-                            MakeTrainBatches(data, local_batch, static_cast<uint64_t>(c.seed), c.prefetch,
-                                             plan.by_file() ? result.start_step : 0,
-                                             by_example ? plan.worker : 0,
-                                             by_example ? plan.num_workers : 1, keep_remainder,
-                                             strategy->num_local_replicas()));
-  }
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
-                          BuildGraph(c, data, result.total_steps, strategy, std::move(batches),
-                                     plan.by_file() || by_example, weighted));
-  result.devices = g->strategy->devices();
-  if (reader != nullptr && !plan.by_file()) {
-    absl::Status s = g->input->RestoreState(iterator_state);
-    if (!s.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader->prefix(),
-                                                        ": cannot restore the input position (resume with the same --data, --seed, "
-                                                        "--global_batch_size and --prefetch): ", s.message()));
-    }
-  }
-  // What a checkpoint holds beyond the variables. The input's position is
-  // restored above (before the session; for FILE sharding it is a function
-  // of the step), the configuration's fingerprint and the feature
-  // statistics were checked before the data was standardized: their
-  // restores have nothing left to do.
-  auto already_restored_string = [](const std::string&) { return absl::OkStatus(); };
-  auto already_restored_tensor = [](const Tensor&) { return absl::OkStatus(); };
-  STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
-      kMetaIterator,
-      [&g]() { return g->input->SaveState(); },
-      already_restored_string));
-  STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
-      kMetaConfig, [&fingerprint]() -> absl::StatusOr<std::string> { return fingerprint; },
-      already_restored_string));
-  if (c.standardize) {
-    const TensorShape f{data.num_features};
-    STRATA_RETURN_IF_ERROR(g->checkpoint->TrackTensor(
-        kStatsMean, DT_FLOAT, f, [&mean]() -> absl::StatusOr<Tensor> { return mean; }, already_restored_tensor));
-    STRATA_RETURN_IF_ERROR(g->checkpoint->TrackTensor(
-        kStatsStddev, DT_FLOAT, f, [&stddev]() -> absl::StatusOr<Tensor> { return stddev; },
-        already_restored_tensor));
-  }
-  manager.reset();  // it found the checkpoint to resume from; the loop's writes
-  // 4. The library's loop (fit/loop.h): the session, the restore, the
-  // steps, the saves on the chief, the reports; then the test set.
+// 4. The library's loop (fit/loop.h): the session, the restore, the steps,
+// the saves on the chief, the reports; then the test set.
+absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, const PreparedData& p,
+                     TrainGraph* g, std::unique_ptr<CheckpointReader> reader, FILE* log,
+                     TrainerResult* result) {
   fit::FitOptions o;
   o.global_batch_size = c.global_batch_size;
-  o.steps = result.total_steps;
+  o.steps = result->total_steps;
   o.checkpoint_dir = c.checkpoint_dir;
   o.save_every_steps = c.save_every_steps;
   o.max_to_keep = c.max_to_keep;
@@ -548,23 +494,23 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
   step.init = g->init;
   step.checkpoint = g->checkpoint.get();
   fit::LoopHooks hooks;
-  hooks.steps_per_epoch = steps_per_epoch;
+  hooks.steps_per_epoch = p.steps_per_epoch;
   hooks.log_prefix = "trainer";
   hooks.nonfinite_hint = "try a smaller --learning_rate";
-  hooks.final_logs = [&](Session* session) -> absl::StatusOr<fit::Logs> {
-    STRATA_ASSIGN_OR_RETURN(std::vector<double> eval, EvaluateSums(session, *g, data));
-    if (plan.by_file()) {
+  hooks.final_logs = [g, &p, result, strategy](Session* session) -> absl::StatusOr<fit::Logs> {
+    STRATA_ASSIGN_OR_RETURN(std::vector<double> eval, EvaluateSums(session, *g, p.data));
+    if (p.plan.by_file()) {
       // Every worker's test examples: the same figures on every worker.
       STRATA_ASSIGN_OR_RETURN(eval, SumAcrossWorkers(strategy, eval));
     }
     if (eval[2] > 0) {
-      result.test_loss = eval[0] / eval[2];
-      result.test_accuracy = eval[1] / eval[2];
+      result->test_loss = eval[0] / eval[2];
+      result->test_accuracy = eval[1] / eval[2];
     }
     const double none = std::numeric_limits<double>::quiet_NaN();  // written as null
-    return fit::Logs{{"test_accuracy", result.test_examples > 0 ? result.test_accuracy : none},
-                     {"test_loss", result.test_examples > 0 ? result.test_loss : none},
-                     {"test_examples", static_cast<double>(result.test_examples)}};
+    return fit::Logs{{"test_accuracy", result->test_examples > 0 ? result->test_accuracy : none},
+                     {"test_loss", result->test_examples > 0 ? result->test_loss : none},
+                     {"test_examples", static_cast<double>(result->test_examples)}};
   };
   if (c.crash_at_step > 0 || c.hang_at_step > 0) {
     hooks.after_step = [crash = c.crash_at_step, hang = c.hang_at_step](int64_t step) {
@@ -578,31 +524,126 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
     };
   }
   fit::FitResult fr;
-  fr.total_steps = result.total_steps;
+  fr.total_steps = result->total_steps;
   fit::TrainLoop loop(strategy, step, o, std::move(hooks), &fr);
   STRATA_RETURN_IF_ERROR(loop.StartFrom(std::move(reader)));
   Log(log, c.quiet, absl::StrCat(
-                        c.strategy, " on ", absl::StrJoin(result.devices, ", "), " (",
+                        c.strategy, " on ", absl::StrJoin(result->devices, ", "), " (",
                         fit::NumCpuDevices(c), " CPU device", fit::NumCpuDevices(c) > 1 ? "s" : "", ", ",
                         IntraOpThreads(loop.session()->device_mgr()),
                         " intra-op thread(s) each)"));
   Log(log, c.quiet, absl::StrCat(c.model, " with ", g->model->num_parameters(), " parameters; ",
-                                 result.train_examples, " training and ", result.test_examples,
-                                 " test examples, ", data.num_features, " features, ",
-                                 data.num_classes, " classes; ", result.total_steps, " steps of ",
+                                 result->train_examples, " training and ", result->test_examples,
+                                 " test examples, ", p.data.num_features, " features, ",
+                                 p.data.num_classes, " classes; ", result->total_steps, " steps of ",
                                  c.global_batch_size));
   STRATA_RETURN_IF_ERROR(loop.Run());
-  result.final_step = fr.final_step;
-  result.train_seconds = fr.train_seconds;
-  result.examples_per_sec = fr.examples_per_sec;
-  result.final_checkpoint = fr.final_checkpoint;
-  result.traced_steps = fr.traced_steps;
-  result.preempted = fr.preempted;
-  if (result.test_examples > 0 && !result.preempted) {
-    Log(log, c.quiet, absl::StrCat("step ", result.final_step, ": test accuracy ", fit::JsonNumber(result.test_accuracy),
-                                   ", test loss ", fit::JsonNumber(result.test_loss), " (", result.test_examples,
-                                   " examples); ", fit::JsonNumber(result.examples_per_sec), " examples/s"));
+  result->final_step = fr.final_step;
+  result->train_seconds = fr.train_seconds;
+  result->examples_per_sec = fr.examples_per_sec;
+  result->final_checkpoint = fr.final_checkpoint;
+  result->traced_steps = fr.traced_steps;
+  result->preempted = fr.preempted;
+  if (result->test_examples > 0 && !result->preempted) {
+    Log(log, c.quiet, absl::StrCat("step ", result->final_step, ": test accuracy ", fit::JsonNumber(result->test_accuracy),
+                                   ", test loss ", fit::JsonNumber(result->test_loss), " (", result->test_examples,
+                                   " examples); ", fit::JsonNumber(result->examples_per_sec), " examples/s"));
   }
+  return absl::OkStatus();
+}
+
+// The run, once the strategy exists (RunTrainer below adds the cluster's
+// part for multi-worker runs).
+absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy* strategy,
+                                    FILE* log) {
+  TrainerResult result;
+  const int replicas = strategy->num_replicas_in_sync();
+  if (c.global_batch_size % replicas != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--global_batch_size: ", c.global_batch_size, " does not split evenly over the ", replicas,
+        " replicas of --strategy=", c.strategy,
+        " (each replica takes an equal share of every global batch); use a multiple of ", replicas));
+  }
+  if (!c.trace_out.empty()) {
+    // Found unwritable now rather than after the run (each worker writes
+    // its own, fit/loop.h).
+    const std::string mine = strategy->worker_index() == 0 ? c.trace_out
+                                                            : fit::WorkerPath(c.trace_out, strategy->worker_index());
+    FILE* f = std::fopen(mine.c_str(), "w");
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--trace_out=", mine,
+                                                     ": cannot open for writing: ", std::strerror(errno)));
+    }
+    std::fclose(f);
+  }
+
+  PreparedData p;
+  STRATA_RETURN_IF_ERROR(PrepareData(c, strategy, log, &result, &p));
+  ResumePoint resume;
+  STRATA_RETURN_IF_ERROR(FindResumePoint(c, p, log, &result, &resume));
+  if (c.standardize) STRATA_RETURN_IF_ERROR(StandardizeInPlace(&p.data, p.mean, p.stddev));
+  TrainerData& data = p.data;
+  const InputPlan& plan = p.plan;
+  std::unique_ptr<CheckpointReader>& reader = resume.reader;
+
+  // 3. Graph (with the input pipeline) and session; variables from the
+  // initializers or the checkpoint, the input at the checkpoint's position.
+  // FILE: each worker's sequence is its own, and the checkpoint holds the
+  // chief's position only; every worker's input is a pure function of the
+  // step (one batch per step), so each starts at the checkpoint's step.
+  // DATA over several workers: each worker gathers only its part of every
+  // global batch (the rows its replicas take), not the whole batch to keep
+  // a part; the positions, and so the checkpoints' input states, are the
+  // global pipeline's.
+  const bool by_example = !plan.by_file() && plan.num_workers > 1;
+  data::DatasetPtr batches;
+  if (p.join) {
+    STRATA_ASSIGN_OR_RETURN(batches, MakeUnevenTrainBatches(data, p.local_batch, p.uneven.steps,
+                                                            static_cast<uint64_t>(c.seed), c.prefetch,
+                                                            result.start_step, p.uneven.examples));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(batches,
+                            MakeTrainBatches(data, p.local_batch, static_cast<uint64_t>(c.seed), c.prefetch,
+                                             plan.by_file() ? result.start_step : 0,
+                                             by_example ? plan.worker : 0,
+                                             by_example ? plan.num_workers : 1, p.keep_remainder,
+                                             strategy->num_local_replicas()));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<TrainGraph> g,
+                          BuildGraph(c, data, result.total_steps, strategy, std::move(batches),
+                                     plan.by_file() || by_example, p.weighted));
+  result.devices = g->strategy->devices();
+  if (reader != nullptr && !plan.by_file()) {
+    absl::Status s = g->input->RestoreState(resume.iterator_state);
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader->prefix(),
+                                                        ": cannot restore the input position (resume with the same --data, --seed, "
+                                                        "--global_batch_size and --prefetch): ", s.message()));
+    }
+  }
+  // What a checkpoint holds beyond the variables. The input's position is
+  // restored above (before the session; for FILE sharding it is a function
+  // of the step), the configuration's p.fingerprint and the feature
+  // statistics were checked before the data was standardized: their
+  // restores have nothing left to do.
+  auto already_restored_string = [](const std::string&) { return absl::OkStatus(); };
+  auto already_restored_tensor = [](const Tensor&) { return absl::OkStatus(); };
+  STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
+      kMetaIterator,
+      [&g]() { return g->input->SaveState(); },
+      already_restored_string));
+  STRATA_RETURN_IF_ERROR(g->checkpoint->TrackString(
+      kMetaConfig, [&p]() -> absl::StatusOr<std::string> { return p.fingerprint; },
+      already_restored_string));
+  if (c.standardize) {
+    const TensorShape f{data.num_features};
+    STRATA_RETURN_IF_ERROR(g->checkpoint->TrackTensor(
+        kStatsMean, DT_FLOAT, f, [&p]() -> absl::StatusOr<Tensor> { return p.mean; }, already_restored_tensor));
+    STRATA_RETURN_IF_ERROR(g->checkpoint->TrackTensor(
+        kStatsStddev, DT_FLOAT, f, [&p]() -> absl::StatusOr<Tensor> { return p.stddev; },
+        already_restored_tensor));
+  }
+  STRATA_RETURN_IF_ERROR(RunLoop(c, strategy, p, g.get(), std::move(reader), log, &result));
   return result;
 }
 
