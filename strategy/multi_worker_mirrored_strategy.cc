@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "base/ip_address.h"
 #include "base/mutex.h"
 #include "base/status.h"
@@ -29,31 +29,6 @@ namespace distribute {
 // Everything a worker process holds for its cluster. Destroyed in reverse:
 // the executor (uses the transport and reports to the client) first, the
 // server (the chief's coordination service) last.
-struct MultiWorkerMirroredStrategy::Runtime {
-  // The client's error callback aborts the executor: its threads stop
-  // first, else a cluster error arriving while a failed run tears down
-  // called Abort on a destroyed executor (trainers died of SIGSEGV in
-  // DistributedCollectiveExecutor::Fail, before printing their error).
-  ~Runtime() {
-    // The error's post-mortem (HangWatchdog::OnClusterError) goes through
-    // the client: this task's answer, and on the chief the others'.
-    if (watchdog != nullptr) watchdog->AwaitClusterErrorReport(absl::Seconds(3));
-    if (client != nullptr) client->Stop();
-  }
-
-  MultiWorkerOptions options;
-  std::unique_ptr<GrpcServer> server;
-  std::unique_ptr<CoordinationClient> client;
-  std::string transport_kind;
-  std::unique_ptr<DistributedCollectiveExecutor> executor;
-  // GPU replicas: NCCL instead of `executor` (strategy_devices.h), and how
-  // the cluster's error aborts whichever executor the strategy uses.
-  std::unique_ptr<CollectiveExecutor> gpu_executor;
-  std::function<void(const absl::Status&)> abort_collectives;
-  bool shut_down = false;
-  // Last: stopped first (its threads use the client).
-  std::unique_ptr<HangWatchdog> watchdog;
-};
 
 namespace {
 
@@ -134,13 +109,10 @@ absl::StatusOr<Listening> WhereToListen(const ClusterSpec& cluster, const std::s
 // Every training task's host, in worker order: from the spec, or (a
 // rendezvous cluster, whose spec has only the chief's) each task publishes
 // its own in the service's store and reads every other's.
-absl::StatusOr<std::vector<std::string>> TaskHosts(const ClusterSpec& cluster,
-                                                   const std::vector<TaskId>& tasks,
-                                                   CoordinationClient& client,
-                                                   const std::string& prefix, int worker,
-                                                   const std::string& host,
-                                                   const std::vector<std::string>& task_names,
-                                                   absl::Duration timeout) {
+absl::StatusOr<std::vector<std::string>> TaskHosts(
+    const ClusterSpec& cluster, const std::vector<TaskId>& tasks, CoordinationClient& client,
+    const std::string& prefix, int worker, const std::string& host,
+    const std::vector<std::string>& task_names, absl::Duration timeout) {
   if (!cluster.addresses_from_rendezvous()) {
     std::vector<std::string> hosts;
     for (const TaskId& t : tasks) {
@@ -170,14 +142,121 @@ uint64_t RandomIncarnation() {
   return v == 0 ? 1 : v;
 }
 
+// What Create resolves before it starts anything.
+struct CreatePlan {
+  int worker = 0;
+  std::vector<TaskId> tasks;
+  std::vector<std::string> task_names;
+  std::string fingerprint;
+  std::string chief_address;
+  std::string prefix;  // of this cluster's keys in the service's store
+  Listening listening;
+  std::optional<JobToken> job_token;
+  std::optional<TlsConfig> tls;
+};
+
+// The job token and TLS: given, or from the environment.
+absl::Status ResolveSecurity(const ClusterSpec& cluster, const MultiWorkerOptions& multi_worker,
+                             CreatePlan* plan) {
+  plan->job_token = multi_worker.job_token;
+  if (!plan->job_token.has_value()) {
+    STRATA_ASSIGN_OR_RETURN(plan->job_token,
+                            ResolveJobToken(/*token_file=*/"", multi_worker.insecure_no_job_token));
+  }
+  if (!plan->job_token.has_value()) {
+    std::fprintf(stderr,
+                 "strata: WARNING: %s runs without a job token (--insecure_no_job_token): it "
+                 "serves anyone who can reach its ports, and any of them can end or steer the "
+                 "job\n",
+                 cluster.TaskPrefix().c_str());
+  }
+  plan->tls = multi_worker.tls;
+  if (!plan->tls.has_value()) {
+    absl::StatusOr<std::optional<TlsConfig>> from_env = ResolveTls(TlsFiles{});
+    if (!from_env.ok()) {
+      return AnnotateStatus(from_env.status(), absl::StrCat(cluster.TaskPrefix(), ": "));
+    }
+    plan->tls = *std::move(from_env);
+  }
+  return absl::OkStatus();
+}
+
+// The cluster's tasks, names, chief and where this task listens.
+absl::Status PlanCluster(const ClusterSpec& cluster, const MultiWorkerOptions& multi_worker,
+                         CreatePlan* plan) {
+  plan->tasks = TrainingTasks(cluster);
+  for (const TaskId& t : plan->tasks) plan->task_names.push_back(ClusterSpec::TaskPrefix(t));
+  plan->fingerprint = ClusterFingerprint(cluster.ToClusterDef());
+  STRATA_ASSIGN_OR_RETURN(plan->chief_address,
+                          cluster.address(cluster.chief().type, cluster.chief().index));
+  std::string chief_host;
+  int chief_port = 0;
+  STRATA_RETURN_IF_ERROR(ParseHostPort(plan->chief_address, &chief_host, &chief_port));
+  // Keys of this cluster in the service's store are namespaced by the
+  // chief's address and the cluster, so two clusters on one host never
+  // share a shared-memory segment. (The fingerprint is stable across
+  // processes; absl::Hash is not.)
+  plan->prefix = absl::StrCat("mwms-", chief_port, "-", plan->fingerprint);
+  STRATA_ASSIGN_OR_RETURN(plan->listening, WhereToListen(cluster, chief_host, chief_port,
+                                                         multi_worker.listen_on_all_interfaces,
+                                                         multi_worker.startup_timeout));
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+struct MultiWorkerMirroredStrategy::Runtime {
+  // The client's error callback aborts the executor: its threads stop
+  // first, else a cluster error arriving while a failed run tears down
+  // called Abort on a destroyed executor (trainers died of SIGSEGV in
+  // DistributedCollectiveExecutor::Fail, before printing their error).
+  ~Runtime() {
+    // The error's post-mortem (HangWatchdog::OnClusterError) goes through
+    // the client: this task's answer, and on the chief the others'.
+    if (watchdog != nullptr) watchdog->AwaitClusterErrorReport(absl::Seconds(3));
+    if (client != nullptr) client->Stop();
+  }
+
+  // Create's steps, in order.
+  // 1. This task's server (the chief's hosts the coordination service); 2.
+  // the registration, which waits for every task; then every task's host.
+  absl::StatusOr<std::vector<std::string>> Connect(const ClusterSpec& cluster,
+                                                   const CreatePlan& plan,
+                                                   const std::vector<std::string>& devices);
+  // 3. The cross-worker data plane (none for NCCL's GPU replicas or one
+  // worker); sets transport_kind.
+  absl::StatusOr<std::unique_ptr<Transport>> ConnectDataPlane(const CreatePlan& plan,
+                                                              const std::vector<std::string>& hosts,
+                                                              bool use_nccl);
+  // 4. The executor: a failed cross-worker collective is the cluster's
+  // error, and the cluster's error fails the collectives.
+  absl::Status MakeExecutor(const CreatePlan& plan, std::unique_ptr<Transport> transport,
+                            DeviceMgr* gpus, const std::vector<std::string>& devices);
+  // Hangs named by default (hang_watchdog.h), and on the cluster's error
+  // every task's flight recorder printed.
+  void WatchForHangsAndErrors(const CreatePlan& plan, const std::string& task);
+
+  MultiWorkerOptions options;
+  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<CoordinationClient> client;
+  std::string transport_kind;
+  std::unique_ptr<DistributedCollectiveExecutor> executor;
+  // GPU replicas: NCCL instead of `executor` (strategy_devices.h), and how
+  // the cluster's error aborts whichever executor the strategy uses.
+  std::unique_ptr<CollectiveExecutor> gpu_executor;
+  std::function<void(const absl::Status&)> abort_collectives;
+  bool shut_down = false;
+  // Last: stopped first (its threads use the client).
+  std::unique_ptr<HangWatchdog> watchdog;
+};
 
 absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirroredStrategy::Create(
     const ClusterSpec& cluster, const std::vector<std::string>& devices,
     const DeviceOptions& machine_in, const StrategyOptions& options,
     const MultiWorkerOptions& multi_worker) {
-  const int worker = cluster.worker_id();
-  if (worker < 0) {
+  CreatePlan plan;
+  plan.worker = cluster.worker_id();
+  if (plan.worker < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("MultiWorkerMirroredStrategy: task ", cluster.TaskPrefix(),
                      " does not train (only chief and worker tasks do)"));
@@ -188,26 +267,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
                                                    multi_worker.transport,
                                                    "' is not one of auto, shm, tcp"));
   }
-  std::optional<JobToken> job_token = multi_worker.job_token;
-  if (!job_token.has_value()) {
-    STRATA_ASSIGN_OR_RETURN(job_token,
-                            ResolveJobToken(/*token_file=*/"", multi_worker.insecure_no_job_token));
-  }
-  if (!job_token.has_value()) {
-    std::fprintf(stderr,
-                 "strata: WARNING: %s runs without a job token (--insecure_no_job_token): it "
-                 "serves anyone who can reach its ports, and any of them can end or steer the "
-                 "job\n",
-                 cluster.TaskPrefix().c_str());
-  }
-  std::optional<TlsConfig> tls = multi_worker.tls;
-  if (!tls.has_value()) {
-    absl::StatusOr<std::optional<TlsConfig>> from_env = ResolveTls(TlsFiles{});
-    if (!from_env.ok()) {
-      return AnnotateStatus(from_env.status(), absl::StrCat(cluster.TaskPrefix(), ": "));
-    }
-    tls = *std::move(from_env);
-  }
+  STRATA_RETURN_IF_ERROR(ResolveSecurity(cluster, multi_worker, &plan));
   // This worker's devices carry its task's name, as in TensorFlow.
   DeviceOptions machine = machine_in;
   machine.job = cluster.task_type();
@@ -220,72 +280,69 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   machine = local.options;
   std::vector<std::string> resolved = local.devices;
   const bool use_nccl = local.device_mgr != nullptr && AllGpus(resolved);
-
-  const std::vector<TaskId> tasks = TrainingTasks(cluster);
-  std::vector<std::string> task_names;
-  for (const TaskId& t : tasks) task_names.push_back(ClusterSpec::TaskPrefix(t));
-  const std::string fingerprint = ClusterFingerprint(cluster.ToClusterDef());
-  STRATA_ASSIGN_OR_RETURN(std::string chief_address,
-                          cluster.address(cluster.chief().type, cluster.chief().index));
-  std::string chief_host;
-  int chief_port = 0;
-  STRATA_RETURN_IF_ERROR(ParseHostPort(chief_address, &chief_host, &chief_port));
-  // Keys of this cluster in the service's store are namespaced by the
-  // chief's address and the cluster, so two clusters on one host never
-  // share a shared-memory segment. (The fingerprint is stable across
-  // processes; absl::Hash is not.)
-  const std::string prefix = absl::StrCat("mwms-", chief_port, "-", fingerprint);
-  STRATA_ASSIGN_OR_RETURN(
-      const Listening listening,
-      WhereToListen(cluster, chief_host, chief_port, multi_worker.listen_on_all_interfaces,
-                    multi_worker.startup_timeout));
+  STRATA_RETURN_IF_ERROR(PlanCluster(cluster, multi_worker, &plan));
 
   auto rt = std::make_unique<Runtime>();
   rt->options = multi_worker;
+  STRATA_ASSIGN_OR_RETURN(const std::vector<std::string> hosts,
+                          rt->Connect(cluster, plan, resolved));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
+                          rt->ConnectDataPlane(plan, hosts, use_nccl));
+  STRATA_RETURN_IF_ERROR(rt->MakeExecutor(plan, std::move(transport),
+                                          use_nccl ? local.device_mgr.get() : nullptr, resolved));
+  rt->WatchForHangsAndErrors(plan, cluster.TaskPrefix());
 
-  // 1. This task's server, on exactly its address; the chief's hosts the
-  // coordination service.
+  std::unique_ptr<MultiWorkerMirroredStrategy> s(new MultiWorkerMirroredStrategy(
+      std::move(resolved), machine, options, cluster, std::move(rt)));
+  // The devices outlive the NCCL executor in `rt` (a member of the derived
+  // class, destroyed first).
+  if (local.device_mgr != nullptr) s->AdoptDevices(std::move(local.device_mgr));
+  return s;
+}
+
+absl::StatusOr<std::vector<std::string>> MultiWorkerMirroredStrategy::Runtime::Connect(
+    const ClusterSpec& cluster, const CreatePlan& plan, const std::vector<std::string>& devices) {
   GrpcServerOptions server_options;
-  server_options.address = listening.server_address;
+  server_options.address = plan.listening.server_address;
   server_options.host_coordination_service = cluster.is_chief();
-  server_options.coordination.tasks = task_names;
+  server_options.coordination.tasks = plan.task_names;
   server_options.coordination.service_task = ClusterSpec::TaskPrefix(cluster.chief());
-  server_options.coordination.cluster_fingerprint = fingerprint;
-  server_options.coordination.heartbeat_timeout = multi_worker.heartbeat_timeout;
-  server_options.coordination.register_timeout = multi_worker.startup_timeout;
-  server_options.job_token = job_token;
-  server_options.tls = tls;
-  STRATA_ASSIGN_OR_RETURN(rt->server, GrpcServer::Start(server_options));
+  server_options.coordination.cluster_fingerprint = plan.fingerprint;
+  server_options.coordination.heartbeat_timeout = options.heartbeat_timeout;
+  server_options.coordination.register_timeout = options.startup_timeout;
+  server_options.job_token = plan.job_token;
+  server_options.tls = plan.tls;
+  STRATA_ASSIGN_OR_RETURN(server, GrpcServer::Start(server_options));
 
-  // 2. Registration: waits for every task; returns their devices.
   CoordinationClientOptions client_options;
-  client_options.service_address = chief_address;
+  client_options.service_address = plan.chief_address;
   client_options.service_task = ClusterSpec::TaskPrefix(cluster.chief());
   client_options.task = cluster.TaskPrefix();
-  client_options.devices = resolved;
-  client_options.cluster_fingerprint = fingerprint;
+  client_options.devices = devices;
+  client_options.cluster_fingerprint = plan.fingerprint;
   client_options.incarnation = RandomIncarnation();
-  client_options.register_timeout = multi_worker.startup_timeout;
-  client_options.job_token = job_token;
-  client_options.tls = tls;
-  STRATA_ASSIGN_OR_RETURN(rt->client, CoordinationClient::Connect(client_options));
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_devices, rt->client->Register());
-  const int num_workers = static_cast<int>(tasks.size());
-  if (all_devices.size() != resolved.size() * tasks.size()) {
+  client_options.register_timeout = options.startup_timeout;
+  client_options.job_token = plan.job_token;
+  client_options.tls = plan.tls;
+  STRATA_ASSIGN_OR_RETURN(client, CoordinationClient::Connect(client_options));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_devices, client->Register());
+  const int num_workers = static_cast<int>(plan.tasks.size());
+  if (all_devices.size() != devices.size() * plan.tasks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "MultiWorkerMirroredStrategy: every worker needs the same number of devices; ",
-        cluster.TaskPrefix(), " has ", resolved.size(), " and the cluster ", all_devices.size(),
+        cluster.TaskPrefix(), " has ", devices.size(), " and the cluster ", all_devices.size(),
         " over ", num_workers, " workers: ", absl::StrJoin(all_devices, ", ")));
   }
-
   // Every task's host, as each task sees itself (a rendezvous cluster's
   // spec has only the chief's).
-  STRATA_ASSIGN_OR_RETURN(const std::vector<std::string> hosts,
-                          TaskHosts(cluster, tasks, *rt->client, prefix, worker, listening.host,
-                                    task_names, multi_worker.startup_timeout));
+  return TaskHosts(cluster, plan.tasks, *client, plan.prefix, plan.worker, plan.listening.host,
+                   plan.task_names, options.startup_timeout);
+}
 
-  // 3. The cross-worker data plane.
-  std::string kind = multi_worker.transport;
+absl::StatusOr<std::unique_ptr<Transport>> MultiWorkerMirroredStrategy::Runtime::ConnectDataPlane(
+    const CreatePlan& plan, const std::vector<std::string>& hosts, bool use_nccl) {
+  const int num_workers = static_cast<int>(plan.tasks.size());
+  std::string kind = options.transport;
   if (kind == "auto") {
     kind = "shm";
     for (const std::string& h : hosts) {
@@ -297,8 +354,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   if (num_workers > 1 && !use_nccl) {
     if (kind == "shm") {
       ShmTransportOptions o;
-      o.key_prefix = absl::StrCat(prefix, "-shm");
-      o.connect_timeout = multi_worker.startup_timeout;
+      o.key_prefix = absl::StrCat(plan.prefix, "-shm");
+      o.connect_timeout = options.startup_timeout;
       // A worker's collectives wait while its own threads still compute
       // (backward, the input pipeline): a waiting rank polls briefly, then
       // yields its core to them before it sleeps. Measured with the MLP
@@ -308,24 +365,29 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
       o.adaptive_wait = false;
       o.spin_duration = absl::Microseconds(5);
       o.yield_duration = absl::Microseconds(200);
-      STRATA_ASSIGN_OR_RETURN(transport, ConnectShmTransport(worker, num_workers, *rt->client, o));
+      STRATA_ASSIGN_OR_RETURN(transport, ConnectShmTransport(plan.worker, num_workers, *client, o));
     } else {
       TcpTransportOptions o;
-      o.host = hosts[worker];
-      o.key_prefix = absl::StrCat(prefix, "/tcp");
-      o.connect_timeout = multi_worker.startup_timeout;
-      o.job_token = job_token;
-      o.tls = tls;
-      STRATA_ASSIGN_OR_RETURN(transport, ConnectTcpTransport(worker, num_workers, *rt->client, o));
+      o.host = hosts[plan.worker];
+      o.key_prefix = absl::StrCat(plan.prefix, "/tcp");
+      o.connect_timeout = options.startup_timeout;
+      o.job_token = plan.job_token;
+      o.tls = plan.tls;
+      STRATA_ASSIGN_OR_RETURN(transport, ConnectTcpTransport(plan.worker, num_workers, *client, o));
     }
   }
-  rt->transport_kind = kind;
+  transport_kind = kind;
+  return transport;
+}
 
-  // 4. The executor: local, then across workers. A failed cross-worker
-  // collective is the cluster's error; the cluster's error fails the
-  // collectives.
-  CoordinationClient* client = rt->client.get();
-  Runtime* runtime = rt.get();
+absl::Status MultiWorkerMirroredStrategy::Runtime::MakeExecutor(
+    const CreatePlan& plan, std::unique_ptr<Transport> transport, DeviceMgr* gpus,
+    const std::vector<std::string>& devices) {
+  const int worker = plan.worker;
+  const int num_workers = static_cast<int>(plan.tasks.size());
+  const std::vector<std::string>& task_names = plan.task_names;
+  CoordinationClient* client = this->client.get();
+  Runtime* runtime = this;
   auto report = [client, runtime, task_names](const absl::Status& s) {
     const absl::Status named(s.code(), NameRanks(std::string(s.message()), task_names));
     // This task's answer to the chief's post-mortem now: it may be gone
@@ -333,30 +395,28 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     if (runtime->watchdog != nullptr) runtime->watchdog->OnClusterError(named);
     (void)client->ReportError(named);
   };
-  if (use_nccl) {
+  if (gpus != nullptr) {
     // NCCL's unique ids go through the coordination service's store, under
     // a prefix of this cluster incarnation (the chief's): the store's keys
     // are insert-once.
-    const std::string incarnation_key = absl::StrCat(prefix, "/nccl_incarnation");
+    const std::string incarnation_key = absl::StrCat(plan.prefix, "/nccl_incarnation");
     std::string incarnation;
     if (worker == 0) {
-      incarnation = absl::StrCat(absl::Hex(rt->client->incarnation()));
-      STRATA_RETURN_IF_ERROR(rt->client->Insert(incarnation_key, incarnation));
+      incarnation = absl::StrCat(absl::Hex(client->incarnation()));
+      STRATA_RETURN_IF_ERROR(client->Insert(incarnation_key, incarnation));
     } else {
-      STRATA_ASSIGN_OR_RETURN(incarnation,
-                              rt->client->Get(incarnation_key, multi_worker.startup_timeout));
+      STRATA_ASSIGN_OR_RETURN(incarnation, client->Get(incarnation_key, options.startup_timeout));
     }
     GpuCollectiveOptions go;
     go.worker_rank = worker;
     go.num_workers = num_workers;
     go.worker_names = task_names;
-    go.store = rt->client.get();
+    go.store = client;
     go.key_prefix = absl::StrCat("nccl/", incarnation);
     go.on_fatal_error = report;
-    STRATA_ASSIGN_OR_RETURN(GpuCollectives nccl,
-                            MakeGpuCollectives(*local.device_mgr, resolved, std::move(go)));
-    rt->gpu_executor = std::move(nccl.executor);
-    rt->abort_collectives = std::move(nccl.abort);
+    STRATA_ASSIGN_OR_RETURN(GpuCollectives nccl, MakeGpuCollectives(*gpus, devices, std::move(go)));
+    gpu_executor = std::move(nccl.executor);
+    abort_collectives = std::move(nccl.abort);
   } else {
     DistributedCollectiveExecutorOptions eo;
     eo.worker_rank = worker;
@@ -364,44 +424,42 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     eo.worker_names = task_names;
     eo.transport = std::move(transport);
     eo.on_fatal_error = report;
-    STRATA_ASSIGN_OR_RETURN(rt->executor, DistributedCollectiveExecutor::Create(std::move(eo)));
-    DistributedCollectiveExecutor* executor = rt->executor.get();
-    rt->abort_collectives = [executor](const absl::Status& s) { executor->Abort(s); };
+    STRATA_ASSIGN_OR_RETURN(executor, DistributedCollectiveExecutor::Create(std::move(eo)));
+    abort_collectives = [e = executor.get()](const absl::Status& s) { e->Abort(s); };
   }
+  return absl::OkStatus();
+}
+
+void MultiWorkerMirroredStrategy::Runtime::WatchForHangsAndErrors(const CreatePlan& plan,
+                                                                  const std::string& task) {
+  const int num_workers = static_cast<int>(plan.tasks.size());
   // Hangs named by default: a collective waiting past the heartbeat
   // timeout, or SIGUSR1, gets the chief's diagnosis (hang_watchdog.h).
   if (num_workers > 1) {
     HangWatchdogOptions wo;
-    wo.store = rt->client.get();
-    wo.key_prefix = absl::StrCat(prefix, "/diag");
-    wo.rank = worker;
-    wo.task_names = task_names;
-    wo.stall_threshold = multi_worker.heartbeat_timeout;
-    if (rt->server != nullptr && rt->server->coordination_service() != nullptr) {
-      CoordinationServiceImpl* service = rt->server->coordination_service();
+    wo.store = client.get();
+    wo.key_prefix = absl::StrCat(plan.prefix, "/diag");
+    wo.rank = plan.worker;
+    wo.task_names = plan.task_names;
+    wo.stall_threshold = options.heartbeat_timeout;
+    if (server != nullptr && server->coordination_service() != nullptr) {
+      CoordinationServiceImpl* service = server->coordination_service();
       wo.peek = [service](const std::string& key) { return service->PeekKeyValue(key); };
     }
-    rt->watchdog = HangWatchdog::Start(std::move(wo));
+    watchdog = HangWatchdog::Start(std::move(wo));
     HangWatchdog::InstallSignalHandler();
   }
   // On the cluster's error every task prints its flight recorder (what it
   // was doing when the cluster failed), and the chief one diagnosis of
   // every task's.
-  rt->abort_collectives = [abort = std::move(rt->abort_collectives), watchdog = rt->watchdog.get(),
-                           task = cluster.TaskPrefix()](const absl::Status& s) {
+  abort_collectives = [abort = std::move(abort_collectives), watchdog = watchdog.get(),
+                       task](const absl::Status& s) {
     const std::string dump = FormatSnapshot(FlightRecorder::Process().Snapshot(task, 8));
     std::fprintf(stderr, "strata: %s at the cluster's error: %s", task.c_str(), dump.c_str());
     if (watchdog != nullptr) watchdog->OnClusterError(s);
     abort(s);
   };
-  rt->client->SetErrorCallback(rt->abort_collectives);
-
-  std::unique_ptr<MultiWorkerMirroredStrategy> s(new MultiWorkerMirroredStrategy(
-      std::move(resolved), machine, options, cluster, std::move(rt)));
-  // The devices outlive the NCCL executor in `rt` (a member of the derived
-  // class, destroyed first).
-  if (local.device_mgr != nullptr) s->AdoptDevices(std::move(local.device_mgr));
-  return s;
+  client->SetErrorCallback(abort_collectives);
 }
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::vector<std::string> devices,
