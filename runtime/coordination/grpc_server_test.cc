@@ -53,7 +53,9 @@ TEST(GrpcServerTest, PortInUseIsAClearError) {
   EXPECT_THAT(second.status().message(), HasSubstr((*first)->address()));
   // Issue 23: gRPC's own page of nested causes does not precede Strata's
   // error (it is printed only when GRPC_VERBOSITY is set).
-  if (std::getenv("GRPC_VERBOSITY") == nullptr) EXPECT_EQ(logged, "");
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) {
+    EXPECT_EQ(logged, "");
+  }
 }
 
 TEST(GrpcServerTest, AddressNotOfThisMachineIsAClearError) {
