@@ -125,6 +125,61 @@ struct Conn {
   int tasks = 0;
 };
 
+void Drop(Conn& c, absl::string_view why) {
+  if (!why.empty()) SendAll(c.fd, absl::StrCat("ERROR ", why, "\n"));
+  close(c.fd);
+  c.fd = -1;
+}
+
+// Sends every joined node of the round (`order`: the host first, then join
+// order) its place in it, and closes their connections.
+void AnnounceRound(std::vector<Conn>& conns, const std::vector<size_t>& order, int round,
+                   const JobToken& token) {
+  int world = 0;
+  for (size_t i : order) world += conns[i].tasks;
+  int first = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    Conn& c = conns[order[k]];
+    const std::string reply =
+        absl::StrCat("ROUND ", round, " ", k, " ", order.size(), " ", world, " ", first);
+    SendAll(c.fd, absl::StrCat(reply, " ", Mac(token, "round", c.challenge, reply), "\n"));
+    first += c.tasks;
+    close(c.fd);
+    c.fd = -1;
+  }
+}
+
+// Reads what a connection sent: its JOIN line (checked against the job's
+// token and its challenge), or nothing more once joined.
+void ReadJoin(Conn& c, const JobToken& token) {
+  char buf[256];
+  const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+  if (n <= 0) return Drop(c, "");  // gone (a joined node that left is out of the round)
+  if (c.joined) return Drop(c, "unexpected data after JOIN");
+  c.buffer.append(buf, static_cast<size_t>(n));
+  const size_t nl = c.buffer.find('\n');
+  if (nl == std::string::npos) {
+    if (c.buffer.size() > kMaxLine) Drop(c, "line too long");
+    return;
+  }
+  const std::string line = c.buffer.substr(0, nl);
+  std::vector<std::string> parts = absl::StrSplit(line, ' ');
+  int tasks = 0;
+  if (parts.size() != 4 || parts[0] != "JOIN" || parts[1].empty() ||
+      !absl::SimpleAtoi(parts[2], &tasks) || tasks < 1 || tasks > 100000) {
+    return Drop(c, "expected JOIN <node id> <tasks> <hmac>");
+  }
+  const std::string request = absl::StrCat("JOIN ", parts[1], " ", parts[2]);
+  std::string mac;
+  if (!MacFromHex(parts[3], &mac) || !token.Verify(Signed("join", c.challenge, request), mac)) {
+    return Drop(c, "not this job's token");
+  }
+  c.joined = true;
+  c.node_id = parts[1];
+  c.tasks = tasks;
+  c.accepted = absl::Now();  // join order
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
@@ -183,11 +238,6 @@ void RendezvousServer::Loop() {
   std::vector<size_t> order;
   int round = 0;
   absl::Time min_reached = absl::InfiniteFuture();
-  auto drop = [&](size_t i, absl::string_view why) {
-    if (!why.empty()) SendAll(conns[i].fd, absl::StrCat("ERROR ", why, "\n"));
-    close(conns[i].fd);
-    conns[i].fd = -1;
-  };
   for (;;) {
     // The joined connections of the open round, in join order (`order`
     // indexes `conns`: rebuilt after closed ones are erased).
@@ -215,19 +265,7 @@ void RendezvousServer::Loop() {
       // The host first, then join order.
       std::stable_partition(order.begin(), order.end(),
                             [&](size_t i) { return conns[i].node_id == options_.host_node_id; });
-      int world = 0;
-      for (size_t i : order) world += conns[i].tasks;
-      int first = 0;
-      for (size_t k = 0; k < order.size(); ++k) {
-        Conn& c = conns[order[k]];
-        const std::string reply =
-            absl::StrCat("ROUND ", round, " ", k, " ", order.size(), " ", world, " ", first);
-        SendAll(c.fd,
-                absl::StrCat(reply, " ", Mac(options_.token, "round", c.challenge, reply), "\n"));
-        first += c.tasks;
-        close(c.fd);
-        c.fd = -1;
-      }
+      AnnounceRound(conns, order, round, options_.token);
       ++round;
       min_reached = absl::InfiniteFuture();
       continue;
@@ -264,45 +302,10 @@ void RendezvousServer::Loop() {
       Conn& c = conns[i];
       if (c.fd < 0) continue;
       if (!c.joined && absl::Now() > c.accepted + kJoinSilence) {
-        drop(i, "no JOIN in time");
+        Drop(c, "no JOIN in time");
         continue;
       }
-      if ((fds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      char buf[256];
-      const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
-      if (n <= 0) {
-        drop(i, "");  // gone (a joined node that left is out of the round)
-        continue;
-      }
-      if (c.joined) {
-        drop(i, "unexpected data after JOIN");
-        continue;
-      }
-      c.buffer.append(buf, static_cast<size_t>(n));
-      const size_t nl = c.buffer.find('\n');
-      if (nl == std::string::npos) {
-        if (c.buffer.size() > kMaxLine) drop(i, "line too long");
-        continue;
-      }
-      const std::string line = c.buffer.substr(0, nl);
-      std::vector<std::string> parts = absl::StrSplit(line, ' ');
-      int tasks = 0;
-      if (parts.size() != 4 || parts[0] != "JOIN" || parts[1].empty() ||
-          !absl::SimpleAtoi(parts[2], &tasks) || tasks < 1 || tasks > 100000) {
-        drop(i, "expected JOIN <node id> <tasks> <hmac>");
-        continue;
-      }
-      const std::string request = absl::StrCat("JOIN ", parts[1], " ", parts[2]);
-      std::string mac;
-      if (!MacFromHex(parts[3], &mac) ||
-          !options_.token.Verify(Signed("join", c.challenge, request), mac)) {
-        drop(i, "not this job's token");
-        continue;
-      }
-      c.joined = true;
-      c.node_id = parts[1];
-      c.tasks = tasks;
-      c.accepted = absl::Now();  // join order
+      if ((fds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) ReadJoin(c, options_.token);
     }
   }
 }
