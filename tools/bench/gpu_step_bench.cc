@@ -92,6 +92,69 @@ Stats Summarize(std::vector<double> ms) {
   return s;
 }
 
+// Five steps traced into a Chrome trace at `path` (none if empty).
+absl::Status TraceSteps(Session& session, const std::string& op, const std::string& path,
+                        bool wait_for_device) {
+  if (path.empty()) return absl::OkStatus();
+  StepTracer tracer;
+  tracer.set_wait_for_device(wait_for_device);
+  RunOptions ro;
+  ro.tracer = &tracer;
+  const std::vector<std::string> no_fetches;
+  for (int i = 0; i < 5; ++i) {
+    const int64_t t0 = StepTracer::NowNanos();
+    std::vector<Tensor> out;
+    STRATA_RETURN_IF_ERROR(session.Run(ro, {}, no_fetches, {op}, &out, nullptr));
+    tracer.RecordSpan(absl::StrCat("step ", i), t0, StepTracer::NowNanos());
+  }
+  return tracer.WriteChromeTrace(path);
+}
+
+// What a run measured, printed as a JSON line (--json) or as text.
+struct Report {
+  std::string device;
+  int64_t batch = 0, features = 0, classes = 0, steps = 0, warmup = 0;
+  std::vector<int64_t> hidden;
+  bool fetch = false;
+  Stats stats;
+  float loss_first = 0, loss_last = 0;
+  std::string policy;
+  RecordingStats recording;
+
+  void Print() const {
+    const Stats& s = stats;
+    const RecordingStats& rec = recording;
+    const std::string& full_device = device;
+    std::string why = rec.not_recorded;
+    absl::StrReplaceAll({{"\\", "\\\\"}, {"\"", "\\\""}}, &why);
+    if (absl::GetFlag(FLAGS_json)) {
+      std::printf(
+          "{\"framework\":\"strata\",\"device\":\"%s\",\"batch\":%lld,\"features\":%lld,"
+          "\"hidden\":\"%s\",\"classes\":%lld,\"fetch_loss\":%s,\"steps\":%lld,"
+          "\"step_ms_median\":%.5f,\"step_ms_mean\":%.5f,\"step_ms_p10\":%.5f,\"step_ms_p90\":%.5f,"
+          "\"loss_first\":%.6g,\"loss_last\":%.6g,\"dtype_policy\":\"%s\",\"record_steps\":%s,\"recorded\":%lld,"
+          "\"replayed\":%lld,\"eager\":%lld,\"not_recorded\":\"%s\"}\n",
+          full_device.c_str(), static_cast<long long>(batch), static_cast<long long>(features),
+          absl::GetFlag(FLAGS_hidden).c_str(), static_cast<long long>(classes),
+          fetch ? "true" : "false", static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90,
+          loss_first, loss_last, policy.c_str(), absl::GetFlag(FLAGS_record_steps) ? "true" : "false",
+          static_cast<long long>(rec.recorded), static_cast<long long>(rec.replayed),
+          static_cast<long long>(rec.eager), why.c_str());
+    } else {
+      std::printf("strata step on %s: MLP %lld-%s-%lld, batch %lld, SGD\n", full_device.c_str(),
+                  static_cast<long long>(features), absl::StrJoin(hidden, "-").c_str(),
+                  static_cast<long long>(classes), static_cast<long long>(batch));
+      std::printf("  %lld steps: median %.4f ms, mean %.4f ms, p10 %.4f ms, p90 %.4f ms\n",
+                  static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90);
+      std::printf("  loss %.5g at the first step, %.5g after %lld steps\n", loss_first, loss_last,
+                  static_cast<long long>(warmup + steps + 1));
+      std::printf("  recorded %lld, replayed %lld, kernel by kernel %lld%s%s\n",
+                  static_cast<long long>(rec.recorded), static_cast<long long>(rec.replayed),
+                  static_cast<long long>(rec.eager), why.empty() ? "" : "; not recorded: ", why.c_str());
+    }
+  }
+};
+
 absl::Status Main() {
   const std::string device = absl::GetFlag(FLAGS_device);
   const int64_t batch = absl::GetFlag(FLAGS_batch);
@@ -178,52 +241,24 @@ absl::Status Main() {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   STRATA_RETURN_IF_ERROR(run_step(&loss_last));
-  auto trace = [&](const std::string& path, bool wait_for_device) -> absl::Status {
-    if (path.empty()) return absl::OkStatus();
-    StepTracer tracer;
-    tracer.set_wait_for_device(wait_for_device);
-    RunOptions ro;
-    ro.tracer = &tracer;
-    const std::vector<std::string> no_fetches;
-    for (int i = 0; i < 5; ++i) {
-      const int64_t t0 = StepTracer::NowNanos();
-      std::vector<Tensor> out;
-      STRATA_RETURN_IF_ERROR(session->Run(ro, {}, no_fetches, {step.op->name()}, &out, nullptr));
-      tracer.RecordSpan(absl::StrCat("step ", i), t0, StepTracer::NowNanos());
-    }
-    return tracer.WriteChromeTrace(path);
-  };
-  STRATA_RETURN_IF_ERROR(trace(absl::GetFlag(FLAGS_trace_out), false));
-  STRATA_RETURN_IF_ERROR(trace(absl::GetFlag(FLAGS_trace_synced_out), true));
-  const Stats s = Summarize(ms);
-  const RecordingStats rec = session->recording_stats();
-  std::string why = rec.not_recorded;
-  absl::StrReplaceAll({{"\\", "\\\\"}, {"\"", "\\\""}}, &why);
-  if (absl::GetFlag(FLAGS_json)) {
-    std::printf(
-        "{\"framework\":\"strata\",\"device\":\"%s\",\"batch\":%lld,\"features\":%lld,"
-        "\"hidden\":\"%s\",\"classes\":%lld,\"fetch_loss\":%s,\"steps\":%lld,"
-        "\"step_ms_median\":%.5f,\"step_ms_mean\":%.5f,\"step_ms_p10\":%.5f,\"step_ms_p90\":%.5f,"
-        "\"loss_first\":%.6g,\"loss_last\":%.6g,\"dtype_policy\":\"%s\",\"record_steps\":%s,\"recorded\":%lld,"
-        "\"replayed\":%lld,\"eager\":%lld,\"not_recorded\":\"%s\"}\n",
-        full_device.c_str(), static_cast<long long>(batch), static_cast<long long>(features),
-        absl::GetFlag(FLAGS_hidden).c_str(), static_cast<long long>(classes),
-        fetch ? "true" : "false", static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90,
-        loss_first, loss_last, policy.name.c_str(), absl::GetFlag(FLAGS_record_steps) ? "true" : "false",
-        static_cast<long long>(rec.recorded), static_cast<long long>(rec.replayed),
-        static_cast<long long>(rec.eager), why.c_str());
-  } else {
-    std::printf("strata step on %s: MLP %lld-%s-%lld, batch %lld, SGD\n", full_device.c_str(),
-                static_cast<long long>(features), absl::StrJoin(hidden, "-").c_str(),
-                static_cast<long long>(classes), static_cast<long long>(batch));
-    std::printf("  %lld steps: median %.4f ms, mean %.4f ms, p10 %.4f ms, p90 %.4f ms\n",
-                static_cast<long long>(steps), s.median, s.mean, s.p10, s.p90);
-    std::printf("  loss %.5g at the first step, %.5g after %lld steps\n", loss_first, loss_last,
-                static_cast<long long>(warmup + steps + 1));
-    std::printf("  recorded %lld, replayed %lld, kernel by kernel %lld%s%s\n",
-                static_cast<long long>(rec.recorded), static_cast<long long>(rec.replayed),
-                static_cast<long long>(rec.eager), why.empty() ? "" : "; not recorded: ", why.c_str());
-  }
+  STRATA_RETURN_IF_ERROR(TraceSteps(*session, step.op->name(), absl::GetFlag(FLAGS_trace_out), false));
+  STRATA_RETURN_IF_ERROR(
+      TraceSteps(*session, step.op->name(), absl::GetFlag(FLAGS_trace_synced_out), true));
+  Report r;
+  r.device = full_device;
+  r.batch = batch;
+  r.features = features;
+  r.classes = classes;
+  r.hidden = hidden;
+  r.fetch = fetch;
+  r.steps = steps;
+  r.warmup = warmup;
+  r.stats = Summarize(ms);
+  r.loss_first = loss_first;
+  r.loss_last = loss_last;
+  r.policy = policy.name;
+  r.recording = session->recording_stats();
+  r.Print();
   return absl::OkStatus();
 }
 
