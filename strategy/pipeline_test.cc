@@ -68,65 +68,93 @@ Data MakeData(int batch, int seed) {
 
 std::string Device(int i) { return absl::StrCat("/job:localhost/replica:0/task:0/device:CPU:", i); }
 
+Output CrossEntropy(const Scope& s, Output labels, Output logits) {
+  return train::SparseSoftmaxCrossEntropy(s, labels, logits);
+}
+
+// A graph with inputs "x" [batch, features] and labels "y", an MLP
+// `hidden` + `classes` logits (seed 3 unless given), and plain SGD (an
+// update off by a factor, a micro-batch's loss not weighted by 1/M, shows
+// where Adam would normalize it away).
+struct Model {
+  Model(int64_t batch, int64_t features, const std::vector<int64_t>& hidden, int64_t classes,
+        double learning_rate, int64_t seed = 3)
+      : model(*train::MakeMlp(hidden, classes, seed)), sgd(learning_rate) {
+    x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({batch, features}));
+    y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({batch}));
+  }
+  absl::StatusOr<PipelineStep> Pipeline(const PipelineOptions& o) {
+    return BuildPipelineTrainStep(root, model.get(), x, y, CrossEntropy, &sgd, o);
+  }
+  // The session over `devices` CPU devices of one thread each, initialized.
+  std::unique_ptr<Session> Start(int devices) {
+    Node* init = train::GlobalVariablesInitializer(root);
+    SessionOptions so;
+    so.devices.num_cpu_devices = devices;
+    so.devices.intra_op_threads_per_device = 1;
+    absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(root, so);
+    EXPECT_TRUE(session.ok()) << session.status();
+    if (!session.ok()) return nullptr;
+    absl::Status s = (*session)->Run({}, {}, {init->name()}, nullptr);
+    EXPECT_TRUE(s.ok()) << s;
+    return *std::move(session);
+  }
+
+  Scope root = Scope::NewRootScope();
+  Output x, y;
+  std::unique_ptr<train::Sequential> model;
+  train::SGD sgd;
+};
+
+PipelineOptions Options(int stages, std::vector<int> starts, int micro_batches,
+                        PipelineSchedule schedule) {
+  PipelineOptions o;
+  for (int s = 0; s < stages; ++s) o.stage_devices.push_back(Device(s));
+  o.stage_starts = std::move(starts);
+  o.micro_batches = micro_batches;
+  o.schedule = schedule;
+  return o;
+}
+
 // Trains an MLP 12-16-16-16-5 (four Dense layers) with SGD for `steps`
 // steps of batch 16 and returns every weight, by name; stages = 0: no
 // pipeline at all (Build and Minimize on one device).
 std::vector<std::pair<std::string, Tensor>> Train(int stages, int micro_batches,
                                                   PipelineSchedule schedule, int steps,
                                                   std::vector<int> starts = {}) {
-  Scope root = Scope::NewRootScope();
-  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({16, kFeatures}));
-  Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({16}));
-  auto model = *train::MakeMlp({16, 16, 16}, kClasses, /*seed=*/3);
-  // Plain SGD: an update off by a factor (a micro-batch's loss not
-  // weighted by 1/M) shows, where Adam would normalize it away.
-  train::SGD sgd(0.3);
+  Model m(16, kFeatures, {16, 16, 16}, kClasses, 0.3);
   Node* train_op = nullptr;
   if (stages == 0) {
-    Output logits = *model->Build(root.WithDevice(Device(0)), x);
-    train_op =
-        *train::Minimize(root.WithDevice(Device(0)),
-                         train::SparseSoftmaxCrossEntropy(root, y, logits), model->reads(), &sgd);
+    const Scope on = m.root.WithDevice(Device(0));
+    Output logits = *m.model->Build(on, m.x);
+    train_op = *train::Minimize(on, CrossEntropy(m.root, m.y, logits), m.model->reads(), &m.sgd);
   } else {
-    PipelineOptions o;
-    for (int s = 0; s < stages; ++s) o.stage_devices.push_back(Device(s));
-    o.stage_starts = starts;
-    if (o.stage_starts.empty()) {
-      for (int s = 0; s < stages; ++s) o.stage_starts.push_back(s * 4 / stages);
+    if (starts.empty()) {
+      for (int s = 0; s < stages; ++s) starts.push_back(s * 4 / stages);
     }
-    o.micro_batches = micro_batches;
-    o.schedule = schedule;
-    auto step = BuildPipelineTrainStep(
-        root, model.get(), x, y,
-        [](const Scope& s, Output labels, Output logits) {
-          return train::SparseSoftmaxCrossEntropy(s, labels, logits);
-        },
-        &sgd, o);
+    auto step = m.Pipeline(Options(stages, starts, micro_batches, schedule));
     EXPECT_TRUE(step.ok()) << step.status();
     if (!step.ok()) return {};
     train_op = step->train_op;
   }
-  Node* init = train::GlobalVariablesInitializer(root);
   std::vector<std::string> reads;
-  for (train::Variable* v : model->variables())
-    reads.push_back(v->Read(root.WithDevice(Device(0))).name());
-  SessionOptions so;
-  so.devices.num_cpu_devices = 4;
-  so.devices.intra_op_threads_per_device = 1;
-  auto session = Session::Create(root, so);
-  EXPECT_TRUE(session.ok()) << session.status();
-  EXPECT_TRUE((*session)->Run({}, {}, {init->name()}, nullptr).ok());
+  for (train::Variable* v : m.model->variables()) {
+    reads.push_back(v->Read(m.root.WithDevice(Device(0))).name());
+  }
+  std::unique_ptr<Session> session = m.Start(4);
+  if (session == nullptr) return {};
   for (int i = 0; i < steps; ++i) {
     Data d = MakeData(16, i);
-    absl::Status s = (*session)->Run({{"x", d.x}, {"y", d.y}}, {}, {train_op->name()}, nullptr);
+    absl::Status s = session->Run({{"x", d.x}, {"y", d.y}}, {}, {train_op->name()}, nullptr);
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok()) return {};
   }
   std::vector<Tensor> values;
-  EXPECT_TRUE((*session)->Run({}, reads, {}, &values).ok());
+  EXPECT_TRUE(session->Run({}, reads, {}, &values).ok());
   std::vector<std::pair<std::string, Tensor>> out;
-  for (size_t i = 0; i < values.size(); ++i)
-    out.push_back({model->variables()[i]->name(), values[i]});
+  for (size_t i = 0; i < values.size(); ++i) {
+    out.push_back({m.model->variables()[i]->name(), values[i]});
+  }
   return out;
 }
 
@@ -171,29 +199,10 @@ TEST(PipelineTest, EverySplitAndScheduleEndsOnOneDevicesWeights) {
 // 8-512-512-512-512-4 in 2 stages, M micro-batches of 32 examples.
 int64_t StageZeroPeakBytes(PipelineSchedule schedule, int micro_batches) {
   const int batch = 32 * micro_batches;
-  Scope root = Scope::NewRootScope();
-  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({batch, 8}));
-  Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({batch}));
-  auto model = *train::MakeMlp({512, 512, 512}, 4, /*seed=*/1);
-  train::SGD sgd(0.01);
-  PipelineOptions o;
-  o.stage_devices = {Device(0), Device(1)};
-  o.stage_starts = {0, 2};
-  o.micro_batches = micro_batches;
-  o.schedule = schedule;
-  auto step = BuildPipelineTrainStep(
-      root, model.get(), x, y,
-      [](const Scope& s, Output labels, Output logits) {
-        return train::SparseSoftmaxCrossEntropy(s, labels, logits);
-      },
-      &sgd, o);
+  Model m(batch, 8, {512, 512, 512}, 4, 0.01, /*seed=*/1);
+  auto step = m.Pipeline(Options(2, {0, 2}, micro_batches, schedule));
   EXPECT_TRUE(step.ok()) << step.status();
-  Node* init = train::GlobalVariablesInitializer(root);
-  SessionOptions so;
-  so.devices.num_cpu_devices = 2;
-  so.devices.intra_op_threads_per_device = 1;
-  auto session = *Session::Create(root, so);
-  EXPECT_TRUE(session->Run({}, {}, {init->name()}, nullptr).ok());
+  std::unique_ptr<Session> session = m.Start(2);
   Tensor xs(DT_FLOAT, TensorShape{batch, 8});
   Tensor ys(DT_INT32, TensorShape{batch});
   for (int i = 0; i < batch; ++i) {
@@ -236,30 +245,11 @@ TEST(PipelineTest, OneForwardOneBackwardBoundsActivationMemoryWhereGPipeGrows) {
 TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
   for (PipelineSchedule schedule :
        {PipelineSchedule::kGPipe, PipelineSchedule::kOneForwardOneBackward}) {
-    Scope root = Scope::NewRootScope();
-    Output x =
-        ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({16, kFeatures}));
-    Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({16}));
-    auto model = *train::MakeMlp({64, 64, 64}, kClasses, 3);
-    train::SGD sgd(0.1);
-    PipelineOptions o;
-    o.stage_devices = {Device(0), Device(1), Device(2)};
-    o.stage_starts = {0, 1, 2};
-    o.micro_batches = 4;
-    o.schedule = schedule;
-    auto step = BuildPipelineTrainStep(
-        root, model.get(), x, y,
-        [](const Scope& s, Output labels, Output logits) {
-          return train::SparseSoftmaxCrossEntropy(s, labels, logits);
-        },
-        &sgd, o);
+    Model m(16, kFeatures, {64, 64, 64}, kClasses, 0.1);
+    auto step = m.Pipeline(Options(3, {0, 1, 2}, 4, schedule));
     ASSERT_TRUE(step.ok()) << step.status();
-    Node* init = train::GlobalVariablesInitializer(root);
-    SessionOptions so;
-    so.devices.num_cpu_devices = 3;
-    so.devices.intra_op_threads_per_device = 1;
-    auto session = *Session::Create(root, so);
-    ASSERT_TRUE(session->Run({}, {}, {init->name()}, nullptr).ok());
+    std::unique_ptr<Session> session = m.Start(3);
+    ASSERT_NE(session, nullptr);
     Data d = MakeData(16, 0);
     StepTracer tracer;
     RunOptions ro;
@@ -292,19 +282,7 @@ TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
 
 TEST(PipelineTest, BadOptionsAreNamed) {
   auto build = [](PipelineOptions o, int64_t batch = 16) {
-    Scope root = Scope::NewRootScope();
-    Output x =
-        ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({batch, kFeatures}));
-    Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({batch}));
-    auto model = *train::MakeMlp({16, 16, 16}, kClasses, 3);
-    train::SGD sgd(0.1);
-    return BuildPipelineTrainStep(
-               root, model.get(), x, y,
-               [](const Scope& s, Output labels, Output logits) {
-                 return train::SparseSoftmaxCrossEntropy(s, labels, logits);
-               },
-               &sgd, o)
-        .status();
+    return Model(batch, kFeatures, {16, 16, 16}, kClasses, 0.1).Pipeline(o).status();
   };
   PipelineOptions good;
   good.stage_devices = {Device(0), Device(1)};
