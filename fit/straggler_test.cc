@@ -18,7 +18,9 @@ TEST(StragglerDetectorTest, NamesTheWorkerTheOthersWaitFor) {
   for (int i = 0; i < 10; ++i) {
     // w1 arrives last: it waits 1 ms, the others 40 ms, of a 100 ms step.
     std::optional<std::string> got = d.Add({0.041, 0.001, 0.040}, kNoCpuWait, 0.1, kNames);
-    if (i < 9) EXPECT_FALSE(got.has_value());
+    if (i < 9) {
+      EXPECT_FALSE(got.has_value());
+    }
     r = got;
   }
   ASSERT_TRUE(r.has_value());

@@ -270,9 +270,10 @@ TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
       for (size_t k = 0; k < items.size(); ++k) {
         order.push_back(items[k].second->name);
         EXPECT_EQ(items[k].second->op, "PipelineItem");
-        if (k > 0)
+        if (k > 0) {
           EXPECT_LE(items[k - 1].second->end_ns, items[k].second->start_ns)
               << "stage " << s << " item " << k;
+        }
       }
       EXPECT_EQ(absl::StrJoin(order, " "), Order(schedule, s, 3, 4)) << "stage " << s;
     }
