@@ -23,6 +23,21 @@ std::vector<const void*> InputsByRank(const std::vector<const Tensor*>& inputs) 
   return v;
 }
 
+// This process's participants' inputs, by their local rank.
+template <typename Participants>
+std::vector<const Tensor*> InputsInRankOrder(const Participants& participants) {
+  std::vector<const Tensor*> inputs(participants.size());
+  for (const auto& p : participants) inputs[p.rank] = &p.input;
+  return inputs;
+}
+
+// The participant of local rank 0 (every instance has one).
+template <typename Participants>
+const auto& RankZero(const Participants& participants) {
+  return *std::find_if(participants.begin(), participants.end(),
+                       [](const auto& p) { return p.rank == 0; });
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> DistributedCollectiveExecutor::AllReduceAlgorithm(
@@ -45,10 +60,8 @@ bool DistributedCollectiveExecutor::IsOrdered(const std::string& algorithm,
 absl::StatusOr<std::unique_ptr<DistributedCollectiveExecutor::AllReduceJob>>
 DistributedCollectiveExecutor::PrepareAllReduce(Instance& inst, const std::string& name) {
   const int local = static_cast<int>(inst.participants.size());
-  std::vector<const Tensor*> inputs(local);
-  for (const Participant& p : inst.participants) inputs[p.rank] = &p.input;
-  const Participant& first = *std::find_if(inst.participants.begin(), inst.participants.end(),
-                                           [](const Participant& p) { return p.rank == 0; });
+  const std::vector<const Tensor*> inputs = InputsInRankOrder(inst.participants);
+  const Participant& first = RankZero(inst.participants);
   const CollectiveParams& p = first.params;
   const int64_t n = p.shape.num_elements();
   AlgorithmParams ap;
@@ -118,10 +131,8 @@ absl::StatusOr<std::string> DistributedCollectiveExecutor::GatherScatterAlgorith
 absl::Status DistributedCollectiveExecutor::RunAllGather(Instance& inst, Transport& t,
                                                          const std::string& algorithm, Tensor* out) {
   const int local = static_cast<int>(inst.participants.size());
-  std::vector<const Tensor*> inputs(local);
-  for (const Participant& p : inst.participants) inputs[p.rank] = &p.input;
-  const Participant& first = *std::find_if(inst.participants.begin(), inst.participants.end(),
-                                           [](const Participant& p) { return p.rank == 0; });
+  const std::vector<const Tensor*> inputs = InputsInRankOrder(inst.participants);
+  const Participant& first = RankZero(inst.participants);
   const CollectiveParams& p = first.params;
   const int64_t block = p.shape.num_elements();
   const size_t block_bytes = block * DataTypeSize(p.dtype);
