@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
@@ -146,6 +147,57 @@ absl::StatusOr<std::unique_ptr<DeviceMgr>> DeviceMgr::Create(
     }
   }
   return std::unique_ptr<DeviceMgr>(new DeviceMgr(std::move(devices)));
+}
+
+DeviceMgr::DeviceMgr(std::vector<Device*> order, std::vector<std::unique_ptr<Device>> owned)
+    : owned_(std::move(owned)), raw_(std::move(order)) {}
+
+absl::StatusOr<std::unique_ptr<DeviceMgr>> DeviceMgr::CreateWithRemote(
+    const DeviceMgr& local, const std::vector<std::string>& remote,
+    const std::vector<std::string>& tasks) {
+  auto task_index = [&tasks](const DeviceName& n) -> int {
+    const std::string t = absl::StrCat("/job:", n.job, "/replica:", n.replica, "/task:", n.task);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i] == t) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  absl::flat_hash_set<std::string> names;
+  absl::flat_hash_set<int> local_tasks;
+  std::vector<std::pair<int, Device*>> order;
+  for (Device* d : local.devices()) {
+    names.insert(d->name());
+    const int t = task_index(d->parsed_name());
+    if (t < 0) return absl::InvalidArgumentError(absl::StrCat(d->name(), " is on none of the tasks"));
+    local_tasks.insert(t);
+    order.emplace_back(t, d);
+  }
+  std::vector<std::unique_ptr<Device>> owned;
+  for (const std::string& r : remote) {
+    STRATA_ASSIGN_OR_RETURN(DeviceName n, DeviceName::Parse(r));
+    if (!n.IsFullySpecified()) {
+      return absl::InvalidArgumentError(absl::StrCat("remote device '", r, "' is not a full name"));
+    }
+    const int t = task_index(n);
+    if (t < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("remote device '", r, "' is on none of the tasks"));
+    }
+    if (local_tasks.contains(t)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("remote device '", r, "' belongs to this process's task"));
+    }
+    auto d = std::make_unique<RemoteDevice>(n);
+    if (!names.insert(d->name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("two devices named ", d->name()));
+    }
+    order.emplace_back(t, d.get());
+    owned.push_back(std::move(d));
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Device*> raw;
+  for (const auto& [t, d] : order) raw.push_back(d);
+  return std::unique_ptr<DeviceMgr>(new DeviceMgr(std::move(raw), std::move(owned)));
 }
 
 std::vector<Device*> DeviceMgr::MatchingDevices(const DeviceName& spec) const {

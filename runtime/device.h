@@ -113,6 +113,8 @@ class Device : public DeviceBase {
   // Whether this device records partitions for replay (GPUs: CUDA graphs),
   // and a new recording; Unimplemented on devices that do not.
   virtual bool CanRecordSteps() const { return false; }
+  // Whether this process runs the device's kernels (false: a RemoteDevice).
+  virtual bool local() const { return true; }
   virtual absl::StatusOr<std::unique_ptr<StepRecording>> NewStepRecording();
 
  protected:
@@ -126,6 +128,18 @@ class Device : public DeviceBase {
   const std::string name_;
   const uint64_t incarnation_;
   std::unique_ptr<ResourceMgr> resource_mgr_;
+};
+
+// A device of another task: a name (and type, for placement's kernel
+// lookups) that nodes can be placed on, never run on here (it has no
+// allocator or threads). local() is false.
+class RemoteDevice : public Device {
+ public:
+  explicit RemoteDevice(const DeviceName& name) : Device(name) {}
+  ~RemoteDevice() override { DestroyResources(); }
+  Allocator* allocator() const override { return nullptr; }
+  const Eigen::ThreadPoolDevice* eigen_cpu_device() const override { return nullptr; }
+  bool local() const override { return false; }
 };
 
 // A host CPU device (also each virtual CPU device): its own tracking
@@ -169,6 +183,16 @@ class DeviceMgr {
   // InvalidArgument if `devices` is empty or two devices share a name.
   static absl::StatusOr<std::unique_ptr<DeviceMgr>> Create(
       std::vector<std::unique_ptr<Device>> devices);
+  // `local`'s devices (not owned; `local` must outlive the result) and a
+  // RemoteDevice for each full name in `remote` (devices of other tasks, for
+  // placing and partitioning a step that spans tasks), ordered by their
+  // task's index in `tasks` ("/job:j/replica:r/task:t"), each task's in the
+  // order given: every task then sees the same order. InvalidArgument for a
+  // name that is not full, names a task of `local` or one not in `tasks`,
+  // or is given twice.
+  static absl::StatusOr<std::unique_ptr<DeviceMgr>> CreateWithRemote(
+      const DeviceMgr& local, const std::vector<std::string>& remote,
+      const std::vector<std::string>& tasks);
 
   // In creation order; the first is the default device.
   const std::vector<Device*>& devices() const { return raw_; }
@@ -183,6 +207,7 @@ class DeviceMgr {
 
  private:
   explicit DeviceMgr(std::vector<std::unique_ptr<Device>> devices);
+  DeviceMgr(std::vector<Device*> order, std::vector<std::unique_ptr<Device>> owned);
   std::vector<std::unique_ptr<Device>> owned_;
   std::vector<Device*> raw_;
 };

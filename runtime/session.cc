@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@
 #include "runtime/local_rendezvous.h"
 #include "runtime/partition.h"
 #include "runtime/placement.h"
+#include "runtime/remote_rendezvous.h"
 #include "runtime/subgraph.h"
 
 namespace strata {
@@ -45,15 +47,90 @@ struct Session::Plan {
   std::vector<Device*> async_devices;
   std::vector<std::string> partition_devices;
   std::vector<::tensorflow::GraphDef> partition_graphs;
+  // Steps spanning tasks: whether this task's partitions exchange tensors
+  // with another task's, what they accept from them, the signature's hash
+  // and how many times it ran (together they pair up the tasks' steps).
+  bool crosses_tasks = false;
+  RemoteRecvSpecs remote_recvs;
+  uint64_t signature_hash = 0;
+  mutable std::atomic<uint64_t> runs{0};
 };
 
+namespace {
+
+// For a session spanning tasks: a copy of every _Retval on the first
+// device of each other task, so that every task gets every fetch (each
+// task's plan is the same; each runs its own copy).
+absl::Status AddRetvalsForEveryTask(Graph* g, const DeviceMgr& cluster) {
+  std::vector<std::pair<std::string, Device*>> tasks;  // task -> its first device
+  for (Device* d : cluster.devices()) {
+    STRATA_ASSIGN_OR_RETURN(std::string t, TaskOfDevice(d->name()));
+    bool seen = false;
+    for (const auto& [name, first] : tasks) seen = seen || name == t;
+    if (!seen) tasks.emplace_back(t, d);
+  }
+  std::vector<Node*> retvals;
+  for (Node* n : g->nodes()) {
+    if (n->IsOp("_Retval")) retvals.push_back(n);
+  }
+  for (Node* r : retvals) {
+    STRATA_ASSIGN_OR_RETURN(std::string own, TaskOfDevice(r->assigned_device_name()));
+    const Edge* in = r->input_edge(0);
+    if (in == nullptr) return absl::InternalError(absl::StrCat(r->DebugString(), " has no input"));
+    for (const auto& [task, device] : tasks) {
+      if (task == own) continue;
+      ::tensorflow::NodeDef def = r->def();
+      def.set_name(g->NewName(absl::StrCat(r->name(), "/for", task)));
+      def.clear_input();
+      def.set_device(device->name());
+      STRATA_ASSIGN_OR_RETURN(Node * copy, g->AddNode(std::move(def)));
+      copy->set_assigned_device_name(device->name());
+      STRATA_RETURN_IF_ERROR(g->AddEdge(in->src, in->src_output, copy, 0).status());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What a local partition of a session spanning tasks exchanges with other
+// tasks: sets `crosses` and adds each _Recv from another task to `recvs`.
+absl::Status ScanCrossTaskEdges(const Graph& g, Device* device, const DeviceMgr& cluster,
+                                bool* crosses, RemoteRecvSpecs* recvs) {
+  for (Node* n : g.nodes()) {
+    const bool send = n->IsOp("_Send");
+    if (!send && !n->IsOp("_Recv")) continue;
+    std::string peer;
+    STRATA_RETURN_IF_ERROR(GetAttr(n->attrs(), send ? "recv_device" : "send_device", &peer));
+    STRATA_ASSIGN_OR_RETURN(Device* d, cluster.LookupDevice(peer));
+    if (d->local()) continue;
+    *crosses = true;
+    if (device->gpu_context() != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          n->DebugString(), ": tensors between a GPU and another task's device are not carried "
+          "yet; place the boundary on a CPU"));
+    }
+    if (send) continue;
+    std::string tensor_name;
+    STRATA_RETURN_IF_ERROR(GetAttr(n->attrs(), "tensor_name", &tensor_name));
+    RemoteRecvSpec spec;
+    spec.dtype = n->output_type(0);
+    spec.shape = n->output_shape(0);
+    spec.allocator = device->allocator();
+    (*recvs)[absl::StrCat(peer, ";", device->name(), ";", tensor_name)] = spec;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 Session::Session(std::unique_ptr<Graph> graph, SessionOptions options,
-                 std::unique_ptr<DeviceMgr> owned, DeviceMgr* devices, Device* default_device)
+                 std::unique_ptr<DeviceMgr> owned, DeviceMgr* devices, Device* default_device,
+                 std::unique_ptr<DeviceMgr> cluster_devices)
     : graph_(std::move(graph)),
       options_(std::move(options)),
       owned_devices_(std::move(owned)),
       devices_(devices),
-      default_device_(default_device) {
+      default_device_(default_device),
+      cluster_devices_(std::move(cluster_devices)) {
   inter_op_pool_ = options_.inter_op_pool;
   if (inter_op_pool_ == nullptr) {
     int threads = options_.inter_op_threads;
@@ -75,6 +152,27 @@ Session::~Session() {
   MutexLock l(&mu_);
   plans_.clear();
 }
+
+namespace {
+
+// The placement view of a session spanning tasks, checked against the links.
+absl::StatusOr<std::unique_ptr<DeviceMgr>> ClusterDevices(const DeviceMgr& local,
+                                                          const SessionOptions& options) {
+  const TaskLinks& links = *options.task_links;
+  for (const Device* d : local.devices()) {
+    STRATA_ASSIGN_OR_RETURN(std::string task, TaskOfDevice(d->name()));
+    if (task != links.local_task()) {
+      return absl::InvalidArgumentError(absl::StrCat("SessionOptions.task_links: this process is ",
+                                                     links.local_task(), " but its device ",
+                                                     d->name(), " is not"));
+    }
+  }
+  auto cluster = DeviceMgr::CreateWithRemote(local, options.remote_devices, links.tasks());
+  if (!cluster.ok()) return AnnotateStatus(cluster.status(), "SessionOptions.remote_devices: ");
+  return cluster;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Session>> Session::CreateFromOwnedGraph(std::unique_ptr<Graph> g,
                                                                        SessionOptions options) {
@@ -98,12 +196,25 @@ absl::StatusOr<std::unique_ptr<Session>> Session::CreateFromOwnedGraph(std::uniq
                                                    absl::FormatDuration(options.collective_timeout),
                                                    ", must be positive"));
   }
+  if (options.cross_task_step_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SessionOptions.cross_task_step_timeout is ",
+                     absl::FormatDuration(options.cross_task_step_timeout), ", must be positive"));
+  }
   if (options.inter_op_threads < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("SessionOptions.inter_op_threads is ", options.inter_op_threads));
   }
-  return std::unique_ptr<Session>(
-      new Session(std::move(g), std::move(options), std::move(owned), devices, default_device));
+  std::unique_ptr<DeviceMgr> cluster;
+  if (options.task_links != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(cluster, ClusterDevices(*devices, options));
+    // The same on every task: the first task's first device.
+    if (options.default_device.empty()) default_device = cluster->devices().front();
+  } else if (!options.remote_devices.empty()) {
+    return absl::InvalidArgumentError("SessionOptions.remote_devices given without task_links");
+  }
+  return std::unique_ptr<Session>(new Session(std::move(g), std::move(options), std::move(owned),
+                                              devices, default_device, std::move(cluster)));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(const ::tensorflow::GraphDef& def,
@@ -149,11 +260,25 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
   popts.default_device = default_device_;
   popts.allow_soft_placement = options_.allow_soft_placement;
   popts.host_fallback_without_kernel = options_.host_fallback_without_kernel;
-  STRATA_RETURN_IF_ERROR(PlaceGraph(sg.graph.get(), *devices_, popts));
-  STRATA_ASSIGN_OR_RETURN(std::vector<Partition> parts, PartitionGraph(*sg.graph, *devices_));
+  const DeviceMgr& placement = cluster_devices_ != nullptr ? *cluster_devices_ : *devices_;
+  STRATA_RETURN_IF_ERROR(PlaceGraph(sg.graph.get(), placement, popts));
+  if (cluster_devices_ != nullptr) {
+    STRATA_RETURN_IF_ERROR(AddRetvalsForEveryTask(sg.graph.get(), placement));
+    plan->signature_hash =
+        StableHash64(absl::StrCat(absl::StrJoin(plan->feed_names, ", "), "; ", plan->description));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<Partition> all_parts, PartitionGraph(*sg.graph, placement));
+  std::vector<Partition> parts;  // this task's
+  for (Partition& p : all_parts) {
+    if (p.device->local()) parts.push_back(std::move(p));
+  }
   std::vector<const Graph*> graphs;
   for (const Partition& p : parts) graphs.push_back(p.graph.get());
   for (Partition& p : parts) {
+    if (cluster_devices_ != nullptr) {
+      STRATA_RETURN_IF_ERROR(ScanCrossTaskEdges(*p.graph, p.device, placement,
+                                                &plan->crosses_tasks, &plan->remote_recvs));
+    }
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(*p.graph, p.device));
     plan->partition_devices.push_back(p.device->name());
     plan->partition_graphs.emplace_back();
@@ -237,27 +362,40 @@ absl::Status Session::Run(const RunOptions& run_options,
   return RunPlan(*plan, feeds, run_options.cancellation, run_options.tracer, outputs);
 }
 
+namespace {
+
+// The fed values, checked against what the plan's graph expects.
+absl::Status CheckFeeds(const std::vector<DataType>& types,
+                               const std::vector<PartialTensorShape>& shapes,
+                               const std::vector<std::pair<std::string, Tensor>>& feeds,
+                               std::vector<Tensor>* args) {
+  args->reserve(feeds.size());
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const Tensor& t = feeds[i].second;
+    if (t.dtype() != types[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed '", feeds[i].first, "': expected a ", DataTypeString(types[i]),
+          " tensor, got ", t.IsInitialized() ? DataTypeString(t.dtype()) : "an empty Tensor"));
+    }
+    if (!shapes[i].IsCompatibleWith(t.shape())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed '", feeds[i].first, "': shape ", t.shape().DebugString(),
+          " is not compatible with the tensor's shape ", shapes[i].DebugString()));
+    }
+    args->push_back(t);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Session::RunPlan(const Plan& plan,
                               const std::vector<std::pair<std::string, Tensor>>& feeds,
                               CancellationManager* external_cancellation, StepTracer* tracer,
                               std::vector<Tensor>* outputs) {
   // 1. The fed values must be what the graph expects.
   std::vector<Tensor> args;
-  args.reserve(feeds.size());
-  for (size_t i = 0; i < feeds.size(); ++i) {
-    const Tensor& t = feeds[i].second;
-    if (t.dtype() != plan.feed_types[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feed '", feeds[i].first, "': expected a ", DataTypeString(plan.feed_types[i]),
-          " tensor, got ", t.IsInitialized() ? DataTypeString(t.dtype()) : "an empty Tensor"));
-    }
-    if (!plan.feed_shapes[i].IsCompatibleWith(t.shape())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feed '", feeds[i].first, "': shape ", t.shape().DebugString(),
-          " is not compatible with the tensor's shape ", plan.feed_shapes[i].DebugString()));
-    }
-    args.push_back(t);
-  }
+  STRATA_RETURN_IF_ERROR(CheckFeeds(plan.feed_types, plan.feed_shapes, feeds, &args));
   VectorCallFrame frame(std::move(args), plan.num_fetches);
   Executor::Args ex_args;
   ex_args.step_id = next_step_id_.fetch_add(1, std::memory_order_relaxed);
@@ -267,8 +405,10 @@ absl::Status Session::RunPlan(const Plan& plan,
   ex_args.tracer = tracer;
 
   absl::Status status;
-  if (plan.parts.size() == 1 && external_cancellation == nullptr &&
-      plan.parts[0].recorded == nullptr) {
+  if (plan.parts.empty()) {
+    // A step spanning tasks with no work on this one.
+  } else if (plan.parts.size() == 1 && external_cancellation == nullptr &&
+             plan.parts[0].recorded == nullptr && !plan.crosses_tasks) {
     // 2a. One partition: no rendezvous, the caller's thread runs it, the
     // executor makes its own cancellation manager.
     status = plan.parts[0].executor->Run(ex_args);
@@ -282,7 +422,19 @@ absl::Status Session::RunPlan(const Plan& plan,
         plan.async_devices.empty()
             ? LocalRendezvous::Scheduler()
             : [pool](std::function<void()> fn) { pool->Schedule(std::move(fn)); });
-    cm.RegisterCallback([&rendezvous](const absl::Status& s) { rendezvous.StartAbort(s); });
+    // Across tasks: the local rendezvous behind a remote one, which pairs
+    // this step with the other tasks' by the signature and its run count.
+    std::optional<RemoteRendezvous> remote;
+    Rendezvous* step_rendezvous = &rendezvous;
+    if (plan.crosses_tasks) {
+      const uint64_t run = plan.runs.fetch_add(1, std::memory_order_relaxed);
+      remote.emplace(&rendezvous, options_.task_links, &plan.remote_recvs,
+                     StableHash64(absl::StrCat(run), plan.signature_hash),
+                     [pool](std::function<void()> fn) { pool->Schedule(std::move(fn)); });
+      step_rendezvous = &*remote;
+    }
+    cm.RegisterCallback(
+        [step_rendezvous](const absl::Status& s) { step_rendezvous->StartAbort(s); });
     // An outside cancellation cancels the step (not the other way round).
     CancellationToken outside = kInvalidCancellationToken;
     if (external_cancellation != nullptr) {
@@ -291,7 +443,7 @@ absl::Status Session::RunPlan(const Plan& plan,
       if (outside == kInvalidCancellationToken) return external_cancellation->status();
     }
     ex_args.cancellation = &cm;
-    ex_args.rendezvous = &rendezvous;
+    ex_args.rendezvous = step_rendezvous;
     std::atomic<int> remaining{static_cast<int>(plan.parts.size())};
     Notification all_done;
     auto done = [&remaining, &all_done](absl::Status) {
@@ -311,6 +463,14 @@ absl::Status Session::RunPlan(const Plan& plan,
       plan.parts[0].recorded->RunAsync(ex_args, done);
     } else {
       plan.parts[0].executor->RunAsync(ex_args, done);
+    }
+    if (plan.crosses_tasks &&
+        !all_done.WaitForNotificationWithTimeout(options_.cross_task_step_timeout)) {
+      cm.StartCancel(absl::DeadlineExceededError(absl::StrCat(
+          plan.description, " crosses tasks and did not finish within ",
+          absl::FormatDuration(options_.cross_task_step_timeout),
+          " (SessionOptions::cross_task_step_timeout): does every task run the same steps in "
+          "the same order?")));
     }
     all_done.WaitForNotification();
     // Waits for the callback if it is running now: `cm` must outlive it.

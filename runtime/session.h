@@ -63,6 +63,7 @@ namespace strata {
 class CancellationManager;
 class CollectiveExecutor;
 class StepTracer;
+class TaskLinks;
 
 // A graph rewrite run on each step graph after pruning and before placement
 // (constant folding, CSE, ...). It must keep the _Arg and _Retval nodes.
@@ -101,6 +102,27 @@ struct SessionOptions {
   // on later steps, where the partition allows it (runtime/recorded_partition.h
   // says when, and recording_stats() why not).
   bool record_gpu_steps = true;
+  // A step spanning tasks (processes), SPMD as TensorFlow's multi-worker
+  // runtime and JAX's multi-controller programs: every task creates a
+  // session of the same graph with the other tasks' devices here and runs
+  // the same signatures in the same order. Placement and partitioning then
+  // see every task's devices (a node may request "/job:worker/task:1/..."),
+  // each task runs only its own partitions, and tensors between tasks cross
+  // in a RemoteRendezvous (runtime/remote_rendezvous.h) over `task_links`
+  // (not owned; it and its transport must outlive the session). Each task
+  // gets every fetch (a fetch computed on another task is sent to all) and
+  // uses only the feeds its own partitions consume. Nodes without a device
+  // run on the first task's first device (list each task's devices in
+  // its own order: every task must see one order), unless default_device
+  // names another (the same on every task). Steps of one signature
+  // that cross tasks must not run concurrently (their order pairs them up).
+  // A failed step aborts the links' transport, failing every task's steps.
+  std::vector<std::string> remote_devices;
+  const TaskLinks* task_links = nullptr;
+  // How long a step that crosses tasks may take before it fails (and with
+  // it every task's) with DeadlineExceeded: a task that runs a step the
+  // others never run would otherwise wait for them forever. Must be positive.
+  absl::Duration cross_task_step_timeout = absl::Minutes(10);
 };
 
 struct RunOptions {
@@ -163,7 +185,7 @@ class Session {
  private:
   struct Plan;
   Session(std::unique_ptr<Graph> graph, SessionOptions options, std::unique_ptr<DeviceMgr> owned,
-          DeviceMgr* devices, Device* default_device);
+          DeviceMgr* devices, Device* default_device, std::unique_ptr<DeviceMgr> cluster_devices);
   static absl::StatusOr<std::unique_ptr<Session>> CreateFromOwnedGraph(std::unique_ptr<Graph> g,
                                                                        SessionOptions options);
   absl::StatusOr<std::shared_ptr<const Plan>> GetPlan(
@@ -182,6 +204,9 @@ class Session {
   const std::unique_ptr<DeviceMgr> owned_devices_;
   DeviceMgr* const devices_;
   Device* const default_device_;
+  // Every task's devices (local first) for placement and partitioning when
+  // the session spans tasks; else null.
+  std::unique_ptr<DeviceMgr> cluster_devices_;
   std::unique_ptr<Eigen::ThreadPoolInterface> owned_pool_;
   Eigen::ThreadPoolInterface* inter_op_pool_ = nullptr;
   std::unique_ptr<CollectiveExecutor> owned_collectives_;

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -16,6 +17,8 @@
 #include "absl/strings/str_join.h"
 #include "graph/ops/core_ops.h"
 #include "gtest/gtest.h"
+#include "runtime/collective/transport/in_process_transport.h"
+#include "runtime/remote_rendezvous.h"
 #include "runtime/session.h"
 #include "runtime/trace.h"
 #include "train/initializers.h"
@@ -186,6 +189,105 @@ TEST(PipelineTest, EverySplitAndScheduleEndsOnOneDevicesWeights) {
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(got[i].first, want[i].first);  // named as without a pipeline
       ASSERT_EQ(got[i].second.shape(), want[i].second.shape());
+      for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
+        worst = std::max<double>(
+            worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
+      }
+    }
+    EXPECT_LT(worst, 1e-5);
+  }
+}
+
+// The same training with 4 stages over 2 tasks (processes in a real job;
+// here two sessions of this process joined by an in-process transport, as
+// runtime/multi_task_session_test.cc also does over TCP): each task builds
+// the same model and step, runs its own two stages, and receives every
+// fetch.
+std::vector<std::pair<std::string, Tensor>> TrainOverTwoTasks(int micro_batches,
+                                                              PipelineSchedule schedule,
+                                                              int steps) {
+  const std::vector<std::string> tasks = {"/job:worker/replica:0/task:0",
+                                          "/job:worker/replica:0/task:1"};
+  auto dev = [&](int task, int i) { return absl::StrCat(tasks[task], "/device:CPU:", i); };
+  auto mailbox = std::make_shared<InProcessMailbox>(2);
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<std::unique_ptr<TaskLinks>> links;
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::string> train_ops, inits;
+  std::vector<std::vector<std::string>> reads(2);
+  for (int task = 0; task < 2; ++task) {
+    transports.push_back(mailbox->Connect(task));
+    links.push_back(std::make_unique<TaskLinks>(*TaskLinks::Create(transports[task].get(), tasks)));
+    models.push_back(std::make_unique<Model>(16, kFeatures, std::vector<int64_t>{16, 16, 16},
+                                             kClasses, 0.3));
+    Model& m = *models.back();
+    PipelineOptions o;
+    o.stage_devices = {dev(0, 0), dev(0, 1), dev(1, 0), dev(1, 1)};
+    o.stage_starts = {0, 1, 2, 3};
+    o.micro_batches = micro_batches;
+    o.schedule = schedule;
+    auto step = m.Pipeline(o);
+    EXPECT_TRUE(step.ok()) << step.status();
+    if (!step.ok()) return {};
+    train_ops.push_back(step->train_op->name());
+    inits.push_back(train::GlobalVariablesInitializer(m.root)->name());
+    for (train::Variable* v : m.model->variables()) {
+      reads[task].push_back(v->Read(m.root.WithDevice(dev(0, 0))).name());
+    }
+    SessionOptions so;
+    so.devices.job = "worker";
+    so.devices.task = task;
+    so.devices.num_cpu_devices = 2;
+    so.devices.intra_op_threads_per_device = 1;
+    so.remote_devices = {dev(1 - task, 0), dev(1 - task, 1)};
+    so.task_links = links.back().get();
+    auto session = Session::Create(m.root, so);
+    EXPECT_TRUE(session.ok()) << session.status();
+    if (!session.ok()) return {};
+    sessions.push_back(*std::move(session));
+  }
+  std::vector<std::vector<Tensor>> values(2);
+  std::vector<absl::Status> status(2);
+  std::vector<std::thread> threads;
+  for (int task = 0; task < 2; ++task) {
+    threads.emplace_back([&, task] {
+      Session& s = *sessions[task];
+      status[task] = s.Run({}, {}, {inits[task]}, nullptr);
+      for (int i = 0; i < steps && status[task].ok(); ++i) {
+        Data d = MakeData(16, i);
+        status[task] = s.Run({{"x", d.x}, {"y", d.y}}, {}, {train_ops[task]}, nullptr);
+      }
+      if (status[task].ok()) status[task] = s.Run({}, reads[task], {}, &values[task]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(status[0].ok()) << status[0];
+  EXPECT_TRUE(status[1].ok()) << status[1];
+  if (!status[0].ok() || !status[1].ok()) return {};
+  // Both tasks read the same weights (stage 2 and 3's came from task 1).
+  for (size_t i = 0; i < values[0].size(); ++i) {
+    for (int64_t k = 0; k < values[0][i].NumElements(); ++k) {
+      EXPECT_EQ(values[0][i].data<float>()[k], values[1][i].data<float>()[k]);
+    }
+  }
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < values[0].size(); ++i) {
+    out.push_back({models[0]->model->variables()[i]->name(), values[0][i]});
+  }
+  return out;
+}
+
+TEST(PipelineTest, StagesOnTwoTasksEndOnOneDevicesWeights) {
+  constexpr int kSteps = 100;
+  const auto want = Train(0, 1, PipelineSchedule::kGPipe, kSteps);
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::kOneForwardOneBackward}) {
+    const auto got = TrainOverTwoTasks(4, schedule, kSteps);
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].first, want[i].first);
       for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
         worst = std::max<double>(
             worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
