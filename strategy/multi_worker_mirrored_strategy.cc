@@ -21,6 +21,7 @@
 #include "runtime/coordination/coordination_client.h"
 #include "runtime/coordination/coordination_service.h"
 #include "runtime/coordination/grpc_server.h"
+#include "runtime/remote_rendezvous.h"
 #include "strategy/strategy_devices.h"
 
 namespace strata {
@@ -228,6 +229,16 @@ struct MultiWorkerMirroredStrategy::Runtime {
   absl::StatusOr<std::unique_ptr<Transport>> ConnectDataPlane(const CreatePlan& plan,
                                                               const std::vector<std::string>& hosts,
                                                               bool use_nccl);
+  // 3b. With steps_span_workers: the transport and links for tensors
+  // between workers' partitions, and the other workers' devices.
+  absl::Status ConnectSteps(const CreatePlan& plan, const std::vector<std::string>& hosts,
+                            const std::vector<std::string>& local_devices);
+  // A transport of `kind` ("shm", "tcp") between the workers, its keys
+  // under the cluster's prefix and `suffix`.
+  absl::StatusOr<std::unique_ptr<Transport>> ConnectTransport(const CreatePlan& plan,
+                                                              const std::vector<std::string>& hosts,
+                                                              const std::string& kind,
+                                                              const std::string& suffix);
   // 4. The executor: a failed cross-worker collective is the cluster's
   // error, and the cluster's error fails the collectives.
   absl::Status MakeExecutor(const CreatePlan& plan, std::unique_ptr<Transport> transport,
@@ -246,6 +257,12 @@ struct MultiWorkerMirroredStrategy::Runtime {
   std::unique_ptr<CollectiveExecutor> gpu_executor;
   std::function<void(const absl::Status&)> abort_collectives;
   bool shut_down = false;
+  // Every worker's devices, as registered (worker order).
+  std::vector<std::string> all_devices;
+  // steps_span_workers: what sessions across the workers use.
+  std::unique_ptr<Transport> steps_transport;
+  std::unique_ptr<TaskLinks> steps_links;
+  std::vector<std::string> remote_devices;
   // Last: stopped first (its threads use the client).
   std::unique_ptr<HangWatchdog> watchdog;
 };
@@ -288,6 +305,9 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
                           rt->Connect(cluster, plan, resolved));
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
                           rt->ConnectDataPlane(plan, hosts, use_nccl));
+  if (multi_worker.steps_span_workers && plan.tasks.size() > 1) {
+    STRATA_RETURN_IF_ERROR(rt->ConnectSteps(plan, hosts, resolved));
+  }
   STRATA_RETURN_IF_ERROR(rt->MakeExecutor(plan, std::move(transport),
                                           use_nccl ? local.device_mgr.get() : nullptr, resolved));
   rt->WatchForHangsAndErrors(plan, cluster.TaskPrefix());
@@ -325,7 +345,7 @@ absl::StatusOr<std::vector<std::string>> MultiWorkerMirroredStrategy::Runtime::C
   client_options.job_token = plan.job_token;
   client_options.tls = plan.tls;
   STRATA_ASSIGN_OR_RETURN(client, CoordinationClient::Connect(client_options));
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all_devices, client->Register());
+  STRATA_ASSIGN_OR_RETURN(all_devices, client->Register());
   const int num_workers = static_cast<int>(plan.tasks.size());
   if (all_devices.size() != devices.size() * plan.tasks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -339,42 +359,68 @@ absl::StatusOr<std::vector<std::string>> MultiWorkerMirroredStrategy::Runtime::C
                    plan.task_names, options.startup_timeout);
 }
 
+// Whether every task's address has the same host: shared memory reaches
+// them all.
+std::string DefaultTransportKind(const std::string& option, const std::vector<std::string>& hosts) {
+  if (option != "auto") return option;
+  for (const std::string& h : hosts) {
+    if (h != hosts[0]) return "tcp";
+  }
+  return "shm";
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> MultiWorkerMirroredStrategy::Runtime::ConnectTransport(
+    const CreatePlan& plan, const std::vector<std::string>& hosts, const std::string& kind,
+    const std::string& suffix) {
+  const int num_workers = static_cast<int>(plan.tasks.size());
+  if (kind == "shm") {
+    ShmTransportOptions o;
+    o.key_prefix = absl::StrCat(plan.prefix, "-shm", suffix);
+    o.connect_timeout = options.startup_timeout;
+    // A worker's collectives wait while its own threads still compute
+    // (backward, the input pipeline): a waiting rank polls briefly, then
+    // yields its core to them before it sleeps. Measured with the MLP
+    // 784-512-512-10, 2 workers x 1 thread (docs/performance.md): polling
+    // 5 us and yielding 200 us gave 59-68k examples/s; polling 20 ms (the
+    // transport's choice for a rank alone on its core) 33-35k.
+    o.adaptive_wait = false;
+    o.spin_duration = absl::Microseconds(5);
+    o.yield_duration = absl::Microseconds(200);
+    return ConnectShmTransport(plan.worker, num_workers, *client, o);
+  }
+  TcpTransportOptions o;
+  o.host = hosts[plan.worker];
+  o.key_prefix = absl::StrCat(plan.prefix, "/tcp", suffix);
+  o.connect_timeout = options.startup_timeout;
+  o.job_token = plan.job_token;
+  o.tls = plan.tls;
+  return ConnectTcpTransport(plan.worker, num_workers, *client, o);
+}
+
+absl::Status MultiWorkerMirroredStrategy::Runtime::ConnectSteps(
+    const CreatePlan& plan, const std::vector<std::string>& hosts,
+    const std::vector<std::string>& local_devices) {
+  STRATA_ASSIGN_OR_RETURN(
+      steps_transport,
+      ConnectTransport(plan, hosts, DefaultTransportKind(options.transport, hosts), "/steps"));
+  STRATA_ASSIGN_OR_RETURN(TaskLinks links, TaskLinks::Create(steps_transport.get(), plan.task_names));
+  steps_links = std::make_unique<TaskLinks>(std::move(links));
+  for (const std::string& d : all_devices) {
+    if (std::find(local_devices.begin(), local_devices.end(), d) == local_devices.end()) {
+      remote_devices.push_back(d);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Transport>> MultiWorkerMirroredStrategy::Runtime::ConnectDataPlane(
     const CreatePlan& plan, const std::vector<std::string>& hosts, bool use_nccl) {
   const int num_workers = static_cast<int>(plan.tasks.size());
-  std::string kind = options.transport;
-  if (kind == "auto") {
-    kind = "shm";
-    for (const std::string& h : hosts) {
-      if (h != hosts[0]) kind = "tcp";
-    }
-  }
+  std::string kind = DefaultTransportKind(options.transport, hosts);
   std::unique_ptr<Transport> transport;
   if (use_nccl) kind = "nccl";
   if (num_workers > 1 && !use_nccl) {
-    if (kind == "shm") {
-      ShmTransportOptions o;
-      o.key_prefix = absl::StrCat(plan.prefix, "-shm");
-      o.connect_timeout = options.startup_timeout;
-      // A worker's collectives wait while its own threads still compute
-      // (backward, the input pipeline): a waiting rank polls briefly, then
-      // yields its core to them before it sleeps. Measured with the MLP
-      // 784-512-512-10, 2 workers x 1 thread (docs/performance.md): polling
-      // 5 us and yielding 200 us gave 59-68k examples/s; polling 20 ms (the
-      // transport's choice for a rank alone on its core) 33-35k.
-      o.adaptive_wait = false;
-      o.spin_duration = absl::Microseconds(5);
-      o.yield_duration = absl::Microseconds(200);
-      STRATA_ASSIGN_OR_RETURN(transport, ConnectShmTransport(plan.worker, num_workers, *client, o));
-    } else {
-      TcpTransportOptions o;
-      o.host = hosts[plan.worker];
-      o.key_prefix = absl::StrCat(plan.prefix, "/tcp");
-      o.connect_timeout = options.startup_timeout;
-      o.job_token = plan.job_token;
-      o.tls = plan.tls;
-      STRATA_ASSIGN_OR_RETURN(transport, ConnectTcpTransport(plan.worker, num_workers, *client, o));
-    }
+    STRATA_ASSIGN_OR_RETURN(transport, ConnectTransport(plan, hosts, kind, ""));
   }
   transport_kind = kind;
   return transport;
@@ -453,7 +499,9 @@ void MultiWorkerMirroredStrategy::Runtime::WatchForHangsAndErrors(const CreatePl
   // was doing when the cluster failed), and the chief one diagnosis of
   // every task's.
   abort_collectives = [abort = std::move(abort_collectives), watchdog = watchdog.get(),
-                       task](const absl::Status& s) {
+                       steps = steps_transport.get(), task](const absl::Status& s) {
+    // Steps across the workers wait no longer for a lost worker's tensors.
+    if (steps != nullptr) steps->Abort(s);
     const std::string dump = FormatSnapshot(FlightRecorder::Process().Snapshot(task, 8));
     std::fprintf(stderr, "strata: %s at the cluster's error: %s", task.c_str(), dump.c_str());
     if (watchdog != nullptr) watchdog->OnClusterError(s);
@@ -491,6 +539,20 @@ std::vector<std::string> MultiWorkerMirroredStrategy::worker_task_names() const 
 }
 
 std::string MultiWorkerMirroredStrategy::transport_kind() const { return runtime_->transport_kind; }
+
+absl::StatusOr<SessionOptions> MultiWorkerMirroredStrategy::session_options_across_workers() const {
+  if (!runtime_->options.steps_span_workers) {
+    return absl::FailedPreconditionError(
+        "MultiWorkerMirroredStrategy: sessions across the workers need "
+        "MultiWorkerOptions::steps_span_workers");
+  }
+  SessionOptions o = session_options();
+  if (runtime_->steps_links != nullptr) {
+    o.remote_devices = runtime_->remote_devices;
+    o.task_links = runtime_->steps_links.get();
+  }
+  return o;
+}
 
 absl::Status MultiWorkerMirroredStrategy::cluster_error() const {
   return runtime_->client->error();

@@ -97,6 +97,13 @@ struct MultiWorkerOptions {
   // of its address (Kubeflow's TFJob: a pod's own service name may not
   // resolve before the pod is ready). Peers still dial the spec's address.
   bool listen_on_all_interfaces = false;
+  // Steps may place nodes on other workers' devices (pipeline stages on
+  // other workers, strategy/pipeline.h): Create connects a second
+  // transport between the workers for those tensors (shared memory or TCP,
+  // chosen as the data plane's; CPU tensors), and
+  // session_options_across_workers() gives sessions that span the workers
+  // (SessionOptions::task_links). The cluster's error ends it too.
+  bool steps_span_workers = false;
 };
 
 class MultiWorkerMirroredStrategy : public MirroredStrategy {
@@ -124,6 +131,11 @@ class MultiWorkerMirroredStrategy : public MirroredStrategy {
   // under a prefix of the chief's incarnation, and the cluster's error
   // aborts the NCCL communicators).
   std::string transport_kind() const;
+  // session_options() for a session that spans the workers (SPMD: every
+  // worker creates it from the same graph and runs the same steps):
+  // every other worker's devices and the links to them. FailedPrecondition
+  // unless created with MultiWorkerOptions::steps_span_workers.
+  absl::StatusOr<SessionOptions> session_options_across_workers() const;
 
   // The cluster's first error (a lost or restarted task, an error a task
   // reported, a failed cross-worker collective); OK while all is well.

@@ -35,6 +35,7 @@ SECTIONS = [  # key, title, issue
     ("zero", "Sharded optimizer state (ZeRO stage 1): step time", "issue 21"),
     ("compression", "Gradient compression on slow links", "issue 21"),
     ("pipeline", "Pipeline schedules: the bubble", "issue 25"),
+    ("remote", "Tensors between tasks: the remote rendezvous", "issues 24, 25"),
 ]
 
 
@@ -184,6 +185,15 @@ def targets(results):
         t["P1"].set(worst[0], f"{worst[0]:.2f} at worst ({worst[1]['schedule']}, M={worst[1]['micro_batches']}, "
                               f"stage {worst[2]}: idle {worst[1]['idle'][worst[2]]:.3f} vs "
                               f"{worst[1]['theory']:.3f})")
+
+    add("R1", 25, "remote", "a tensor's round trip between two tasks' partitions (4 KiB-16 MiB, TCP on "
+                            "loopback): TensorFlow's time (gRPC, two servers) / Strata's, the worst size",
+        ">=", 2.0)
+    rd = data(results, "remote")
+    if rd and rd.get("results"):
+        lo = min(rd["results"], key=lambda r: r["ratio"])
+        t["R1"].set(lo["ratio"], f"{lo['ratio']:.1f}x at worst ({size_label(lo['bytes'])}: "
+                                 f"{lo['strata_us']:.0f} vs {lo['tf_us']:.0f} µs)")
 
     add("C1", 21, "compression", "2 workers on a 1 Gbit/s link (MLP 64-4096-4096-4096-10): step time "
                                  "float32 / bfloat16 gradients, accuracy within 1 point", ">=", 1.7)
@@ -665,11 +675,26 @@ def section_pipeline(d, plots_dir):
             + md_table(["schedule", "micro-batches", "step ms", "idle per stage", "theoretical bubble"], rows))
 
 
+def section_remote(d, plots_dir):
+    rows = [[size_label(r["bytes"]), f"{r['strata_us']:.1f}", f"{r['tf_us']:.1f}", f"{r['ratio']:.1f}x"]
+            for r in d["results"]]
+    return ("`runtime/remote_rendezvous_bench` beside `tools/bench/tf_remote_tensor.py` "
+            "(`tools/bench/remote_tensor_peers.py`): a tensor of n bytes from task 0 to task 1 and back, "
+            "one step each. Strata: two sessions of one process spanning two tasks over a TcpTransport on "
+            "loopback, both tasks' Session::Run per step. TensorFlow 2.21: two tf.distribute.Server tasks "
+            "of one process (gRPC on loopback), a tf.function reading a variable on task 0, copying it on "
+            "task 1 and back, returning one element; its time includes the client's dispatch of the "
+            "function to the cluster (2-4 ms here at every size), which is how a TensorFlow step across tasks runs. "
+            "Medians.\n\n"
+            + md_table(["size", "Strata µs", "TensorFlow µs", "TensorFlow / Strata"], rows))
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
                "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
                "lm": section_lm, "security": section_security, "collectives": section_collectives,
-               "zero": section_zero, "compression": section_compression, "pipeline": section_pipeline}
+               "zero": section_zero, "compression": section_compression, "pipeline": section_pipeline,
+               "remote": section_remote}
 
 
 def read_note(notes_dir, name):

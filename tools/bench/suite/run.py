@@ -23,6 +23,8 @@ tools/bench, each writing its figures with --json_out:
                                          network namespaces on a 1 Gbit/s and a 100 Mbit/s link
   pipeline      pipeline_bench           each stage's idle fraction vs the schedule's bubble, GPipe
                                          and 1F1B, 2 stages on virtual devices
+  remote        remote_tensor_peers.py   a tensor's round trip between two tasks' partitions vs
+                                         TensorFlow's gRPC runtime
 
 samples the load average every 2 s, writes everything to docs/perf/results.json
 and generates docs/performance.md and docs/perf/*.svg from it (report.py).
@@ -67,6 +69,7 @@ BINARIES = {  # staged name: path under bazel-bin
     "fit_bench": "fit/fit_bench",
     "lm_bench": "tools/lm_bench",
     "pipeline_bench": "strategy/pipeline_bench",
+    "remote_rendezvous_bench": "runtime/remote_rendezvous_bench",
 }
 BAZEL_TARGETS = ["//" + os.path.dirname(p) + ":" + os.path.basename(p) for p in BINARIES.values()]
 
@@ -270,6 +273,15 @@ def bench_pipeline(ctx):
     return load_json(out)
 
 
+def bench_remote(ctx):
+    """A tensor's round trip between two tasks vs TensorFlow (R1)."""
+    out = os.path.join(ctx["tmp"], "remote.json")
+    cmd = [sys.executable, "remote_tensor_peers.py", f"--bench={ctx['bin']}/remote_rendezvous_bench",
+           f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
 # The staged binaries each benchmark runs: one missing fails only its own
 # benchmarks (a machine without the peers' libraries builds no torch_op_bench).
 NEEDS = {
@@ -283,6 +295,7 @@ NEEDS = {
     "zero": ["trainer", "launch"],
     "compression": ["trainer"],
     "pipeline": ["pipeline_bench"],
+    "remote": ["remote_rendezvous_bench"],
 }
 
 BENCHMARKS = [
@@ -291,6 +304,7 @@ BENCHMARKS = [
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
     ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
     ("zero", bench_zero), ("compression", bench_compression), ("pipeline", bench_pipeline),
+    ("remote", bench_remote),
 ]
 
 
