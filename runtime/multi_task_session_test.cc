@@ -227,6 +227,12 @@ TEST(MultiTaskSessionTest, AStepTheOtherTasksNeverRunTimesOutOnEveryTask) {
                                       {"d:0"}, {}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "does every task run the same steps")) << s;
+  // It names what it waited for: task 1's c.
+  EXPECT_TRUE(absl::StrContains(s.message(),
+                                "Still waiting: receiving /job:worker/replica:0/task:1/"
+                                "device:CPU:0;/job:worker/replica:0/task:0/device:CPU:0;"
+                                "c:0 from /job:worker/replica:0/task:1"))
+      << s;
   // Task 1's next step fails at once with the same cause.
   s = c.sessions[1]->Run({{"x", Iota(3, 1.0f)}, {"n", Tensor::Scalar<int32_t>(1)}}, {"d:0"}, {},
                          &out);

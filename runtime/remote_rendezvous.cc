@@ -228,6 +228,10 @@ void RemoteRendezvous::RecvAsync(const std::string& key, DoneCallback done) {
   };
   // The receiver continues on the scheduler's thread, not the transport's.
   auto finish = [](std::shared_ptr<Pending> p, const absl::Status& s) {
+    {
+      MutexLock l(&p->in_flight->mu);
+      p->in_flight->waiting.erase(p->what);
+    }
     auto run = [p, s] {
       p->done(s.ok() ? s : AnnotateStatus(s, absl::StrCat(p->what, ": ")), p->value);
       p->value = Tensor();
@@ -252,6 +256,10 @@ void RemoteRendezvous::RecvAsync(const std::string& key, DoneCallback done) {
   p->done = std::move(done);
   p->schedule = schedule_;
   p->in_flight = in_flight_;
+  {
+    MutexLock l(&in_flight_->mu);
+    in_flight_->waiting.insert(p->what);
+  }
   Transport* t = links_->transport();
   const uint64_t tag = TagOf(route->wire_name);
   const uint64_t name_hash = StableHash64(route->wire_name);
@@ -279,6 +287,11 @@ void RemoteRendezvous::RecvAsync(const std::string& key, DoneCallback done) {
         t->RecvAsync(peer, tag + 1, p->value.raw_data(), p->header.bytes,
                      [p, finish](absl::Status s2) { finish(p, s2); });
       });
+}
+
+std::vector<std::string> RemoteRendezvous::WaitingReceives() const {
+  MutexLock l(&in_flight_->mu);
+  return std::vector<std::string>(in_flight_->waiting.begin(), in_flight_->waiting.end());
 }
 
 void RemoteRendezvous::StartAbort(const absl::Status& status) {

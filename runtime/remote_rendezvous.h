@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,10 @@ class RemoteRendezvous : public Rendezvous {
   absl::Status Send(const std::string& key, const Tensor& value) override;
   void RecvAsync(const std::string& key, DoneCallback done) override;
   void StartAbort(const absl::Status& status) override;
+  // The receives from other tasks still waiting for their tensor, sorted
+  // ("receiving <src;dst;tensor> from <task> on <task>"): what a step that
+  // does not finish waits for.
+  std::vector<std::string> WaitingReceives() const;
 
   // "src_device;dst_device;tensor": the key without the incarnation.
   // InvalidArgument for a key not made by CreateKey.
@@ -129,6 +134,9 @@ class RemoteRendezvous : public Rendezvous {
   struct InFlight {
     Mutex mu;
     int n ABSL_GUARDED_BY(mu) = 0;
+    // Receives from other tasks whose tensor has not arrived ("receiving
+    // <tensor> from <task> on <task>"), for messages.
+    std::set<std::string> waiting ABSL_GUARDED_BY(mu);
   };
 
   Rendezvous* const local_;

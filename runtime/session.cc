@@ -466,11 +466,14 @@ absl::Status Session::RunPlan(const Plan& plan,
     }
     if (plan.crosses_tasks &&
         !all_done.WaitForNotificationWithTimeout(options_.cross_task_step_timeout)) {
+      std::vector<std::string> waiting = remote->WaitingReceives();
+      if (waiting.size() > 3) waiting.resize(3);
       cm.StartCancel(absl::DeadlineExceededError(absl::StrCat(
           plan.description, " crosses tasks and did not finish within ",
           absl::FormatDuration(options_.cross_task_step_timeout),
           " (SessionOptions::cross_task_step_timeout): does every task run the same steps in "
-          "the same order?")));
+          "the same order? Still waiting: ",
+          waiting.empty() ? "no tensor from another task" : absl::StrJoin(waiting, "; "))));
     }
     all_done.WaitForNotification();
     // Waits for the callback if it is running now: `cm` must outlive it.
