@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -58,6 +61,49 @@ absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port
   }
   freeaddrinfo(res);
   return out;
+}
+
+absl::StatusOr<std::vector<int>> PickFreePorts(const std::string& host, int n) {
+  sockaddr_storage addr = {};
+  socklen_t len = 0;
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    len = sizeof(*a4);
+  } else if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    len = sizeof(*a6);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("\"", host, "\" is not a numeric IP address"));
+  }
+  // All sockets stay bound until every port is known, so the ports differ.
+  std::vector<int> fds;
+  std::vector<int> ports;
+  absl::Status status;
+  for (int i = 0; i < n && status.ok(); ++i) {
+    const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      status = absl::ResourceExhaustedError(absl::StrCat("socket: ", std::strerror(errno)));
+      break;
+    }
+    fds.push_back(fd);
+    sockaddr_storage bound = addr;
+    socklen_t bound_len = len;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {
+      status = absl::UnavailableError(absl::StrCat("cannot bind a port on ", host, ": ",
+                                                   std::strerror(errno),
+                                                   " (is --host an address of this machine?)"));
+      break;
+    }
+    ports.push_back(ntohs(addr.ss_family == AF_INET
+                              ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                              : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port));
+  }
+  for (int fd : fds) close(fd);
+  if (!status.ok()) return status;
+  return ports;
 }
 
 }  // namespace strata

@@ -1,10 +1,6 @@
 #include "strategy/scheduler_resolvers.h"
 
-#include <arpa/inet.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <utility>
@@ -15,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/ip_address.h"
 #include "base/json.h"
 #include "base/status.h"
 #include "strategy/slurm_hostlist.h"
@@ -218,6 +215,7 @@ absl::StatusOr<ResolvedCluster> FromTorchrun(const Environment& env) {
 }
 
 absl::StatusOr<int> BindFreePort(const std::string& host) {
+  // The host's addresses (it may be a name), each tried in turn.
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -228,19 +226,14 @@ absl::StatusOr<int> BindFreePort(const std::string& host) {
         absl::StrCat("host \"", host, "\" does not resolve: ", gai_strerror(rc)));
   }
   absl::StatusOr<int> out = absl::UnavailableError(absl::StrCat("no free port on \"", host, "\""));
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
-      out = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-      close(fd);
-      break;
+  for (addrinfo* a = res; a != nullptr && !out.ok(); a = a->ai_next) {
+    char numeric[NI_MAXHOST];
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
+                    NI_NUMERICHOST) != 0) {
+      continue;
     }
-    close(fd);
+    absl::StatusOr<std::vector<int>> port = PickFreePorts(numeric, 1);
+    if (port.ok()) out = (*port)[0];
   }
   freeaddrinfo(res);
   return out;

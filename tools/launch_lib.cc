@@ -1,13 +1,10 @@
 #include "tools/launch_lib.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,7 +33,6 @@ extern char** environ;
 namespace strata {
 namespace {
 
-using launch_internal::ErrnoText;
 using launch_internal::RoundEnd;
 using launch_internal::RunRound;
 using launch_internal::Say;
@@ -213,49 +209,6 @@ absl::Status ParseRendezvousEndpoint(absl::string_view text, std::string* host, 
   *host = h;
   *port = value;
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int>> PickFreePorts(const std::string& host, int n) {
-  sockaddr_storage addr = {};
-  socklen_t len = 0;
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
-  if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    len = sizeof(*a4);
-  } else if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    len = sizeof(*a6);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("\"", host, "\" is not a numeric IP address"));
-  }
-  // All sockets stay bound until every port is known, so the ports differ.
-  std::vector<int> fds;
-  std::vector<int> ports;
-  absl::Status status;
-  for (int i = 0; i < n && status.ok(); ++i) {
-    const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      status = absl::ResourceExhaustedError(absl::StrCat("socket: ", ErrnoText(errno)));
-      break;
-    }
-    fds.push_back(fd);
-    sockaddr_storage bound = addr;
-    socklen_t bound_len = len;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {
-      status = absl::UnavailableError(absl::StrCat("cannot bind a port on ", host, ": ",
-                                                   ErrnoText(errno),
-                                                   " (is --host an address of this machine?)"));
-      break;
-    }
-    ports.push_back(ntohs(addr.ss_family == AF_INET
-                              ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                              : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port));
-  }
-  for (int fd : fds) close(fd);
-  if (!status.ok()) return status;
-  return ports;
 }
 
 std::string FormatAddress(absl::string_view host, int port) {

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/ip_address.h"
 #include "strategy/cluster_resolver.h"
 
 namespace strata {
@@ -101,11 +102,9 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 // "0,0.5,1" -> {0, 0.5, 1} seconds; InvalidArgument naming --start_delays.
 absl::StatusOr<std::vector<double>> ParseStartDelays(absl::string_view text);
 
-// `n` distinct ports on `host` that were free a moment ago: binds n sockets to
-// port 0 at once (so the kernel picks distinct ports), then closes them. A
-// process may take one before the task binds it; that task then fails to
-// start and the launcher reports it.
-absl::StatusOr<std::vector<int>> PickFreePorts(const std::string& host, int n);
+// The tasks' ports come from PickFreePorts (base/ip_address.h); a process
+// may take one before its task binds it: that task then fails to start and
+// the launcher reports it.
 
 // "127.0.0.1:2222", or "[::1]:2222" for an IPv6 host.
 std::string FormatAddress(absl::string_view host, int port);

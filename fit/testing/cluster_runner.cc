@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/ip_address.h"
 #include "runtime/security/job_token.h"
 
 extern char** environ;
@@ -56,25 +57,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 std::vector<int> FreePorts(int n) {
-  // The sockets stay bound until all are picked: the kernel hands a closed
-  // port out again, and two tasks given one address fail at start-up.
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      if (fd >= 0) close(fd);
-      continue;
-    }
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts("127.0.0.1", n);
+  return ports.ok() ? *std::move(ports) : std::vector<int>();
 }
 
 int FreePortPair() {

@@ -3,11 +3,6 @@
 // process, the chief's GrpcServer hosting the service.
 #include "runtime/coordination/coordination_client.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <memory>
 #include <random>
@@ -16,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/ip_address.h"
 #include "base/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -34,15 +30,9 @@ const std::vector<std::string> kTasks = {kChief, kW0, kW1};
 constexpr absl::Duration kWaitForError = absl::Seconds(20);
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  close(fd);
-  return ntohs(addr.sin_port);
+  absl::StatusOr<std::vector<int>> ports = PickFreePorts("127.0.0.1", 1);
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  return ports.ok() ? (*ports)[0] : 0;
 }
 
 std::unique_ptr<GrpcServer> StartChief(const std::string& address,
