@@ -239,6 +239,26 @@ TEST(MultiTaskSessionTest, AStepTheOtherTasksNeverRunTimesOutOnEveryTask) {
   EXPECT_TRUE(absl::StrContains(s.message(), "did not finish within 300ms")) << s;
 }
 
+TEST(MultiTaskSessionTest, AFeedOneTaskRefusesFailsTheStepOnEveryTask) {
+  Scope root = Scope::NewRootScope();
+  BuildGraph(root);
+  Cluster c = InProcessCluster(root);
+  ASSERT_EQ(c.sessions.size(), 2u);
+  std::vector<std::pair<std::string, Tensor>> good = {{"x", Iota(3, 1.0f)},
+                                                      {"n", Tensor::Scalar<int32_t>(1)}};
+  std::vector<std::pair<std::string, Tensor>> bad = {{"x", Iota(3, 1.0f)},
+                                                     {"n", Tensor::Scalar<float>(1)}};
+  // Plan the step on both tasks first: a task's first run of a signature
+  // plans it, and a plan's error ends only that task's call.
+  ExpectSteps(c, {3});
+  std::vector<Result> r = RunEverywhere(c, {good, bad}, {"d:0", "b:0", "m:0"});
+  EXPECT_TRUE(absl::StrContains(r[1].status.message(), "feed 'n': expected a int32 tensor"))
+      << r[1].status;
+  // Task 0 fails at once (not after the step timeout), naming task 1's error.
+  EXPECT_TRUE(absl::StrContains(r[0].status.message(), "task " + kTasks[1] + ": feed 'n'"))
+      << r[0].status;
+}
+
 // One tensor sent by task 1's rendezvous, received by task 0's with `spec`.
 absl::Status SendOneReceiveOne(const Tensor& sent, RemoteRecvSpec spec, uint64_t max_bytes,
                                Tensor* received) {

@@ -115,6 +115,7 @@ absl::Status ScanCrossTaskEdges(const Graph& g, Device* device, const DeviceMgr&
     spec.dtype = n->output_type(0);
     spec.shape = n->output_shape(0);
     spec.allocator = device->allocator();
+    // Keyed as RemoteRendezvous::WireName names the key.
     (*recvs)[absl::StrCat(peer, ";", device->name(), ";", tensor_name)] = spec;
   }
   return absl::OkStatus();
@@ -366,9 +367,9 @@ namespace {
 
 // The fed values, checked against what the plan's graph expects.
 absl::Status CheckFeeds(const std::vector<DataType>& types,
-                               const std::vector<PartialTensorShape>& shapes,
-                               const std::vector<std::pair<std::string, Tensor>>& feeds,
-                               std::vector<Tensor>* args) {
+                        const std::vector<PartialTensorShape>& shapes,
+                        const std::vector<std::pair<std::string, Tensor>>& feeds,
+                        std::vector<Tensor>* args) {
   args->reserve(feeds.size());
   for (size_t i = 0; i < feeds.size(); ++i) {
     const Tensor& t = feeds[i].second;
@@ -393,9 +394,17 @@ absl::Status Session::RunPlan(const Plan& plan,
                               const std::vector<std::pair<std::string, Tensor>>& feeds,
                               CancellationManager* external_cancellation, StepTracer* tracer,
                               std::vector<Tensor>* outputs) {
-  // 1. The fed values must be what the graph expects.
+  // 1. The fed values must be what the graph expects. A step across tasks
+  // that this task cannot start fails on the others too (they would wait
+  // for its tensors).
   std::vector<Tensor> args;
-  STRATA_RETURN_IF_ERROR(CheckFeeds(plan.feed_types, plan.feed_shapes, feeds, &args));
+  if (absl::Status s = CheckFeeds(plan.feed_types, plan.feed_shapes, feeds, &args); !s.ok()) {
+    if (plan.crosses_tasks) {
+      options_.task_links->transport()->Abort(
+          AnnotateStatus(s, absl::StrCat("task ", options_.task_links->local_task(), ": ")));
+    }
+    return s;
+  }
   VectorCallFrame frame(std::move(args), plan.num_fetches);
   Executor::Args ex_args;
   ex_args.step_id = next_step_id_.fetch_add(1, std::memory_order_relaxed);
