@@ -115,8 +115,9 @@ absl::Status ScanCrossTaskEdges(const Graph& g, Device* device, const DeviceMgr&
     spec.dtype = n->output_type(0);
     spec.shape = n->output_shape(0);
     spec.allocator = device->allocator();
-    // Keyed as RemoteRendezvous::WireName names the key.
-    (*recvs)[absl::StrCat(peer, ";", device->name(), ";", tensor_name)] = spec;
+    STRATA_ASSIGN_OR_RETURN(std::string wire, RemoteRendezvous::WireName(Rendezvous::CreateKey(
+                                                  peer, 0, device->name(), tensor_name)));
+    (*recvs)[wire] = spec;
   }
   return absl::OkStatus();
 }
