@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "runtime/device_name.h"
@@ -89,30 +90,67 @@ std::string CheckHeader(const WireHeader& h, uint64_t name_hash, const RemoteRec
   if (h.name_hash != name_hash) return "its header names another tensor";
   if (h.flags & kDead) return h.flags == kDead ? "" : "its header has unknown flags";
   if (h.flags != 0) return "its header has unknown flags";
-  if (h.dtype != static_cast<int32_t>(spec.dtype)) {
-    return absl::StrCat("the sender's dtype ", DataTypeString(static_cast<DataType>(h.dtype)),
+  if (h.dims < 0 || h.dims > kMaxDims) return absl::StrCat("its header has rank ", h.dims);
+  return CheckRemoteTensor(h.dtype, absl::MakeConstSpan(h.dim, h.dims), h.bytes, spec, max_bytes,
+                           shape);
+}
+
+}  // namespace
+
+std::string CheckRemoteTensor(int32_t dtype, absl::Span<const int64_t> dims, uint64_t bytes,
+                              const RemoteRecvSpec& spec, uint64_t max_bytes, TensorShape* shape) {
+  if (dtype != static_cast<int32_t>(spec.dtype)) {
+    return absl::StrCat("the sender's dtype ", DataTypeString(static_cast<DataType>(dtype)),
                         " is not the ", DataTypeString(spec.dtype), " expected here");
   }
-  if (h.dims < 0 || h.dims > kMaxDims) return absl::StrCat("its header has rank ", h.dims);
-  absl::StatusOr<TensorShape> s = TensorShape::FromDims(absl::MakeConstSpan(h.dim, h.dims));
-  if (!s.ok()) return absl::StrCat("its shape ", ShapeString(h), " is invalid");
+  if (dims.size() > static_cast<size_t>(kMaxDims)) return absl::StrCat("its rank is ", dims.size());
+  absl::StatusOr<TensorShape> s = TensorShape::FromDims(dims);
+  if (!s.ok()) return absl::StrCat("its shape [", absl::StrJoin(dims, ","), "] is invalid");
   if (!spec.shape.IsCompatibleWith(*s)) {
     return absl::StrCat("its shape ", s->DebugString(), " is not the ", spec.shape.DebugString(),
                         " expected here");
   }
-  const uint64_t bytes = static_cast<uint64_t>(s->num_elements()) * DataTypeSize(spec.dtype);
-  if (h.bytes != bytes) {
-    return absl::StrCat("its header says ", h.bytes, " bytes for a ", s->DebugString(), " ",
+  const uint64_t want = static_cast<uint64_t>(s->num_elements()) * DataTypeSize(spec.dtype);
+  if (bytes != want) {
+    return absl::StrCat("it has ", bytes, " bytes for a ", s->DebugString(), " ",
                         DataTypeString(spec.dtype));
   }
-  if (!spec.shape.IsFullyDefined() && bytes > max_bytes) {
-    return absl::StrCat("its ", bytes, " bytes exceed the bound of ", max_bytes);
+  if (!spec.shape.IsFullyDefined() && want > max_bytes) {
+    return absl::StrCat("its ", want, " bytes exceed the bound of ", max_bytes);
   }
   *shape = *std::move(s);
   return "";
 }
 
-}  // namespace
+absl::Status ScanRecvsFromOtherTasks(const Graph& g, Device* device,
+                                     const std::function<bool(const std::string&)>& is_local,
+                                     bool* crosses, RemoteRecvSpecs* by_key) {
+  for (Node* n : g.nodes()) {
+    const bool send = n->IsOp("_Send");
+    if (!send && !n->IsOp("_Recv")) continue;
+    std::string peer;
+    STRATA_RETURN_IF_ERROR(GetAttr(n->attrs(), send ? "recv_device" : "send_device", &peer));
+    if (is_local(peer)) continue;
+    *crosses = true;
+    if (device->gpu_context() != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          n->DebugString(), ": tensors between a GPU and another task's device are not carried "
+          "yet; place the boundary on a CPU"));
+    }
+    if (send) continue;
+    std::string tensor_name;
+    int64_t incarnation = 0;
+    STRATA_RETURN_IF_ERROR(GetAttr(n->attrs(), "tensor_name", &tensor_name));
+    STRATA_RETURN_IF_ERROR(GetAttr(n->attrs(), "send_device_incarnation", &incarnation));
+    RemoteRecvSpec spec;
+    spec.dtype = n->output_type(0);
+    spec.shape = n->output_shape(0);
+    spec.allocator = device->allocator();
+    (*by_key)[Rendezvous::CreateKey(peer, static_cast<uint64_t>(incarnation), device->name(),
+                                    tensor_name)] = spec;
+  }
+  return absl::OkStatus();
+}
 
 RemoteRendezvous::RemoteRendezvous(Rendezvous* local, const TaskLinks* links,
                                    const RemoteRecvSpecs* expected, uint64_t step_tag,

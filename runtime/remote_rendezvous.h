@@ -51,11 +51,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "base/mutex.h"
 #include "graph/allocator.h"
+#include "graph/graph.h"
 #include "graph/tensor.h"
 #include "kernels/rendezvous.h"
 #include "runtime/collective/transport/transport.h"
+#include "runtime/device.h"
 
 namespace strata {
 
@@ -92,6 +95,22 @@ struct RemoteRecvSpec {
 };
 // By RemoteRendezvous::WireName of the key.
 using RemoteRecvSpecs = absl::flat_hash_map<std::string, RemoteRecvSpec>;
+
+// Why a tensor announced by another task (its dtype, dims and byte count)
+// is not acceptable for `spec`, or "" (then `shape` is set): checked before
+// anything is allocated for it. A shape `spec` does not fully know is
+// refused beyond `max_bytes`.
+std::string CheckRemoteTensor(int32_t dtype, absl::Span<const int64_t> dims, uint64_t bytes,
+                              const RemoteRecvSpec& spec, uint64_t max_bytes, TensorShape* shape);
+
+// For a partition `g` on `device`: sets `crosses` if one of its _Send or
+// _Recv nodes pairs with a device `is_local` says is another task's, and
+// adds what each _Recv from another task accepts to `by_key` (by the full
+// rendezvous key its kernel makes). Unimplemented for such an edge at a
+// GPU partition.
+absl::Status ScanRecvsFromOtherTasks(const Graph& g, Device* device,
+                                     const std::function<bool(const std::string&)>& is_local,
+                                     bool* crosses, RemoteRecvSpecs* by_key);
 
 class RemoteRendezvous : public Rendezvous {
  public:

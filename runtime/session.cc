@@ -19,6 +19,7 @@
 #include "runtime/partition.h"
 #include "runtime/placement.h"
 #include "runtime/remote_rendezvous.h"
+#include "runtime/remote_tasks.h"
 #include "runtime/subgraph.h"
 
 namespace strata {
@@ -54,6 +55,10 @@ struct Session::Plan {
   RemoteRecvSpecs remote_recvs;
   uint64_t signature_hash = 0;
   mutable std::atomic<uint64_t> runs{0};
+  // Partitions on tasks that run them on request (SessionOptions::
+  // remote_tasks): each task's registered handles; `remote_recvs` is then
+  // keyed by the full rendezvous key.
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> requested;
 };
 
 namespace {
@@ -92,32 +97,19 @@ absl::Status AddRetvalsForEveryTask(Graph* g, const DeviceMgr& cluster) {
 }
 
 // What a local partition of a session spanning tasks exchanges with other
-// tasks: sets `crosses` and adds each _Recv from another task to `recvs`.
+// tasks: sets `crosses` and adds each _Recv from another task to `recvs`
+// (by RemoteRendezvous::WireName).
 absl::Status ScanCrossTaskEdges(const Graph& g, Device* device, const DeviceMgr& cluster,
                                 bool* crosses, RemoteRecvSpecs* recvs) {
-  for (Node* n : g.nodes()) {
-    const bool send = n->IsOp("_Send");
-    if (!send && !n->IsOp("_Recv")) continue;
-    std::string peer;
-    STRATA_RETURN_IF_ERROR(GetAttr(n->attrs(), send ? "recv_device" : "send_device", &peer));
-    STRATA_ASSIGN_OR_RETURN(Device* d, cluster.LookupDevice(peer));
-    if (d->local()) continue;
-    *crosses = true;
-    if (device->gpu_context() != nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          n->DebugString(), ": tensors between a GPU and another task's device are not carried "
-          "yet; place the boundary on a CPU"));
-    }
-    if (send) continue;
-    std::string tensor_name;
-    STRATA_RETURN_IF_ERROR(GetAttr(n->attrs(), "tensor_name", &tensor_name));
-    RemoteRecvSpec spec;
-    spec.dtype = n->output_type(0);
-    spec.shape = n->output_shape(0);
-    spec.allocator = device->allocator();
-    STRATA_ASSIGN_OR_RETURN(std::string wire, RemoteRendezvous::WireName(Rendezvous::CreateKey(
-                                                  peer, 0, device->name(), tensor_name)));
-    (*recvs)[wire] = spec;
+  RemoteRecvSpecs by_key;
+  auto is_local = [&cluster](const std::string& name) {
+    absl::StatusOr<Device*> d = cluster.LookupDevice(name);
+    return !d.ok() || (*d)->local();
+  };
+  STRATA_RETURN_IF_ERROR(ScanRecvsFromOtherTasks(g, device, is_local, crosses, &by_key));
+  for (auto& [key, spec] : by_key) {
+    STRATA_ASSIGN_OR_RETURN(std::string wire, RemoteRendezvous::WireName(key));
+    (*recvs)[wire] = std::move(spec);
   }
   return absl::OkStatus();
 }
@@ -174,6 +166,39 @@ absl::StatusOr<std::unique_ptr<DeviceMgr>> ClusterDevices(const DeviceMgr& local
   return cluster;
 }
 
+// The placement view of a session with tasks that run partitions on request.
+absl::StatusOr<std::unique_ptr<DeviceMgr>> RequestedClusterDevices(const DeviceMgr& local,
+                                                                   const SessionOptions& options) {
+  const RemoteTasks& remote = *options.remote_tasks;
+  if (options.task_links != nullptr || !options.remote_devices.empty()) {
+    return absl::InvalidArgumentError(
+        "SessionOptions.remote_tasks cannot be combined with task_links or remote_devices");
+  }
+  for (const Device* d : local.devices()) {
+    STRATA_ASSIGN_OR_RETURN(std::string task, TaskOfDevice(d->name()));
+    if (task != remote.local_task()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SessionOptions.remote_tasks: this process is ", remote.local_task(),
+                       " but its device ", d->name(), " is not"));
+    }
+  }
+  std::vector<std::string> tasks = remote.tasks();
+  tasks.insert(tasks.begin(), remote.local_task());
+  auto cluster = DeviceMgr::CreateWithRemote(local, remote.devices(), tasks);
+  if (!cluster.ok()) return AnnotateStatus(cluster.status(), "SessionOptions.remote_tasks: ");
+  return cluster;
+}
+
+// Feeds and fetches stay with the client: an _Arg or _Retval placed on a
+// task that runs partitions on request moves to `home`.
+void KeepCallFrameHome(Graph* g, const DeviceMgr& cluster, const Device* home) {
+  for (Node* n : g->nodes()) {
+    if (!n->IsOp("_Arg") && !n->IsOp("_Retval")) continue;
+    absl::StatusOr<Device*> d = cluster.LookupDevice(n->assigned_device_name());
+    if (d.ok() && !(*d)->local()) n->set_assigned_device_name(home->name());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Session>> Session::CreateFromOwnedGraph(std::unique_ptr<Graph> g,
@@ -208,7 +233,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::CreateFromOwnedGraph(std::uniq
         absl::StrCat("SessionOptions.inter_op_threads is ", options.inter_op_threads));
   }
   std::unique_ptr<DeviceMgr> cluster;
-  if (options.task_links != nullptr) {
+  if (options.remote_tasks != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(cluster, RequestedClusterDevices(*devices, options));
+  } else if (options.task_links != nullptr) {
     STRATA_ASSIGN_OR_RETURN(cluster, ClusterDevices(*devices, options));
     // The same on every task: the first task's first device.
     if (options.default_device.empty()) default_device = cluster->devices().front();
@@ -264,7 +291,9 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
   popts.host_fallback_without_kernel = options_.host_fallback_without_kernel;
   const DeviceMgr& placement = cluster_devices_ != nullptr ? *cluster_devices_ : *devices_;
   STRATA_RETURN_IF_ERROR(PlaceGraph(sg.graph.get(), placement, popts));
-  if (cluster_devices_ != nullptr) {
+  if (options_.remote_tasks != nullptr) {
+    KeepCallFrameHome(sg.graph.get(), placement, default_device_);
+  } else if (cluster_devices_ != nullptr) {
     STRATA_RETURN_IF_ERROR(AddRetvalsForEveryTask(sg.graph.get(), placement));
     plan->signature_hash =
         StableHash64(absl::StrCat(absl::StrJoin(plan->feed_names, ", "), "; ", plan->description));
@@ -272,12 +301,24 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
   STRATA_ASSIGN_OR_RETURN(std::vector<Partition> all_parts, PartitionGraph(*sg.graph, placement));
   std::vector<Partition> parts;  // this task's
   for (Partition& p : all_parts) {
-    if (p.device->local()) parts.push_back(std::move(p));
+    if (p.device->local()) {
+      parts.push_back(std::move(p));
+    } else if (options_.remote_tasks != nullptr) {
+      STRATA_RETURN_IF_ERROR(RegisterRemotePartition(p, plan.get()));
+    }
   }
   std::vector<const Graph*> graphs;
   for (const Partition& p : parts) graphs.push_back(p.graph.get());
   for (Partition& p : parts) {
-    if (cluster_devices_ != nullptr) {
+    if (options_.remote_tasks != nullptr) {
+      auto is_local = [&placement](const std::string& name) {
+        absl::StatusOr<Device*> d = placement.LookupDevice(name);
+        return !d.ok() || (*d)->local();
+      };
+      bool crosses = false;
+      STRATA_RETURN_IF_ERROR(
+          ScanRecvsFromOtherTasks(*p.graph, p.device, is_local, &crosses, &plan->remote_recvs));
+    } else if (cluster_devices_ != nullptr) {
       STRATA_RETURN_IF_ERROR(ScanCrossTaskEdges(*p.graph, p.device, placement,
                                                 &plan->crosses_tasks, &plan->remote_recvs));
     }
@@ -295,6 +336,22 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
     plan->parts.push_back(Plan::Part{p.device, std::move(ex), std::move(recorded)});
   }
   return std::shared_ptr<const Plan>(std::move(plan));
+}
+
+absl::Status Session::RegisterRemotePartition(const Partition& p, Plan* plan) const {
+  STRATA_ASSIGN_OR_RETURN(std::string task, TaskOfDevice(p.device->name()));
+  ::tensorflow::GraphDef def;
+  p.graph->ToGraphDef(&def);
+  STRATA_ASSIGN_OR_RETURN(uint64_t handle,
+                          options_.remote_tasks->RegisterPartition(task, p.device->name(), def));
+  for (auto& [t, handles] : plan->requested) {
+    if (t == task) {
+      handles.push_back(handle);
+      return absl::OkStatus();
+    }
+  }
+  plan->requested.push_back({task, {handle}});
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::GetPlan(
@@ -391,6 +448,22 @@ absl::Status CheckFeeds(const std::vector<DataType>& types,
 
 }  // namespace
 
+void Session::StartPartitions(const Plan& plan, const Executor::Args& args,
+                              const std::function<void(absl::Status)>& done) {
+  auto run = [&args, done](const Plan::Part* part) {
+    if (part->recorded != nullptr) {
+      part->recorded->RunAsync(args, done);
+    } else {
+      part->executor->RunAsync(args, done);
+    }
+  };
+  for (size_t i = 1; i < plan.parts.size(); ++i) {
+    const Plan::Part* part = &plan.parts[i];
+    inter_op_pool_->Schedule([run, part] { run(part); });
+  }
+  if (!plan.parts.empty()) run(&plan.parts[0]);
+}
+
 absl::Status Session::RunPlan(const Plan& plan,
                               const std::vector<std::pair<std::string, Tensor>>& feeds,
                               CancellationManager* external_cancellation, StepTracer* tracer,
@@ -415,10 +488,10 @@ absl::Status Session::RunPlan(const Plan& plan,
   ex_args.tracer = tracer;
 
   absl::Status status;
-  if (plan.parts.empty()) {
+  if (plan.parts.empty() && plan.requested.empty()) {
     // A step spanning tasks with no work on this one.
   } else if (plan.parts.size() == 1 && external_cancellation == nullptr &&
-             plan.parts[0].recorded == nullptr && !plan.crosses_tasks) {
+             plan.parts[0].recorded == nullptr && !plan.crosses_tasks && plan.requested.empty()) {
     // 2a. One partition: no rendezvous, the caller's thread runs it, the
     // executor makes its own cancellation manager.
     status = plan.parts[0].executor->Run(ex_args);
@@ -435,8 +508,13 @@ absl::Status Session::RunPlan(const Plan& plan,
     // Across tasks: the local rendezvous behind a remote one, which pairs
     // this step with the other tasks' by the signature and its run count.
     std::optional<RemoteRendezvous> remote;
+    std::optional<RequestedStep> requested;
     Rendezvous* step_rendezvous = &rendezvous;
-    if (plan.crosses_tasks) {
+    if (!plan.requested.empty()) {
+      requested.emplace(&rendezvous, options_.remote_tasks, &plan.remote_recvs,
+                        default_device_->allocator());
+      step_rendezvous = &*requested;
+    } else if (plan.crosses_tasks) {
       const uint64_t run = plan.runs.fetch_add(1, std::memory_order_relaxed);
       remote.emplace(&rendezvous, options_.task_links, &plan.remote_recvs,
                      StableHash64(absl::StrCat(run), plan.signature_hash),
@@ -454,26 +532,20 @@ absl::Status Session::RunPlan(const Plan& plan,
     }
     ex_args.cancellation = &cm;
     ex_args.rendezvous = step_rendezvous;
-    std::atomic<int> remaining{static_cast<int>(plan.parts.size())};
+    std::atomic<int> remaining{static_cast<int>(plan.parts.size() + plan.requested.size())};
     Notification all_done;
     auto done = [&remaining, &all_done](absl::Status) {
       if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) all_done.Notify();
     };
-    for (size_t i = 1; i < plan.parts.size(); ++i) {
-      const Plan::Part* part = &plan.parts[i];
-      inter_op_pool_->Schedule([part, &ex_args, done] {
-        if (part->recorded != nullptr) {
-          part->recorded->RunAsync(ex_args, done);
-        } else {
-          part->executor->RunAsync(ex_args, done);
-        }
-      });
+    if (requested.has_value()) {
+      // The other tasks' partitions first: this task's may send to them at once.
+      requested->Start(plan.requested, options_.cross_task_step_timeout,
+                       [&cm, done](absl::Status s) {
+                         if (!s.ok()) cm.StartCancel(s);
+                         done(s);
+                       });
     }
-    if (plan.parts[0].recorded != nullptr) {
-      plan.parts[0].recorded->RunAsync(ex_args, done);
-    } else {
-      plan.parts[0].executor->RunAsync(ex_args, done);
-    }
+    StartPartitions(plan, ex_args, done);
     if (plan.crosses_tasks &&
         !all_done.WaitForNotificationWithTimeout(options_.cross_task_step_timeout)) {
       std::vector<std::string> waiting = remote->WaitingReceives();

@@ -52,6 +52,7 @@
 #include "graph/tensor.h"
 #include "proto/graph.pb.h"
 #include "runtime/device.h"
+#include "runtime/executor.h"
 #include "runtime/recorded_partition.h"
 
 namespace Eigen {
@@ -62,6 +63,8 @@ namespace strata {
 
 class CancellationManager;
 class CollectiveExecutor;
+struct Partition;
+class RemoteTasks;
 class StepTracer;
 class TaskLinks;
 
@@ -123,6 +126,16 @@ struct SessionOptions {
   // it every task's) with DeadlineExceeded: a task that runs a step the
   // others never run would otherwise wait for them forever. Must be positive.
   absl::Duration cross_task_step_timeout = absl::Minutes(10);
+  // Tasks that run partitions on request (runtime/remote_tasks.h; not
+  // owned, must outlive the session), as parameter servers do: nodes may be
+  // placed on their devices; this session registers those partitions with
+  // them when it plans a step and asks them to run them at each step, the
+  // tensors between their partitions and this task's crossing in the
+  // step's exchange with each. Feeds and fetches stay on this task; unplaced
+  // nodes go to this task's first device. Steps may run concurrently, as
+  // may other sessions' (other clients') steps on the same tasks.
+  // cross_task_step_timeout bounds each step there. Not with task_links.
+  RemoteTasks* remote_tasks = nullptr;
 };
 
 struct RunOptions {
@@ -194,6 +207,13 @@ class Session {
   absl::StatusOr<std::shared_ptr<const Plan>> BuildPlan(
       const std::vector<std::pair<std::string, Tensor>>& feeds,
       const std::vector<std::string>& fetches, const std::vector<std::string>& targets) const;
+  // Registers a partition of another task with it (SessionOptions::
+  // remote_tasks) and adds its handle to `plan`.
+  absl::Status RegisterRemotePartition(const Partition& p, Plan* plan) const;
+  // Runs the plan's partitions on `args`: the first on the caller's thread
+  // (after the others are scheduled on the inter-op pool); `done` once each.
+  void StartPartitions(const Plan& plan, const Executor::Args& args,
+                       const std::function<void(absl::Status)>& done);
   absl::Status RunPlan(const Plan& plan, const std::vector<std::pair<std::string, Tensor>>& feeds,
                        CancellationManager* external_cancellation, StepTracer* tracer,
                        std::vector<Tensor>* outputs);

@@ -65,7 +65,8 @@ if [[ $# -eq 0 ]]; then
     //runtime/collective:distributed_collective_executor_test \
     //runtime/collective:local_collective_executor_test //runtime/collective:worker_pool_test \
     //runtime/collective:hang_diagnosis_test //tools:rendezvous_test \
-    //runtime:multi_task_session_test //runtime/coordination:all 2>&1 | tee "$tsan_log"
+    //runtime:multi_task_session_test //runtime/rpc:worker_service_test \
+    //runtime/coordination:all 2>&1 | tee "$tsan_log"
   tsan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$tsan_log")
 fi
@@ -84,7 +85,7 @@ if [[ $# -eq 0 ]]; then
     //strategy:distributed_dataset_test \
     //base:ip_address_test //tools:rendezvous_test //runtime/security:all \
     //runtime/coordination:all //runtime/collective:tcp_transport_test //tests/fuzz:all \
-    //runtime:multi_task_session_test \
+    //runtime:multi_task_session_test //runtime/rpc:worker_service_test \
     2>&1 | tee "$asan_log"
   asan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$asan_log")
