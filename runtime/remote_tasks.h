@@ -59,8 +59,9 @@ class RemoteStep {
  public:
   // Waits until the sink's Finished has returned.
   virtual ~RemoteStep() = default;
-  // A tensor for a partition of that task. An error fails only this send's
-  // caller; the step's failure reaches the sink.
+  // A tensor for a partition of that task. An error is this tensor's
+  // (e.g. a dtype that cannot cross); a tensor the task can no longer take
+  // (its side of the step ended) is dropped: the sink's Finished says why.
   virtual absl::Status Send(const std::string& key, const Tensor& value) = 0;
   // Ends the step there (the client's step failed with `status`); the sink
   // still gets Finished.

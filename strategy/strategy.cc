@@ -116,6 +116,7 @@ SessionOptions Strategy::session_options() const {
   o.devices = machine_;
   o.device_mgr = device_mgr_.get();
   o.collective_executor = collective_executor_;
+  o.remote_tasks = remote_tasks_;
   // Initializers' random ops have CPU kernels only: they run on the host and
   // their values are copied to the replica's device.
   o.host_fallback_without_kernel = true;
@@ -168,8 +169,11 @@ absl::StatusOr<std::unique_ptr<train::Variable>> Strategy::CreateVariable(
   train::VariableArgs stripped = args;
   stripped.name = full.substr(prefix.size());
   // The rest of the name is relative to the replica's scope, i.e. to Run's.
-  const strata::Scope& base = ctx->cross_replica_scope();
-  return CreateDistributedVariable(base.WithNoControlDependencies(), stripped, next);
+  strata::Scope base = ctx->cross_replica_scope().WithNoControlDependencies();
+  // A device asked for stays asked for (an optimizer's slot beside its
+  // variable, for a strategy that places variables by it).
+  if (!scope.device().empty()) base = base.WithDevice(scope.device());
+  return CreateDistributedVariable(base, stripped, next);
 }
 
 absl::Status Strategy::CheckReplicaVariables(const strata::Scope& scope, int replica,

@@ -297,6 +297,9 @@ class Strategy {
   // Where the sessions of this strategy's graphs run their collectives
   // (SessionOptions::collective_executor); nullptr: each session's own.
   void set_collective_executor(CollectiveExecutor* executor) { collective_executor_ = executor; }
+  // Tasks that run the sessions' partitions on request (parameter servers;
+  // SessionOptions::remote_tasks); not owned.
+  void set_remote_tasks(RemoteTasks* tasks) { remote_tasks_ = tasks; }
   // Takes the devices (strategy_devices.h) and an executor over them (the
   // executor is destroyed first); either may be null.
   void AdoptDevices(std::unique_ptr<DeviceMgr> devices,
@@ -339,6 +342,7 @@ class Strategy {
   std::unique_ptr<DeviceMgr> device_mgr_;
   std::unique_ptr<CollectiveExecutor> owned_executor_;
   CollectiveExecutor* collective_executor_ = nullptr;
+  RemoteTasks* remote_tasks_ = nullptr;
   const int num_workers_ = 1;
   const int worker_index_ = 0;
   const int group_key_;
