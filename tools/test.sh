@@ -66,7 +66,7 @@ if [[ $# -eq 0 ]]; then
     //runtime/collective:local_collective_executor_test //runtime/collective:worker_pool_test \
     //runtime/collective:hang_diagnosis_test //tools:rendezvous_test \
     //runtime:multi_task_session_test //runtime/rpc:worker_service_test \
-    //runtime/coordination:all 2>&1 | tee "$tsan_log"
+    //strategy:cluster_coordinator_test //runtime/coordination:all 2>&1 | tee "$tsan_log"
   tsan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$tsan_log")
 fi

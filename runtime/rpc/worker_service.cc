@@ -45,6 +45,25 @@ absl::Status ReceiveStepTensor(const StepTensor& t, RemoteStepSink* sink) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Tensor> DecodeStepTensor(const StepTensor& t, Allocator* allocator,
+                                        uint64_t max_bytes) {
+  if (t.dead()) return absl::InvalidArgumentError(absl::StrCat("tensor '", t.key(), "' is dead"));
+  RemoteRecvSpec spec;
+  spec.dtype = static_cast<DataType>(t.dtype());
+  spec.allocator = allocator;
+  if (!DataTypeCanUseMemcpy(spec.dtype) || DataTypeSize(spec.dtype) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", t.key(), "': dtype ", t.dtype(), " cannot cross tasks"));
+  }
+  TensorShape shape;
+  const std::string bad = CheckRemoteTensor(t.dtype(), absl::MakeConstSpan(t.dims()),
+                                            t.data().size(), spec, max_bytes, &shape);
+  if (!bad.empty()) return absl::InvalidArgumentError(absl::StrCat("tensor '", t.key(), "': ", bad));
+  STRATA_ASSIGN_OR_RETURN(Tensor value, Tensor::Allocate(allocator, spec.dtype, shape));
+  if (!t.data().empty()) std::memcpy(value.raw_data(), t.data().data(), t.data().size());
+  return value;
+}
+
 // A partition registered here, planned once, shared by the steps of every
 // client that runs it.
 struct WorkerServiceImpl::Registered {
@@ -315,6 +334,50 @@ grpc::Status WorkerServiceImpl::RunStep(
   }
   Step step(this, stream, client, std::move(graphs));
   step.Run(first);
+  return grpc::Status::OK;
+}
+
+void WorkerServiceImpl::RegisterFunction(const std::string& name, WorkerFunction fn) {
+  MutexLock l(&mu_);
+  functions_[name] = std::make_shared<const WorkerFunction>(std::move(fn));
+}
+
+grpc::Status WorkerServiceImpl::RunFunction(grpc::ServerContext* ctx,
+                                            const RunFunctionRequest* request,
+                                            RunFunctionResponse* response) {
+  if (absl::Status s = verifier_.Check("RunFunction", *request, *ctx); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (request->function().empty()) return grpc::Status::OK;  // a liveness probe
+  auto fail = [&](const absl::Status& s) {
+    response->set_code(static_cast<int32_t>(s.code()));
+    response->set_message(absl::StrCat("task ", options_.task, ": ", s.message()));
+    return grpc::Status::OK;
+  };
+  std::shared_ptr<const WorkerFunction> fn;
+  {
+    MutexLock l(&mu_);
+    auto it = functions_.find(request->function());
+    if (it != functions_.end()) fn = it->second;
+  }
+  if (fn == nullptr) {
+    return fail(absl::NotFoundError(
+        absl::StrCat("no function '", request->function(), "' is registered here")));
+  }
+  std::vector<Tensor> args;
+  Allocator* host = options_.devices->devices().front()->allocator();
+  for (const StepTensor& t : request->args()) {
+    absl::StatusOr<Tensor> v = DecodeStepTensor(t, host, options_.max_tensor_bytes);
+    if (!v.ok()) return fail(v.status());
+    args.push_back(*std::move(v));
+  }
+  functions_run_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<std::vector<Tensor>> results = (*fn)(args);
+  if (!results.ok()) return fail(results.status());
+  for (size_t i = 0; i < results->size(); ++i) {
+    absl::Status s = EncodeStepTensor(absl::StrCat(i), (*results)[i], response->add_results());
+    if (!s.ok()) return fail(s);
+  }
   return grpc::Status::OK;
 }
 

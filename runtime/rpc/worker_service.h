@@ -10,6 +10,9 @@
 //   server_options.services.push_back(service.get());
 //   server_options.max_message_bytes = kWorkerMaxMessageBytes;
 //
+// RunFunction runs a function the task registered by name (a worker's
+// training step, for a ClusterCoordinator), with the caller's arguments.
+//
 // RegisterGraph imports a client's partition for one of this task's devices
 // and plans it once; the same graph (by content) registered again, by any
 // client, gets the same handle. Partitions must not feed or fetch (no _Arg
@@ -37,9 +40,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -79,6 +84,11 @@ struct WorkerServiceOptions {
   uint64_t max_tensor_bytes = uint64_t{1} << 30;
 };
 
+// A function a task runs on request (RunFunction): its results, or its
+// error (returned to the caller as the function's, not the call's).
+using WorkerFunction =
+    std::function<absl::StatusOr<std::vector<Tensor>>(const std::vector<Tensor>& args)>;
+
 class WorkerServiceImpl final : public WorkerService::Service {
  public:
   // InvalidArgument for a missing or malformed task, no devices, or a
@@ -91,7 +101,15 @@ class WorkerServiceImpl final : public WorkerService::Service {
   grpc::Status RunStep(grpc::ServerContext* ctx,
                        grpc::ServerReaderWriter<RunStepResponse, RunStepRequest>* stream) override;
 
+  grpc::Status RunFunction(grpc::ServerContext* ctx, const RunFunctionRequest* request,
+                           RunFunctionResponse* response) override;
+
+  // Makes `fn` callable as `name` (replacing an earlier one of that name).
+  // Calls of one function may run concurrently.
+  void RegisterFunction(const std::string& name, WorkerFunction fn);
+
   int64_t steps_started() const { return steps_.load(std::memory_order_relaxed); }
+  int64_t functions_run() const { return functions_run_.load(std::memory_order_relaxed); }
   int num_graphs() const;
 
  private:
@@ -105,8 +123,11 @@ class WorkerServiceImpl final : public WorkerService::Service {
   Eigen::ThreadPoolInterface* pool_ = nullptr;
   RpcVerifier verifier_;
   std::atomic<int64_t> steps_{0};
+  std::atomic<int64_t> functions_run_{0};
   mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Registered>> graphs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<const WorkerFunction>> functions_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // A tensor as it crosses in a StepTensor, and back: the value (an
@@ -116,6 +137,10 @@ absl::Status EncodeStepTensor(const std::string& key, const Tensor& value, StepT
 // Hands `t` to `sink`: Accept (which checks it before anything is
 // allocated), the bytes copied in, Deliver. An error is the refusal.
 absl::Status ReceiveStepTensor(const StepTensor& t, RemoteStepSink* sink);
+// `t` as a host tensor from `allocator`, checked first (any dtype copied
+// byte for byte and shape, at most `max_bytes`); InvalidArgument naming it.
+absl::StatusOr<Tensor> DecodeStepTensor(const StepTensor& t, Allocator* allocator,
+                                        uint64_t max_bytes);
 
 }  // namespace strata
 
