@@ -24,8 +24,12 @@
 
 ABSL_FLAG(std::string, strategy, "one_device",
           "one_device (OneDeviceStrategy), mirrored (MirroredStrategy: one replica per device, "
-          "gradients all-reduced) or multi_worker_mirrored (one process per task of a cluster; "
-          "see --cluster_spec and tools/launch)");
+          "gradients all-reduced), multi_worker_mirrored (one process per task of a cluster; "
+          "see --cluster_spec and tools/launch) or parameter_server (the trainer's chief, worker "
+          "and ps roles: variables on ps tasks, workers stepping asynchronously)");
+ABSL_FLAG(int32_t, max_staleness, -1,
+          "parameter_server: how many more steps a worker may have finished than the slowest "
+          "one (-1: unbounded, fully asynchronous)");
 ABSL_FLAG(std::string, cluster_spec, "",
           "multi_worker_mirrored: the cluster as JSON, e.g. {\"worker\":[\"127.0.0.1:2222\","
           "\"127.0.0.1:2223\"]} (default: the TF_CONFIG environment variable)");
@@ -136,6 +140,7 @@ absl::StatusOr<StrategyConfig> StrategyConfigFromFlags() {
   c.powersgd_start_step = absl::GetFlag(FLAGS_powersgd_start_step);
   c.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
   c.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
+  c.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   return c;
 }
 
@@ -144,11 +149,12 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
   };
   if (c.strategy != "one_device" && c.strategy != "mirrored" &&
-      c.strategy != "multi_worker_mirrored") {
-    return bad("strategy",
-               absl::StrCat("unknown strategy '", c.strategy,
-                            "'; expected one_device, mirrored or multi_worker_mirrored"));
+      c.strategy != "multi_worker_mirrored" && c.strategy != "parameter_server") {
+    return bad("strategy", absl::StrCat("unknown strategy '", c.strategy,
+                                        "'; expected one_device, mirrored, multi_worker_mirrored "
+                                        "or parameter_server"));
   }
+  if (c.max_staleness < -1) return bad("max_staleness", "must be >= 0, or -1 for unbounded");
   const std::vector<std::string>& resolvers = ClusterResolverNames();
   if (std::find(resolvers.begin(), resolvers.end(), c.cluster_resolver) == resolvers.end()) {
     return bad("cluster_resolver", absl::StrCat("unknown resolver '", c.cluster_resolver,
@@ -230,6 +236,12 @@ std::vector<std::string> MirroredSpecs(const StrategyConfig& c, const DeviceOpti
 
 absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const StrategyConfig& c) {
   STRATA_RETURN_IF_ERROR(ValidateStrategyConfig(c));
+  if (c.strategy == "parameter_server") {
+    return absl::UnimplementedError(
+        "--strategy=parameter_server runs as the trainer's roles (chief, worker, ps; "
+        "tools/trainer_ps.h); a program of its own makes a ParameterServerStrategy and a "
+        "ClusterCoordinator (strategy/parameter_server_strategy.h, cluster_coordinator.h)");
+  }
   DeviceOptions machine;
   machine.num_cpu_devices = NumCpuDevices(c);
   machine.intra_op_threads_per_device = c.intra_op_threads;

@@ -71,13 +71,15 @@ ABSL_DECLARE_FLAG(int32_t, powersgd_rank);
 ABSL_DECLARE_FLAG(int64_t, powersgd_start_step);
 ABSL_DECLARE_FLAG(int32_t, intra_op_threads);
 ABSL_DECLARE_FLAG(int32_t, inter_op_threads);
+ABSL_DECLARE_FLAG(int32_t, max_staleness);
 
 namespace strata {
 namespace fit {
 
 // The flags' values, one field per flag (field defaults = flag defaults).
 struct StrategyConfig {
-  // "one_device", "mirrored" or "multi_worker_mirrored".
+  // "one_device", "mirrored", "multi_worker_mirrored" or "parameter_server"
+  // (the trainer's roles, tools/trainer_ps.h; MakeStrategy does not make it).
   std::string strategy = "one_device";
   // Device specs ("/cpu:0", "/device:CPU:1", "/gpu:0" in a --config=cuda
   // build) in replica order; empty: the strategy's default (above).
@@ -136,6 +138,10 @@ struct StrategyConfig {
   // threads), one per replica with several (the replicas' steps run side by
   // side). Read by whoever makes the session.
   int inter_op_threads = 0;
+  // parameter_server: how many more steps a worker may have finished than
+  // the slowest available one (ClusterCoordinatorOptions::max_staleness);
+  // -1: unbounded.
+  int max_staleness = -1;
 };
 
 // The most virtual CPU devices --num_cpu_devices may ask for.

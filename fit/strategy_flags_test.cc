@@ -49,7 +49,8 @@ TEST(StrategyFlagsTest, EachBadSettingNamesItsFlag) {
     const char* flag;
   };
   const Case cases[] = {
-      {[](StrategyConfig* c) { c->strategy = "parameter_server"; }, "--strategy"},
+      {[](StrategyConfig* c) { c->strategy = "central_storage"; }, "--strategy"},
+      {[](StrategyConfig* c) { c->max_staleness = -2; }, "--max_staleness"},
       {[](StrategyConfig* c) { c->num_cpu_devices = -1; }, "--num_cpu_devices"},
       {[](StrategyConfig* c) { c->num_cpu_devices = kMaxCpuDevices + 1; }, "--num_cpu_devices"},
       {[](StrategyConfig* c) { c->devices = {"/cpu:0", "/cpu:1"}; }, "--devices"},

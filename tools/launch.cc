@@ -26,6 +26,12 @@
 
 ABSL_FLAG(int32_t, num_workers, 0, "worker tasks to start (required, >= 1)");
 ABSL_FLAG(int32_t, num_chiefs, 0, "1: also start a chief task (job \"chief\"), first");
+ABSL_FLAG(int32_t, num_ps, 0,
+          "a parameter-server cluster: also start this many ps tasks (job \"ps\"), last; needs "
+          "--num_chiefs=1; a failed worker does not stop the others, and the exit status is the "
+          "chief's");
+ABSL_FLAG(int32_t, max_worker_restarts, 0,
+          "with --num_ps: a failed worker is started again, alone, up to this many times");
 ABSL_FLAG(std::string, host, "127.0.0.1", "numeric IP address every task listens on");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(5),
           "after asking the tasks to stop (a task failed, or SIGINT/SIGTERM), wait this long "
@@ -86,6 +92,8 @@ int main(int argc, char** argv) {
   strata::LaunchOptions options;
   options.num_workers = absl::GetFlag(FLAGS_num_workers);
   options.num_chiefs = absl::GetFlag(FLAGS_num_chiefs);
+  options.num_ps = absl::GetFlag(FLAGS_num_ps);
+  options.max_worker_restarts = absl::GetFlag(FLAGS_max_worker_restarts);
   options.host = absl::GetFlag(FLAGS_host);
   options.grace_period = absl::GetFlag(FLAGS_grace_period);
   absl::StatusOr<std::vector<double>> delays =

@@ -81,6 +81,23 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--num_chiefs must be 0 or 1, got ", o.num_chiefs));
   }
+  if (o.num_ps < 0 || o.num_ps > kMaxTasks) {
+    return absl::InvalidArgumentError(absl::StrCat("--num_ps must be 0..", kMaxTasks, ", got ",
+                                                   o.num_ps));
+  }
+  if (o.num_ps > 0 && o.num_chiefs != 1) {
+    return absl::InvalidArgumentError(
+        "--num_ps: a parameter-server cluster's coordinator is its chief; add --num_chiefs=1");
+  }
+  if (o.max_worker_restarts < 0 || o.max_worker_restarts > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_worker_restarts must be 0..1000, got ",
+                                                   o.max_worker_restarts));
+  }
+  if (o.max_worker_restarts > 0 && o.num_ps == 0) {
+    return absl::InvalidArgumentError(
+        "--max_worker_restarts restarts a worker of a parameter-server cluster (--num_ps); "
+        "other clusters restart every task (--max_restarts)");
+  }
   if (IsUnspecifiedAddress(o.host)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--host: \"", o.host,
@@ -95,7 +112,7 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grace_period must not be negative, got ", absl::FormatDuration(o.grace_period)));
   }
-  const int tasks = o.num_chiefs + o.num_workers;
+  const int tasks = o.num_chiefs + o.num_workers + o.num_ps;
   if (!o.start_delays.empty()) {
     if (o.random_start_seed.has_value()) {
       return absl::InvalidArgumentError(
@@ -104,7 +121,7 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
     if (static_cast<int>(o.start_delays.size()) != tasks) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--start_delays has ", o.start_delays.size(), " entries for ", tasks,
-          " tasks (chief first, then workers)"));
+          " tasks (chief first, then workers, then ps tasks)"));
     }
     for (double d : o.start_delays) {
       if (!(d >= 0) || !std::isfinite(d)) {
@@ -245,6 +262,9 @@ std::vector<LaunchTask> PlanTasks(const LaunchOptions& options, const std::vecto
   }
   for (int i = 0; i < options.num_workers; ++i) {
     tasks.push_back({{kWorkerJob, i}, "", "", 0, {}, ""});
+  }
+  for (int i = 0; i < options.num_ps; ++i) {
+    tasks.push_back({{kPsJob, i}, "", "", 0, {}, ""});
   }
   ClusterSpec::JobMap cluster;
   for (size_t i = 0; i < tasks.size() && i < ports.size(); ++i) {
@@ -443,7 +463,7 @@ int RunCluster(const LaunchOptions& options) {
   }
   std::vector<LaunchTask> tasks;
   if (options.nnodes == 1 && options.rdzv_host.empty()) {
-    const int num_tasks = options.num_chiefs + options.num_workers;
+    const int num_tasks = options.num_chiefs + options.num_workers + options.num_ps;
     absl::StatusOr<std::vector<int>> ports = PickFreePorts(options.host, num_tasks);
     if (!ports.ok()) {
       Say(ports.status().message());

@@ -45,6 +45,13 @@ namespace strata {
 struct LaunchOptions {
   int num_workers = 0;
   int num_chiefs = 0;  // 0 or 1: a "chief" job of one task besides the workers
+  // A "ps" job of this many tasks, after the workers: a parameter-server
+  // cluster (needs the chief, its coordinator). There a worker that fails
+  // does not stop the others (its steps run elsewhere); it is started
+  // again, alone, up to max_worker_restarts times; the launcher's exit
+  // status is the chief's.
+  int num_ps = 0;
+  int max_worker_restarts = 0;
   // A numeric IPv4 or IPv6 address every task listens on.
   std::string host = "127.0.0.1";
   // How long stopped children get between SIGTERM and SIGKILL.

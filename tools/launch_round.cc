@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -297,6 +298,8 @@ class Round {
       Wait(all_started);
     }
     // SIGINT/SIGTERM to the launcher ends the run, whatever failed after.
+    // A parameter-server cluster's outcome is its chief's.
+    if (options_.num_ps > 0 && !interrupted_ && exit_code_ == 0) exit_code_ = chief_exit_;
     return RoundEnd{exit_code_, task_failed_ && !interrupted_};
   }
 
@@ -345,8 +348,16 @@ class Round {
         s->fd = -1;
       }
       const bool ok = WIFEXITED(c.wait_status) && WEXITSTATUS(c.wait_status) == 0;
+      const bool ps_cluster = options_.num_ps > 0;
+      if (ps_cluster && c.task->id.type == kChiefJob) chief_exit_ = ok ? 0 : 1;
       if (stopping_) {
         Say(absl::StrCat("stopped ", c.Name(), ": ", DescribeWaitStatus(c.wait_status)));
+      } else if (!ok && ps_cluster && c.task->id.type != kChiefJob) {
+        // The chief decides: a worker's steps run elsewhere; a lost ps
+        // task fails the chief's steps, and the chief ends the job.
+        Say(absl::StrCat(c.Name(), " ", DescribeWaitStatus(c.wait_status),
+                         "; the parameter-server cluster goes on without it"));
+        RestartWorker(c);
       } else if (!ok) {
         Say(absl::StrCat(c.Name(), " ", DescribeWaitStatus(c.wait_status),
                          "; stopping the other tasks"));
@@ -355,6 +366,24 @@ class Round {
         StopAll(SIGTERM);
       }
     }
+  }
+
+  // A failed worker of a parameter-server cluster starts again, alone, while
+  // it has restarts left (--max_worker_restarts).
+  void RestartWorker(Child& c) {
+    if (c.task->id.type != kWorkerJob) return;
+    int& used = worker_restarts_[c.task->id.index];
+    if (used >= options_.max_worker_restarts) return;
+    ++used;
+    c.exited = false;
+    c.wait_status = 0;
+    absl::Status s = StartChild(c, path_, options_.command, round_);
+    if (!s.ok()) {
+      Say(absl::StrCat("cannot restart ", c.task->name, ": ", s.message()));
+      return;
+    }
+    Say(absl::StrCat("restarted ", c.Name(), " (worker restart ", used, " of ",
+                     options_.max_worker_restarts, ")"));
   }
 
   // 3. Past the grace period, SIGKILLs what is left.
@@ -435,6 +464,8 @@ class Round {
   const absl::Time t0_;
   size_t next_start_ = 0;
   int exit_code_ = 0;
+  int chief_exit_ = 0;
+  std::map<int, int> worker_restarts_;  // by worker index
   bool stopping_ = false;  // no more starts; the others are being stopped
   bool task_failed_ = false;
   bool interrupted_ = false;

@@ -59,7 +59,7 @@ TEST(TrainerLibTest, ValidateConfigNamesTheFlag) {
       {[](TrainerConfig* c) { c->save_every_steps = 5; }, "--save_every_steps"},
       {[](TrainerConfig* c) { c->data = "synthetic:10:0"; }, "--data"},
       {[](TrainerConfig* c) { c->hidden = {4, 0}; }, "--hidden"},
-      {[](TrainerConfig* c) { c->strategy = "parameter_server"; }, "--strategy"},
+      {[](TrainerConfig* c) { c->strategy = "central_storage"; }, "--strategy"},
       {[](TrainerConfig* c) { c->num_cpu_devices = -1; }, "--num_cpu_devices"},
       {[](TrainerConfig* c) { c->devices = {"/cpu:0", "/cpu:1"}; }, "--devices"},
       {[](TrainerConfig* c) { c->gradient_bucket_bytes = -2; }, "--gradient_bucket_bytes"},

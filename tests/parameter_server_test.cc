@@ -1,0 +1,196 @@
+// End to end: parameter-server clusters of real trainer processes on
+// loopback (--strategy=parameter_server: a chief coordinating, workers
+// stepping asynchronously, variables on ps tasks), as TF_CONFIG or
+// tools/launch --num_ps configures them. What a user relies on:
+//   - the digits MLP trained by 2 workers and 2 ps tasks ends within a point
+//     of the accuracy one process reaches in the same epochs;
+//   - a worker killed mid-step (SIGKILL) costs nothing: its step runs
+//     elsewhere, the run finishes, and the worker restarted by the launcher
+//     takes steps again;
+//   - a ps task killed ends every task with an error naming it, within the
+//     heartbeat timeout and 5 s;
+//   - a cluster without ps tasks or without a chief is refused, naming it.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "tests/trainer_process.h"
+
+namespace strata {
+namespace testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The last "test accuracy <x>" in `text`; -1 if none.
+double LastAccuracy(const std::string& text) {
+  const std::string key = "test accuracy ";
+  const size_t at = text.rfind(key);
+  if (at == std::string::npos) return -1;
+  const size_t begin = at + key.size();
+  size_t end = begin;
+  while (end < text.size() && (isdigit(text[end]) || text[end] == '.')) ++end;
+  double v = -1;
+  return absl::SimpleAtod(text.substr(begin, end - begin), &v) ? v : -1;
+}
+
+std::vector<std::string> Flags(int epochs) {
+  return {"--hidden=32", absl::StrCat("--epochs=", epochs), "--prefetch=0", "--intra_op_threads=1"};
+}
+
+// Runs tools/launch with `launch_flags` over the trainer with `flags`
+// (through `wrapper`, a shell script taking the trainer and its flags,
+// when given).
+Exit Launch(const std::vector<std::string>& launch_flags, const std::vector<std::string>& flags,
+            const std::string& name, const std::string& wrapper = "") {
+  const std::string dir = TempDir(name);
+  std::vector<std::string> args = launch_flags;
+  args.push_back("--");
+  if (!wrapper.empty()) args.push_back(wrapper);
+  args.push_back(Runfile("tools/trainer"));
+  args.push_back("--strategy=parameter_server");
+  args.push_back(absl::StrCat("--digits_path=", Runfile("data/digits/digits.csv.gz")));
+  args.insert(args.end(), flags.begin(), flags.end());
+  Process p = SpawnProgram(Runfile("tools/launch"), args, dir + "/stderr.txt", {JobTokenEnv()});
+  return Wait(p);
+}
+
+TEST(ParameterServerTest, TwoWorkersAndTwoPsTasksTrainWithinAPointOfOneProcess) {
+  const int epochs = 10;
+  Exit one = RunTrainer(Flags(epochs), "ps_one_process");
+  ASSERT_EQ(one.code, 0) << Describe(one);
+  const double sync_accuracy = LastAccuracy(one.err);
+  ASSERT_GT(sync_accuracy, 0.9) << one.err;
+  Exit ps = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, Flags(epochs), "ps_run");
+  ASSERT_EQ(ps.code, 0) << Describe(ps);
+  // Every task had its role; the chief trained the run's steps.
+  for (const char* role : {"[ps:0]", "[ps:1]", "[worker:0]", "[worker:1]", "[chief:0]"}) {
+    EXPECT_TRUE(absl::StrContains(ps.out + ps.err, role)) << role;
+  }
+  ASSERT_TRUE(absl::StrContains(ps.out + ps.err, "done: ")) << Describe(ps);
+  const double async_accuracy = LastAccuracy(ps.out + ps.err);
+  EXPECT_NEAR(async_accuracy, sync_accuracy, 0.01) << Describe(ps);
+}
+
+TEST(ParameterServerTest, AKilledWorkersStepRunsElsewhereAndTheRestartedWorkerRejoins) {
+  // worker:1's first life SIGKILLs itself in its 10th step (the update
+  // applied, the answer never sent); the launcher starts it again.
+  const std::string dir = TempDir("ps_worker_killed");
+  const std::string wrapper = dir + "/crash_once.sh";
+  {
+    std::ofstream f(wrapper);
+    f << "#!/bin/sh\n"
+      << "if [ \"$STRATA_TASK\" = worker:1 ] && [ ! -e " << dir << "/crashed ]; then\n"
+      << "  touch " << dir << "/crashed\n"
+      << "  exec \"$@\" --crash_at_step=10\n"
+      << "fi\n"
+      << "exec \"$@\"\n";
+  }
+  chmod(wrapper.c_str(), 0755);
+  Exit e = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2", "--max_worker_restarts=1"},
+                  Flags(30), "ps_worker_killed_run", wrapper);
+  const std::string all = e.out + e.err;
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(all, "worker:1")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "restarted worker:1")) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(all, "done: ")) << Describe(e);
+  // The chief's last epoch line: the step rescheduled, both workers up.
+  const size_t last = all.rfind("epoch ");
+  ASSERT_NE(last, std::string::npos);
+  const std::string line = all.substr(last, all.find('\n', last) - last);
+  EXPECT_TRUE(absl::StrContains(line, "2 of 2 workers up")) << line;
+  EXPECT_FALSE(absl::StrContains(line, " 0 steps rescheduled")) << line;
+  EXPECT_GT(LastAccuracy(all), 0.9) << Describe(e);
+}
+
+// One process per task with TF_CONFIG, so that the test knows every pid.
+struct PsCluster {
+  std::vector<std::string> names;  // "chief:0", "worker:0", ...
+  std::vector<Process> tasks;
+};
+
+PsCluster StartPsCluster(const std::string& dir, const std::vector<std::string>& flags) {
+  const std::vector<int> ports = FreePorts(5);
+  auto at = [&](int i) { return absl::StrCat("\"127.0.0.1:", ports[i], "\""); };
+  const std::string cluster = absl::StrCat("{\"chief\":[", at(0), "],\"worker\":[", at(1), ",",
+                                           at(2), "],\"ps\":[", at(3), ",", at(4), "]}");
+  PsCluster c;
+  c.names = {"chief:0", "worker:0", "worker:1", "ps:0", "ps:1"};
+  for (const std::string& name : c.names) {
+    const size_t colon = name.find(':');
+    const std::string tf_config =
+        absl::StrCat("TF_CONFIG={\"cluster\":", cluster, ",\"task\":{\"type\":\"",
+                     name.substr(0, colon), "\",\"index\":", name.substr(colon + 1), "}}");
+    std::vector<std::string> args = flags;
+    args.push_back("--strategy=parameter_server");
+    c.tasks.push_back(Spawn(args, absl::StrCat(dir, "/stderr_", name, ".txt"), {tf_config}));
+  }
+  return c;
+}
+
+TEST(ParameterServerTest, AKilledPsTaskEndsEveryTaskNamingIt) {
+  const std::string dir = TempDir("ps_killed");
+  const double heartbeat = 2;
+  std::vector<std::string> flags = Flags(100000);
+  flags.push_back(absl::StrCat("--heartbeat_timeout=", heartbeat));
+  PsCluster c = StartPsCluster(dir, flags);
+  // Training is under way once the chief logged an epoch.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!absl::StrContains(ReadFile(c.tasks[0].stderr_path), "epoch 2") &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(absl::StrContains(ReadFile(c.tasks[0].stderr_path), "epoch 2"))
+      << ReadFile(c.tasks[0].stderr_path);
+  const auto killed = Clock::now();
+  kill(c.tasks[4].pid, SIGKILL);  // ps:1
+  for (size_t i = 0; i < c.tasks.size(); ++i) {
+    Exit e = Wait(c.tasks[i]);
+    if (i == 4) continue;
+    EXPECT_NE(e.code, 0) << c.names[i] << ": " << Describe(e);
+    EXPECT_TRUE(absl::StrContains(e.err, "/job:ps/replica:0/task:1"))
+        << c.names[i] << ": " << e.err;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_LT(seconds, heartbeat + 5) << "the tasks took " << seconds << " s to end";
+}
+
+TEST(ParameterServerTest, AClusterWithoutPsTasksOrAChiefIsRefused) {
+  const std::vector<int> ports = FreePorts(2);
+  const std::string no_ps = absl::StrCat(
+      "TF_CONFIG={\"cluster\":{\"chief\":[\"127.0.0.1:", ports[0],
+      "\"],\"worker\":[\"127.0.0.1:", ports[1], "\"]},\"task\":{\"type\":\"chief\",\"index\":0}}");
+  const std::string dir = TempDir("ps_refused");
+  Exit e = Wait(Spawn({"--strategy=parameter_server"}, dir + "/no_ps.txt", {no_ps}));
+  EXPECT_EQ(e.code, 1);
+  EXPECT_TRUE(absl::StrContains(e.err, "has no ps task")) << e.err;
+  const std::string no_chief = absl::StrCat(
+      "TF_CONFIG={\"cluster\":{\"ps\":[\"127.0.0.1:", ports[0],
+      "\"],\"worker\":[\"127.0.0.1:", ports[1], "\"]},\"task\":{\"type\":\"worker\",\"index\":0}}");
+  e = Wait(Spawn({"--strategy=parameter_server"}, dir + "/no_chief.txt", {no_chief}));
+  EXPECT_EQ(e.code, 1);
+  EXPECT_TRUE(absl::StrContains(e.err, "has no chief task")) << e.err;
+  // A ps task that is also a worker (one address for both).
+  const std::string shared =
+      absl::StrCat("TF_CONFIG={\"cluster\":{\"chief\":[\"127.0.0.1:", ports[0],
+                   "\"],\"worker\":[\"127.0.0.1:", ports[1], "\"],\"ps\":[\"127.0.0.1:", ports[1],
+                   "\"]},\"task\":{\"type\":\"ps\",\"index\":0}}");
+  e = Wait(Spawn({"--strategy=parameter_server"}, dir + "/shared.txt", {shared}));
+  EXPECT_EQ(e.code, 1);
+  EXPECT_TRUE(absl::StrContains(e.err, absl::StrCat("127.0.0.1:", ports[1]))) << e.err;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace strata

@@ -1,0 +1,147 @@
+#include "tools/trainer_graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "fit/loop.h"
+#include "fit/optimizers.h"
+#include "graph/ops/core_ops.h"
+#include "strategy/distributed_optimizer.h"
+#include "strategy/replica_context.h"
+#include "train/learning_rate.h"
+#include "train/losses.h"
+#include "train/variable.h"
+
+namespace strata {
+namespace trainer {
+
+absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
+                                                       int64_t total_steps,
+                                                       distribute::Strategy* strategy,
+                                                       data::DatasetPtr batches,
+                                                       bool per_worker_batches, bool weighted) {
+  auto g = std::make_unique<TrainGraph>();
+  g->strategy = strategy;
+  distribute::Strategy& s = *g->strategy;
+  const Scope& root = g->root;
+  distribute::StrategyScope in_scope = s.Scope();
+
+  // Input: each batch split over the replicas ("x/replica_<r>", ...).
+  std::vector<distribute::InputSpec> specs = {{"x", DT_FLOAT, PartialTensorShape({-1, d.num_features})},
+                                              {"y", DT_INT32, PartialTensorShape({-1})}};
+  distribute::DistributeOptions options;
+  if (weighted) options.partial_batches = distribute::DistributeOptions::PartialBatches::kWeighted;
+  if (per_worker_batches) {
+    STRATA_ASSIGN_OR_RETURN(g->input, s.DistributeDatasetsFromFunction(
+                                          [&](const distribute::InputContext&) { return batches; },
+                                          std::move(specs), options));
+  } else {
+    // One worker: each global batch split over its replicas. (Several
+    // workers get per-worker batches above; kData is what they amount to.)
+    options.auto_shard_policy = data::AutoShardPolicy::kData;
+    STRATA_ASSIGN_OR_RETURN(g->input, s.DistributeDataset(std::move(batches), std::move(specs), options));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<distribute::PerReplica> inputs, g->input->Inputs(root));
+  if (weighted) inputs.push_back(g->input->weights());
+
+  // The model code, the same under every strategy.
+  if (c.model == "mlp") {
+    STRATA_ASSIGN_OR_RETURN(g->model, train::MakeMlp(c.hidden, d.num_classes, c.seed));
+  } else {
+    const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(d.num_features))));
+    if (side * side != d.num_features || side < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model=cnn needs square single-channel images (features = side * side), got ",
+          d.num_features, " features"));
+    }
+    STRATA_ASSIGN_OR_RETURN(g->model, train::MakeSmallCnn(side, side, 1, d.num_classes, c.seed));
+  }
+  const double lr = c.learning_rate > 0 ? c.learning_rate : fit::DefaultLearningRate(c.optimizer);
+  const int64_t decay_steps = c.lr_decay_steps > 0 ? c.lr_decay_steps : std::max<int64_t>(1, total_steps);
+  train::LearningRateSchedule schedule = train::ConstantLearningRate(lr);
+  if (c.lr_schedule == "exponential") {
+    schedule = train::ExponentialDecay(lr, decay_steps, c.lr_decay_rate);
+  } else if (c.lr_schedule == "cosine") {
+    schedule = train::CosineDecay(lr, decay_steps);
+  }
+  // Distributed optimizers (fit/optimizers.h): all-reduce (mean) the
+  // replicas' gradients, then the base update on each replica's copy; on
+  // one device, the base update.
+  fit::OptimizerOptions oo;
+  oo.schedule = schedule;
+  oo.momentum = c.momentum;
+  oo.weight_decay = c.weight_decay;
+  oo.clip_global_norm = c.clip_global_norm;
+  absl::StatusOr<std::unique_ptr<train::Optimizer>> optimizer = fit::MakeOptimizer(c.optimizer, lr, oo);
+  if (!optimizer.ok()) return AnnotateStatus(optimizer.status(), "--optimizer: ");
+  g->optimizer = *std::move(optimizer);
+  auto step_fn = [&](distribute::ReplicaContext& ctx,
+                     const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
+    STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(ctx.scope(), in[0]));
+    Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
+    // This replica's share of the step's examples.
+    if (weighted) loss = distribute::WeightedLoss(ctx.scope().NewSubScope("loss"), loss, in[2]);
+    STRATA_ASSIGN_OR_RETURN(Node* train_op,
+                            train::Minimize(ctx.scope(), loss, g->model->reads(), g->optimizer.get()));
+    return distribute::ReplicaResult{{fit::StackPreemptionFlag(ctx.scope(), loss, &g->preempt_feeds, s.num_workers())}, {train_op}};
+  };
+  STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, s.Run(root, step_fn, inputs));
+  // Weights, and up to two optimizer slots each, must fit in memory; refuse
+  // absurd sizes (e.g. --hidden=100000000) instead of failing to allocate.
+  if (g->model->num_parameters() > kMaxParameters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hidden / --model: the model has ", g->model->num_parameters(),
+        " parameters, more than the ", kMaxParameters, " this trainer holds"));
+  }
+  STRATA_ASSIGN_OR_RETURN(g->loss_and_flag, s.Reduce(root.NewSubScope("loss"), distribute::ReduceOp::kMean,
+                                                     step.values[0]));
+  g->train_op = step.op;
+
+  // Evaluation outside the step: reads the primary copies, on the first
+  // device.
+  const Scope eval = root.NewSubScope("eval");
+  g->eval_x = ops::Placeholder(eval.WithOpName("x"), DT_FLOAT, PartialTensorShape({-1, d.num_features}));
+  g->eval_y = ops::Placeholder(eval.WithOpName("y"), DT_INT32, PartialTensorShape({-1}));
+  STRATA_ASSIGN_OR_RETURN(Output eval_logits, g->model->Build(eval, g->eval_x));
+  g->eval_loss = train::SparseSoftmaxCrossEntropy(eval.NewSubScope("loss"), g->eval_y, eval_logits);
+  g->eval_accuracy = train::Accuracy(eval.NewSubScope("accuracy"), g->eval_y, eval_logits);
+  g->init = train::GlobalVariablesInitializer(root);
+
+  STRATA_ASSIGN_OR_RETURN(g->checkpoint, fit::Checkpoint::Create(root, train::GlobalVariables(root)));
+  STRATA_RETURN_IF_ERROR(root.status());
+  return g;
+}
+
+Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
+  std::vector<int64_t> dims(t.shape().dim_sizes().begin(), t.shape().dim_sizes().end());
+  const size_t row_bytes = dims[0] == 0 ? 0 : t.TotalBytes() / static_cast<size_t>(dims[0]);
+  dims[0] = end - begin;
+  Tensor out(t.dtype(), *TensorShape::FromDims(dims));
+  std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row_bytes,
+              row_bytes * static_cast<size_t>(end - begin));
+  return out;
+}
+
+absl::StatusOr<std::vector<double>> EvaluateSums(Session* session, const TrainGraph& g,
+                                                 const TrainerData& d) {
+  const int64_t n = d.test_x.dim_size(0);
+  double loss_sum = 0, acc_sum = 0;
+  std::vector<Tensor> out;
+  for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
+    const int64_t end = std::min(n, begin + kEvalChunk);
+    const bool whole = begin == 0 && end == n;
+    STRATA_RETURN_IF_ERROR(session->Run({{g.eval_x.name(), whole ? d.test_x : Rows(d.test_x, begin, end)},
+                                         {g.eval_y.name(), whole ? d.test_y : Rows(d.test_y, begin, end)}},
+                                        {g.eval_loss.name(), g.eval_accuracy.name()}, {}, &out));
+    loss_sum += static_cast<double>(*out[0].data<float>()) * (end - begin);
+    acc_sum += static_cast<double>(*out[1].data<float>()) * (end - begin);
+  }
+  return std::vector<double>{loss_sum, acc_sum, static_cast<double>(n)};
+}
+
+}  // namespace trainer
+}  // namespace strata

@@ -1,0 +1,432 @@
+#include "tools/trainer_ps.h"
+
+#include <grpcpp/create_channel.h>
+
+#include <csignal>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+#include "base/status.h"
+#include "data/digits/find_digits.h"
+#include "fit/progress.h"
+#include "runtime/coordination/grpc_server.h"
+#include "runtime/rpc/worker_service.h"
+#include "runtime/security/grpc_credentials.h"
+#include "runtime/security/rpc_auth.h"
+#include "strategy/cluster_coordinator.h"
+#include "strategy/cluster_resolver.h"
+#include "strategy/parameter_server_strategy.h"
+#include "strategy/scheduler_resolvers.h"
+#include "tools/trainer_data.h"
+#include "tools/trainer_graph.h"
+
+namespace strata {
+namespace trainer {
+namespace {
+
+// The functions the roles serve: a worker's step, and the end of the job
+// (args: the status code, its message as bytes) on workers and ps tasks.
+constexpr char kStepFunction[] = "train_step";
+constexpr char kEndFunction[] = "end_job";
+
+// The cluster as this role sees it.
+struct PsCluster {
+  std::string me, address;  // this task, "/job:ps/replica:0/task:1", and its address
+  std::string job;
+  int index = 0;
+  std::string chief, chief_address;
+  std::vector<RemoteTaskAddress> ps;
+  std::vector<distribute::CoordinatedWorker> workers;
+  std::optional<JobToken> token;
+  std::optional<TlsConfig> tls;
+};
+
+void Say(FILE* log, const PsCluster& cl, const std::string& line) {
+  if (log == nullptr) return;
+  std::fprintf(log, "trainer %s: %s\n", cl.me.c_str(), line.c_str());
+  std::fflush(log);
+}
+
+absl::StatusOr<PsCluster> ResolvePsCluster(const TrainerConfig& c) {
+  ResolverOptions ro;
+  ro.resolver = c.cluster_resolver;
+  ro.cluster_spec = c.cluster_spec;
+  ro.task_type = c.task_type;
+  ro.task_index = c.task_index;
+  ro.slurm_port_base = c.slurm_port_base;
+  ro.exchange_timeout = absl::Seconds(c.startup_timeout_seconds);
+  STRATA_ASSIGN_OR_RETURN(ResolvedCluster resolved, ResolveCluster(ro, ProcessEnvironment()));
+  const ClusterSpec& spec = resolved.spec;
+  const std::string why = "--strategy=parameter_server: the cluster has no ";
+  if (!spec.has_job(kPsJob)) {
+    return absl::InvalidArgumentError(
+        why + "ps task (TF_CONFIG's \"ps\" job, tools/launch --num_ps): variables live there");
+  }
+  if (!spec.has_job(kChiefJob)) {
+    return absl::InvalidArgumentError(
+        why +
+        "chief task (TF_CONFIG's \"chief\" job, tools/launch --num_chiefs=1): the "
+        "coordinator runs there");
+  }
+  if (!spec.has_job(kWorkerJob)) {
+    return absl::InvalidArgumentError(why + "worker task: the steps run there");
+  }
+  if (spec.task_type() != kPsJob && spec.task_type() != kChiefJob &&
+      spec.task_type() != kWorkerJob) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--strategy=parameter_server: this task is ", spec.TaskPrefix(),
+                     "; a parameter-server job has chief, worker and ps tasks"));
+  }
+  PsCluster cl;
+  cl.me = spec.TaskPrefix();
+  cl.address = spec.task_address();
+  cl.job = spec.task_type();
+  cl.index = spec.task_index();
+  cl.chief = ClusterSpec::TaskPrefix(TaskId{kChiefJob, 0});
+  STRATA_ASSIGN_OR_RETURN(cl.chief_address, spec.address(kChiefJob, 0));
+  for (const auto& [i, address] : spec.jobs().at(kPsJob)) {
+    const std::string task = ClusterSpec::TaskPrefix(TaskId{kPsJob, i});
+    cl.ps.push_back({task, address, {task + "/device:CPU:0"}});
+  }
+  for (const auto& [i, address] : spec.jobs().at(kWorkerJob)) {
+    cl.workers.push_back({ClusterSpec::TaskPrefix(TaskId{kWorkerJob, i}), address});
+  }
+  STRATA_ASSIGN_OR_RETURN(cl.token, ResolveJobToken(c.job_token_file, c.insecure_no_job_token));
+  STRATA_ASSIGN_OR_RETURN(cl.tls, ResolveTls(c.tls_files));
+  return cl;
+}
+
+// Runs `function` on the task at `address` once; the call's failure or the
+// function's.
+absl::Status Call(const PsCluster& cl, const std::string& address, const std::string& function,
+                  const std::vector<Tensor>& args, absl::Duration timeout) {
+  auto stub = WorkerService::NewStub(grpc::CreateChannel(address, ChannelCredentialsFor(cl.tls)));
+  RunFunctionRequest request;
+  request.set_function(function);
+  for (size_t i = 0; i < args.size(); ++i) {
+    STRATA_RETURN_IF_ERROR(EncodeStepTensor(absl::StrCat(i), args[i], request.add_args()));
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  ctx.set_wait_for_ready(true);
+  if (cl.token.has_value()) SignRpc(*cl.token, "RunFunction", request, &ctx);
+  RunFunctionResponse response;
+  const grpc::Status s = stub->RunFunction(&ctx, request, &response);
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat(address, ": ", s.error_message()));
+  if (response.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
+  }
+  return absl::OkStatus();
+}
+
+// How the job ended, as the chief tells the other tasks.
+std::vector<Tensor> EndArgs(const absl::Status& s) {
+  const std::string m(s.message());
+  return {Tensor::Scalar<int32_t>(static_cast<int32_t>(s.code())),
+          Tensor::FromVector(std::vector<uint8_t>(m.begin(), m.end()))};
+}
+
+// The end of the job as the chief sent it, and a wait for it.
+class JobEnd {
+ public:
+  WorkerFunction Function() {
+    return [this](const std::vector<Tensor>& args) -> absl::StatusOr<std::vector<Tensor>> {
+      absl::Status s;
+      if (args.size() == 2 && args[0].dtype() == DT_INT32 && args[1].dtype() == DT_UINT8) {
+        const auto* m = args[1].data<uint8_t>();
+        s = absl::Status(static_cast<absl::StatusCode>(*args[0].data<int32_t>()),
+                         std::string(m, m + args[1].NumElements()));
+      }
+      MutexLock l(&mu_);
+      ended_ = true;
+      status_ = s;
+      return std::vector<Tensor>{};
+    };
+  }
+  // Waits for the chief's end of the job, checking on the chief meanwhile:
+  // the chief's status, or an error once it has been unreachable too long.
+  absl::Status Wait(const TrainerConfig& c, const PsCluster& cl) {
+    const absl::Time start = absl::Now();
+    absl::Time last_contact = absl::InfinitePast();
+    while (true) {
+      {
+        MutexLock l(&mu_);
+        if (mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; },
+                                 absl::Milliseconds(500))) {
+          return status_.ok() ? status_
+                              : AnnotateStatus(status_, absl::StrCat("the chief ended the job: "));
+        }
+      }
+      if (Call(cl, cl.chief_address, "", {}, absl::Seconds(1)).ok()) last_contact = absl::Now();
+      const absl::Time now = absl::Now();
+      if (last_contact == absl::InfinitePast() &&
+          now - start > absl::Seconds(c.startup_timeout_seconds)) {
+        return absl::DeadlineExceededError(absl::StrCat("the chief ", cl.chief, " at ",
+                                                        cl.chief_address, " never answered in ",
+                                                        c.startup_timeout_seconds, " s"));
+      }
+      if (last_contact != absl::InfinitePast() &&
+          now - last_contact > absl::Seconds(c.heartbeat_timeout_seconds)) {
+        return absl::UnavailableError(absl::StrCat("lost the chief ", cl.chief, " at ",
+                                                   cl.chief_address, ": no answer for ",
+                                                   c.heartbeat_timeout_seconds, " s"));
+      }
+    }
+  }
+
+ private:
+  Mutex mu_;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status RunPs(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
+  distribute::ParameterServerTask::Options o;
+  o.task = cl.me;
+  o.address = cl.address;
+  o.devices.intra_op_threads_per_device = c.intra_op_threads;
+  o.job_token = cl.token;
+  o.tls = cl.tls;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::ParameterServerTask> ps,
+                          distribute::ParameterServerTask::Start(o));
+  JobEnd end;
+  ps->service()->RegisterFunction(kEndFunction, end.Function());
+  Say(log, cl, absl::StrCat("serving variables at ", ps->address()));
+  return end.Wait(c, cl);
+}
+
+// The data every role loads alike: the split fixed by the seed, the
+// training split's statistics; the epoch and the run's steps.
+struct PsData {
+  TrainerData data;
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+};
+
+absl::StatusOr<PsData> LoadPsData(const TrainerConfig& c) {
+  STRATA_ASSIGN_OR_RETURN(SourceSpec spec, ParseDataSpec(c.data));
+  std::string digits_path;
+  if (spec.kind == SourceSpec::Kind::kDigits) {
+    STRATA_ASSIGN_OR_RETURN(digits_path, FindDigitsCsv(c.digits_path, c.argv0));
+  }
+  PsData p;
+  STRATA_ASSIGN_OR_RETURN(p.data, LoadTrainerData(spec, digits_path, c.test_fraction,
+                                                  static_cast<uint64_t>(c.seed), nullptr, true));
+  if (c.standardize) {
+    STRATA_ASSIGN_OR_RETURN(auto stats, ComputeStats(p.data));
+    STRATA_RETURN_IF_ERROR(StandardizeInPlace(&p.data, stats.first, stats.second));
+  }
+  p.steps_per_epoch = p.data.train_x.dim_size(0) / c.global_batch_size;
+  if (p.steps_per_epoch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--global_batch_size=", c.global_batch_size, " is larger than the ",
+                     p.data.train_x.dim_size(0), " training examples"));
+  }
+  p.total_steps = c.steps > 0 ? c.steps : (c.epochs > 0 ? c.epochs : 30) * p.steps_per_epoch;
+  return p;
+}
+
+// A client of the ps tasks (a worker or the chief) with the model built.
+struct Client {
+  PsData data;
+  std::unique_ptr<distribute::ParameterServerStrategy> strategy;
+  std::unique_ptr<TrainGraph> graph;
+  std::unique_ptr<Session> session;
+};
+
+absl::StatusOr<std::unique_ptr<Client>> MakeClient(const TrainerConfig& c, const PsCluster& cl,
+                                                   uint64_t input_seed) {
+  auto client = std::make_unique<Client>();
+  STRATA_ASSIGN_OR_RETURN(client->data, LoadPsData(c));
+  distribute::ParameterServerOptions o;
+  o.worker_task = cl.me;
+  o.ps_tasks = cl.ps;
+  o.job_token = cl.token;
+  o.tls = cl.tls;
+  DeviceOptions machine;
+  machine.intra_op_threads_per_device = c.intra_op_threads;
+  STRATA_ASSIGN_OR_RETURN(client->strategy,
+                          distribute::ParameterServerStrategy::Create(o, "/cpu:0", machine));
+  STRATA_ASSIGN_OR_RETURN(
+      data::DatasetPtr batches,
+      MakeTrainBatches(client->data.data, c.global_batch_size, input_seed, c.prefetch));
+  STRATA_ASSIGN_OR_RETURN(client->graph,
+                          BuildGraph(c, client->data.data, client->data.total_steps,
+                                     client->strategy.get(), std::move(batches),
+                                     /*per_worker_batches=*/true, /*weighted=*/false));
+  SessionOptions so = client->strategy->session_options();
+  so.inter_op_threads = std::max(1, c.inter_op_threads);
+  so.cross_task_step_timeout = absl::Seconds(c.heartbeat_timeout_seconds * 6 + 60);
+  STRATA_ASSIGN_OR_RETURN(client->session, Session::Create(client->graph->root, so));
+  return client;
+}
+
+// A worker's service, hosted at its address.
+struct Serving {
+  std::unique_ptr<DeviceMgr> devices;
+  std::unique_ptr<WorkerServiceImpl> service;
+  std::unique_ptr<GrpcServer> server;
+};
+
+absl::StatusOr<Serving> Serve(const PsCluster& cl) {
+  Serving s;
+  DeviceOptions d;
+  d.job = cl.job;
+  d.task = cl.index;
+  d.intra_op_threads_per_device = 1;
+  STRATA_ASSIGN_OR_RETURN(s.devices, CreateCpuDeviceMgr(d));
+  WorkerServiceOptions wo;
+  wo.task = cl.me;
+  wo.devices = s.devices.get();
+  wo.job_token = cl.token;
+  STRATA_ASSIGN_OR_RETURN(s.service, WorkerServiceImpl::Create(wo));
+  GrpcServerOptions so;
+  so.address = cl.address;
+  so.services = {s.service.get()};
+  so.job_token = cl.token;
+  so.tls = cl.tls;
+  STRATA_ASSIGN_OR_RETURN(s.server, GrpcServer::Start(so));
+  return s;
+}
+
+absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
+  // Each worker's own order of the training split.
+  const uint64_t seed = static_cast<uint64_t>(c.seed) + 7919 * static_cast<uint64_t>(cl.index + 1);
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, MakeClient(c, cl, seed));
+  STRATA_ASSIGN_OR_RETURN(Serving serving, Serve(cl));
+  TrainGraph& g = *client->graph;
+  const DataType dt = g.loss_and_flag.node()->output_type(g.loss_and_flag.index());
+  Mutex step_mu;  // one step at a time: the iterator is this worker's
+  int64_t steps = 0;
+  serving.service->RegisterFunction(
+      kStepFunction, [&](const std::vector<Tensor>&) -> absl::StatusOr<std::vector<Tensor>> {
+        MutexLock l(&step_mu);
+        std::vector<std::pair<std::string, Tensor>> feeds;
+        bool end = false;
+        STRATA_RETURN_IF_ERROR(g.input->GetNext(&feeds, &end));
+        if (end) return absl::OutOfRangeError("the input ended");
+        for (const std::string& f : g.preempt_feeds) {
+          feeds.emplace_back(f, dt == DT_DOUBLE ? Tensor::FromVector(std::vector<double>(3, 0))
+                                                : Tensor::FromVector(std::vector<float>(3, 0)));
+        }
+        std::vector<Tensor> out;
+        STRATA_RETURN_IF_ERROR(
+            client->session->Run(feeds, {g.loss_and_flag.name()}, {g.train_op->name()}, &out));
+        if (++steps == c.crash_at_step) std::raise(SIGKILL);  // testing: a crash mid-closure
+        return out;
+      });
+  JobEnd end;
+  serving.service->RegisterFunction(kEndFunction, end.Function());
+  Say(log, cl,
+      absl::StrCat("serving steps at ", serving.server->address(), " (variables on ", cl.ps.size(),
+                   " ps tasks)"));
+  return end.Wait(c, cl);
+}
+
+// The chief's run: init, closures an epoch at a time, evaluation.
+absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster& cl,
+                                         Client& client, FILE* log) {
+  TrainerResult result;
+  const PsData& d = client.data;
+  result.total_steps = d.total_steps;
+  result.num_features = d.data.num_features;
+  result.num_classes = d.data.num_classes;
+  result.train_examples = d.data.train_x.dim_size(0);
+  result.test_examples = d.data.test_x.dim_size(0);
+  result.devices = client.strategy->devices();
+  for (const RemoteTaskAddress& ps : cl.ps) {
+    absl::Status up = Call(cl, ps.address, "", {}, absl::Seconds(c.startup_timeout_seconds));
+    if (!up.ok()) return AnnotateStatus(up, absl::StrCat("ps task ", ps.task, ": "));
+  }
+  TrainGraph& g = *client.graph;
+  STRATA_RETURN_IF_ERROR(client.session->Run({}, {}, {g.init->name()}, nullptr));
+  distribute::ClusterCoordinatorOptions co;
+  co.workers = cl.workers;
+  co.job_token = cl.token;
+  co.tls = cl.tls;
+  co.max_staleness = c.max_staleness;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::ClusterCoordinator> coordinator,
+                          distribute::ClusterCoordinator::Create(co));
+  const absl::Time start = absl::Now();
+  for (int64_t done = 0, epoch = 1; done < d.total_steps; ++epoch) {
+    const int64_t n = std::min(d.steps_per_epoch, d.total_steps - done);
+    std::vector<std::shared_ptr<distribute::RemoteValue>> losses;
+    for (int64_t i = 0; i < n; ++i) losses.push_back(coordinator->Schedule(kStepFunction));
+    STRATA_RETURN_IF_ERROR(coordinator->Join());
+    done += n;
+    double loss_sum = 0;
+    for (const auto& v : losses) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> out, v->Fetch());
+      loss_sum += out[0].dtype() == DT_DOUBLE ? out[0].data<double>()[0] : out[0].data<float>()[0];
+    }
+    STRATA_ASSIGN_OR_RETURN(std::vector<double> eval,
+                            EvaluateSums(client.session.get(), g, d.data));
+    result.test_accuracy = eval[2] > 0 ? eval[1] / eval[2] : -1;
+    result.test_loss = eval[2] > 0 ? eval[0] / eval[2] : -1;
+    if (!c.quiet) {
+      Say(log, cl,
+          absl::StrCat("epoch ", epoch, " (step ", done, "): loss ",
+                       fit::JsonNumber(loss_sum / static_cast<double>(n)), ", test accuracy ",
+                       fit::JsonNumber(result.test_accuracy), "; ",
+                       coordinator->num_available_workers(), " of ", cl.workers.size(),
+                       " workers up, ", coordinator->num_rescheduled(), " steps rescheduled"));
+    }
+  }
+  result.final_step = d.total_steps;
+  result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.examples_per_sec =
+      result.train_seconds > 0
+          ? static_cast<double>(d.total_steps * c.global_batch_size) / result.train_seconds
+          : 0;
+  return result;
+}
+
+absl::StatusOr<TrainerResult> RunChief(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
+  // Answers the other tasks' checks on it while the job runs.
+  STRATA_ASSIGN_OR_RETURN(Serving serving, Serve(cl));
+  absl::StatusOr<TrainerResult> r;
+  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(c, cl, static_cast<uint64_t>(c.seed));
+  if (client.ok()) {
+    r = Coordinate(c, cl, **client, log);
+  } else {
+    r = client.status();
+  }
+  // Every other task's part ends with the chief's outcome (a lost task
+  // does not answer; the others go on ending).
+  const std::vector<Tensor> args = EndArgs(r.status());
+  for (const auto& w : cl.workers) (void)Call(cl, w.address, kEndFunction, args, absl::Seconds(5));
+  for (const auto& p : cl.ps) (void)Call(cl, p.address, kEndFunction, args, absl::Seconds(5));
+  if (r.ok() && !c.quiet) {
+    Say(log, cl,
+        absl::StrCat("done: ", r->final_step, " steps on ", cl.workers.size(),
+                     " workers, test accuracy ", fit::JsonNumber(r->test_accuracy), ", ",
+                     fit::JsonNumber(r->examples_per_sec), " examples/s"));
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainerResult> RunParameterServerRole(const TrainerConfig& config, FILE* log) {
+  STRATA_ASSIGN_OR_RETURN(PsCluster cl, ResolvePsCluster(config));
+  absl::Status s;
+  if (cl.job == kPsJob) {
+    s = RunPs(config, cl, log);
+  } else if (cl.job == kWorkerJob) {
+    s = RunWorker(config, cl, log);
+  } else {
+    absl::StatusOr<TrainerResult> r = RunChief(config, cl, log);
+    if (!r.ok()) return AnnotateStatus(r.status(), absl::StrCat(cl.me, ": "));
+    return r;
+  }
+  if (!s.ok()) return AnnotateStatus(s, absl::StrCat(cl.me, ": "));
+  return TrainerResult();
+}
+
+}  // namespace trainer
+}  // namespace strata
