@@ -339,9 +339,14 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
   result.train_examples = d.data.train_x.dim_size(0);
   result.test_examples = d.data.test_x.dim_size(0);
   result.devices = client.strategy->devices();
+  // Every task up first (a worker not up yet would count as lost).
   for (const RemoteTaskAddress& ps : cl.ps) {
     absl::Status up = Call(cl, ps.address, "", {}, absl::Seconds(c.startup_timeout_seconds));
     if (!up.ok()) return AnnotateStatus(up, absl::StrCat("ps task ", ps.task, ": "));
+  }
+  for (const distribute::CoordinatedWorker& w : cl.workers) {
+    absl::Status up = Call(cl, w.address, "", {}, absl::Seconds(c.startup_timeout_seconds));
+    if (!up.ok()) return AnnotateStatus(up, absl::StrCat("worker ", w.task, ": "));
   }
   TrainGraph& g = *client.graph;
   STRATA_RETURN_IF_ERROR(client.session->Run({}, {}, {g.init->name()}, nullptr));

@@ -36,6 +36,7 @@ SECTIONS = [  # key, title, issue
     ("compression", "Gradient compression on slow links", "issue 21"),
     ("pipeline", "Pipeline schedules: the bubble", "issue 25"),
     ("remote", "Tensors between tasks: the remote rendezvous", "issues 24, 25"),
+    ("parameter_server", "Asynchronous training with parameter servers", "issue 24"),
 ]
 
 
@@ -194,6 +195,13 @@ def targets(results):
         lo = min(rd["results"], key=lambda r: r["ratio"])
         t["R1"].set(lo["ratio"], f"{lo['ratio']:.1f}x at worst ({size_label(lo['bytes'])}: "
                                  f"{lo['strata_us']:.0f} vs {lo['tf_us']:.0f} µs)")
+
+    add("PS1", 24, "parameter_server", "2 workers + 1 ps, MLP 64-128-64-10 b32 SGD: examples/s, "
+                                       "Strata / TensorFlow's ParameterServerStrategy", ">=", 2.0)
+    psd = data(results, "parameter_server")
+    if psd and psd.get("ratio"):
+        t["PS1"].set(psd["ratio"], f"{psd['ratio']:.1f}x ({psd['strata_median']:.0f} vs "
+                                   f"{psd['tf_median']:.0f} examples/s)")
 
     add("C1", 21, "compression", "2 workers on a 1 Gbit/s link (MLP 64-4096-4096-4096-10): step time "
                                  "float32 / bfloat16 gradients, accuracy within 1 point", ">=", 1.7)
@@ -689,12 +697,26 @@ def section_remote(d, plots_dir):
             + md_table(["size", "Strata µs", "TensorFlow µs", "TensorFlow / Strata"], rows))
 
 
+def section_parameter_server(d, plots_dir):
+    rows = [[str(i + 1), f"{s:.0f}", f"{t:.0f}", f"{s / t:.1f}x"]
+            for i, (s, t) in enumerate(zip(d["strata"], d["tensorflow"]))]
+    return ("`tools/bench/ps_throughput.py`: a chief, 2 workers and 1 ps task on this host, one intra-op "
+            "thread each, training an MLP 64-128-64-10 on 16384 synthetic examples with plain SGD, one "
+            f"closure = one step of 32 examples on one worker, {d['steps']} steps. Strata: tools/launch "
+            "--num_ps=1 over `tools/trainer --strategy=parameter_server` (examples/s over the whole run as "
+            "the chief reports it, its evaluation after each epoch included). TensorFlow "
+            f"{d.get('tf_version', '')}: `tools/bench/tf_ps_train.py` (tf.distribute.Server tasks, "
+            "ParameterServerStrategy with a ClusterCoordinator scheduling every step, timed from the first "
+            "scheduled step to join(), after 50 warm-up steps). Rounds alternate the two.\n\n"
+            + md_table(["round", "Strata examples/s", "TensorFlow examples/s", "Strata / TensorFlow"], rows))
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
                "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
                "lm": section_lm, "security": section_security, "collectives": section_collectives,
                "zero": section_zero, "compression": section_compression, "pipeline": section_pipeline,
-               "remote": section_remote}
+               "remote": section_remote, "parameter_server": section_parameter_server}
 
 
 def read_note(notes_dir, name):

@@ -282,6 +282,15 @@ def bench_remote(ctx):
     return load_json(out)
 
 
+def bench_parameter_server(ctx):
+    """2 workers + 1 ps vs TensorFlow's ParameterServerStrategy (PS1)."""
+    out = os.path.join(ctx["tmp"], "parameter_server.json")
+    cmd = [sys.executable, "ps_throughput.py", f"--trainer={ctx['bin']}/trainer",
+           f"--launch={ctx['bin']}/launch", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
 # The staged binaries each benchmark runs: one missing fails only its own
 # benchmarks (a machine without the peers' libraries builds no torch_op_bench).
 NEEDS = {
@@ -296,6 +305,7 @@ NEEDS = {
     "compression": ["trainer"],
     "pipeline": ["pipeline_bench"],
     "remote": ["remote_rendezvous_bench"],
+    "parameter_server": ["trainer", "launch"],
 }
 
 BENCHMARKS = [
@@ -304,7 +314,7 @@ BENCHMARKS = [
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
     ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
     ("zero", bench_zero), ("compression", bench_compression), ("pipeline", bench_pipeline),
-    ("remote", bench_remote),
+    ("remote", bench_remote), ("parameter_server", bench_parameter_server),
 ]
 
 
