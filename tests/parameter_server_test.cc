@@ -114,6 +114,30 @@ TEST(ParameterServerTest, AKilledWorkersStepRunsElsewhereAndTheRestartedWorkerRe
   EXPECT_GT(LastAccuracy(all), 0.9) << Describe(e);
 }
 
+TEST(ParameterServerTest, ACheckpointOfTwoPsTasksResumesOnOne) {
+  const std::string ckpt = TempDir("ps_checkpoint_dir");
+  std::vector<std::string> flags = Flags(0);
+  flags[1] = "--steps=300";
+  flags.push_back("--checkpoint_dir=" + ckpt);
+  Exit first = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, flags, "ps_ckpt_first");
+  ASSERT_EQ(first.code, 0) << Describe(first);
+  const double accuracy_at_300 = LastAccuracy(first.out + first.err);
+  ASSERT_GT(accuracy_at_300, 0.8) << Describe(first);
+  // The same variables, saved by name, restored into one ps task.
+  flags[1] = "--steps=600";
+  Exit second = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=1"}, flags, "ps_ckpt_second");
+  ASSERT_EQ(second.code, 0) << Describe(second);
+  const std::string all = second.out + second.err;
+  EXPECT_TRUE(absl::StrContains(all, "ckpt-300 at step 300")) << Describe(second);
+  // Its first epoch line is past step 300 and starts from the trained model.
+  const size_t first_epoch = all.find("epoch ");
+  ASSERT_NE(first_epoch, std::string::npos);
+  const std::string line = all.substr(first_epoch, all.find('\n', first_epoch) - first_epoch);
+  EXPECT_TRUE(absl::StrContains(line, "(step 308)")) << line;
+  EXPECT_GT(LastAccuracy(line), accuracy_at_300 - 0.02) << line;
+  EXPECT_TRUE(absl::StrContains(all, "done: 600 steps")) << Describe(second);
+}
+
 // One process per task with TF_CONFIG, so that the test knows every pid.
 struct PsCluster {
   std::vector<std::string> names;  // "chief:0", "worker:0", ...

@@ -13,6 +13,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "data/digits/find_digits.h"
+#include "fit/checkpoint.h"
 #include "fit/progress.h"
 #include "runtime/coordination/grpc_server.h"
 #include "runtime/rpc/worker_service.h"
@@ -349,7 +350,33 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
     if (!up.ok()) return AnnotateStatus(up, absl::StrCat("worker ", w.task, ": "));
   }
   TrainGraph& g = *client.graph;
-  STRATA_RETURN_IF_ERROR(client.session->Run({}, {}, {g.init->name()}, nullptr));
+  // The variables from the newest intact checkpoint (written with any
+  // number of ps tasks: variables are saved by name), else initialized.
+  std::unique_ptr<fit::CheckpointManager> manager;
+  int64_t done = 0;
+  if (c.checkpoint_dir.empty()) {
+    STRATA_RETURN_IF_ERROR(client.session->Run({}, {}, {g.init->name()}, nullptr));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(manager, fit::CheckpointManager::Create(
+                                         g.checkpoint.get(), c.checkpoint_dir, c.max_to_keep));
+    STRATA_ASSIGN_OR_RETURN(fit::Restored restored,
+                            manager->RestoreOrInitialize(client.session.get(), g.init));
+    for (const absl::Status& s : restored.skipped) Say(log, cl, std::string(s.message()));
+    done = result.start_step = restored.step;
+    result.resumed_from = restored.prefix;
+    if (!restored.prefix.empty()) {
+      Say(log, cl, absl::StrCat("resumed from ", restored.prefix, " at step ", restored.step));
+    }
+  }
+  // Saved only between epochs, after Join: no step is running, so every ps
+  // task's variables are of one step.
+  int64_t saved = done;
+  auto save = [&]() -> absl::Status {
+    if (manager == nullptr || saved == done) return absl::OkStatus();
+    STRATA_ASSIGN_OR_RETURN(result.final_checkpoint, manager->Save(client.session.get(), done));
+    saved = done;
+    return absl::OkStatus();
+  };
   distribute::ClusterCoordinatorOptions co;
   co.workers = cl.workers;
   co.job_token = cl.token;
@@ -358,8 +385,9 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::ClusterCoordinator> coordinator,
                           distribute::ClusterCoordinator::Create(co));
   const absl::Time start = absl::Now();
-  for (int64_t done = 0, epoch = 1; done < d.total_steps; ++epoch) {
-    const int64_t n = std::min(d.steps_per_epoch, d.total_steps - done);
+  for (int64_t epoch = done / d.steps_per_epoch + 1; done < d.total_steps; ++epoch) {
+    const int64_t n =
+        std::min(d.steps_per_epoch - done % d.steps_per_epoch, d.total_steps - done);
     std::vector<std::shared_ptr<distribute::RemoteValue>> losses;
     for (int64_t i = 0; i < n; ++i) losses.push_back(coordinator->Schedule(kStepFunction));
     STRATA_RETURN_IF_ERROR(coordinator->Join());
@@ -381,12 +409,15 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
                        coordinator->num_available_workers(), " of ", cl.workers.size(),
                        " workers up, ", coordinator->num_rescheduled(), " steps rescheduled"));
     }
+    if (c.save_every_steps > 0 && done - saved >= c.save_every_steps) STRATA_RETURN_IF_ERROR(save());
   }
+  STRATA_RETURN_IF_ERROR(save());
   result.final_step = d.total_steps;
   result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec =
       result.train_seconds > 0
-          ? static_cast<double>(d.total_steps * c.global_batch_size) / result.train_seconds
+          ? static_cast<double>((d.total_steps - result.start_step) * c.global_batch_size) /
+                result.train_seconds
           : 0;
   return result;
 }
