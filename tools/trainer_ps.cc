@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "data/digits/find_digits.h"
@@ -413,6 +414,10 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
   }
   STRATA_RETURN_IF_ERROR(save());
   result.final_step = d.total_steps;
+  if (!c.quiet) {
+    Say(log, cl, absl::StrCat("steps per worker: ",
+                              absl::StrJoin(coordinator->finished_per_worker(), ", ")));
+  }
   result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec =
       result.train_seconds > 0

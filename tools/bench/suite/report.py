@@ -37,6 +37,7 @@ SECTIONS = [  # key, title, issue
     ("pipeline", "Pipeline schedules: the bubble", "issue 25"),
     ("remote", "Tensors between tasks: the remote rendezvous", "issues 24, 25"),
     ("parameter_server", "Asynchronous training with parameter servers", "issue 24"),
+    ("ps_straggler", "A straggler: parameter servers and synchronous training", "issue 24"),
 ]
 
 
@@ -202,6 +203,15 @@ def targets(results):
     if psd and psd.get("ratio"):
         t["PS1"].set(psd["ratio"], f"{psd['ratio']:.1f}x ({psd['strata_median']:.0f} vs "
                                    f"{psd['tf_median']:.0f} examples/s)")
+
+    add("PS2", 24, "ps_straggler", "one of 2 workers at a quarter CPU: the share of the parameter-server "
+                                   "cluster's examples/s kept, against 1 - that worker's share of the "
+                                   "steps (synchronous shown beside)", ">=", 1.0)
+    sd = data(results, "ps_straggler")
+    if sd and sd.get("ps"):
+        kept, bound = sd["ps"]["kept"], sd["ps_bound"]
+        t["PS2"].set(kept / bound, f"kept {kept:.2f} vs bound {bound:.2f} ({kept / bound:.2f}x the bound); "
+                                   f"synchronous kept {sd['sync']['kept']:.2f}")
 
     add("C1", 21, "compression", "2 workers on a 1 Gbit/s link (MLP 64-4096-4096-4096-10): step time "
                                  "float32 / bfloat16 gradients, accuracy within 1 point", ">=", 1.7)
@@ -711,12 +721,30 @@ def section_parameter_server(d, plots_dir):
             + md_table(["round", "Strata examples/s", "TensorFlow examples/s", "Strata / TensorFlow"], rows))
 
 
+def section_ps_straggler(d, plots_dir):
+    rows = []
+    for mode, name in (("ps", "parameter servers (chief, 2 workers, 1 ps)"),
+                       ("sync", "multi_worker_mirrored (2 workers)")):
+        m = d[mode]
+        rows.append([name, f"{m['base']['examples_per_sec']:.0f}", f"{m['straggler']['examples_per_sec']:.0f}",
+                     f"{m['kept']:.2f}",
+                     str(m["base"].get("steps_per_worker", "")) + " -> " + str(m["straggler"].get("steps_per_worker", ""))
+                     if mode == "ps" else ""])
+    return ("`tools/bench/ps_straggler.py`: worker 1 of 2 moved into a cgroup with a CPU quota of a quarter "
+            "CPU (cfs_quota 25 ms per 100 ms) before it starts; the same MLP 64-128-64-10 b32 SGD on "
+            "synthetic data, one intra-op thread per process, on this 2-core host. The bound for the "
+            "parameter servers: 1 - the slow worker's share of the steps without the quota "
+            f"({d['slow_worker_share']:.2f}). Synchronous training waits for the straggler every step.\n\n"
+            + md_table(["mode", "examples/s", "with the straggler", "kept", "steps per worker"], rows))
+
+
 SECTION_FNS = {"engine": section_engine, "training": section_training, "inprocess": section_inprocess,
                "crossprocess": section_crossprocess, "mirrored": section_mirrored,
                "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
                "lm": section_lm, "security": section_security, "collectives": section_collectives,
                "zero": section_zero, "compression": section_compression, "pipeline": section_pipeline,
-               "remote": section_remote, "parameter_server": section_parameter_server}
+               "remote": section_remote, "parameter_server": section_parameter_server,
+               "ps_straggler": section_ps_straggler}
 
 
 def read_note(notes_dir, name):

@@ -291,6 +291,15 @@ def bench_parameter_server(ctx):
     return load_json(out)
 
 
+def bench_ps_straggler(ctx):
+    """One worker at a quarter CPU: parameter servers vs synchronous (PS2)."""
+    out = os.path.join(ctx["tmp"], "ps_straggler.json")
+    cmd = [sys.executable, "ps_straggler.py", f"--trainer={ctx['bin']}/trainer",
+           f"--launch={ctx['bin']}/launch", f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
 # The staged binaries each benchmark runs: one missing fails only its own
 # benchmarks (a machine without the peers' libraries builds no torch_op_bench).
 NEEDS = {
@@ -306,6 +315,7 @@ NEEDS = {
     "pipeline": ["pipeline_bench"],
     "remote": ["remote_rendezvous_bench"],
     "parameter_server": ["trainer", "launch"],
+    "ps_straggler": ["trainer", "launch"],
 }
 
 BENCHMARKS = [
@@ -315,6 +325,7 @@ BENCHMARKS = [
     ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
     ("zero", bench_zero), ("compression", bench_compression), ("pipeline", bench_pipeline),
     ("remote", bench_remote), ("parameter_server", bench_parameter_server),
+    ("ps_straggler", bench_ps_straggler),
 ]
 
 
