@@ -9,6 +9,8 @@
 //     takes steps again;
 //   - a ps task killed ends every task with an error naming it, within the
 //     heartbeat timeout and 5 s;
+//   - a checkpoint written with 2 ps tasks resumes on 1;
+//   - --max_staleness=0 keeps the workers' step counts within one;
 //   - a cluster without ps tasks or without a chief is refused, naming it.
 #include <signal.h>
 #include <sys/stat.h>
@@ -112,6 +114,19 @@ TEST(ParameterServerTest, AKilledWorkersStepRunsElsewhereAndTheRestartedWorkerRe
   EXPECT_TRUE(absl::StrContains(line, "2 of 2 workers up")) << line;
   EXPECT_FALSE(absl::StrContains(line, " 0 steps rescheduled")) << line;
   EXPECT_GT(LastAccuracy(all), 0.9) << Describe(e);
+}
+
+TEST(ParameterServerTest, AStalenessBoundOfZeroKeepsTheWorkersInStep) {
+  std::vector<std::string> flags = Flags(0);
+  flags[1] = "--steps=301";
+  flags.push_back("--max_staleness=0");
+  Exit e = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=1"}, flags, "ps_staleness");
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  const std::string all = e.out + e.err;
+  // Rounds of one step per worker: 151 and 150 steps (or the other way).
+  EXPECT_TRUE(absl::StrContains(all, "steps per worker: 151, 150") ||
+              absl::StrContains(all, "steps per worker: 150, 151"))
+      << Describe(e);
 }
 
 TEST(ParameterServerTest, ACheckpointOfTwoPsTasksResumesOnOne) {
