@@ -29,7 +29,8 @@ ABSL_FLAG(std::string, strategy, "one_device",
           "and ps roles: variables on ps tasks, workers stepping asynchronously)");
 ABSL_FLAG(int32_t, max_staleness, -1,
           "parameter_server: how many more steps a worker may have finished than the slowest "
-          "one (-1: unbounded, fully asynchronous)");
+          "one (-1: unbounded, fully asynchronous; 0: rounds, each applying every worker's mean "
+          "gradient once, as synchronous training)");
 ABSL_FLAG(std::string, cluster_spec, "",
           "multi_worker_mirrored: the cluster as JSON, e.g. {\"worker\":[\"127.0.0.1:2222\","
           "\"127.0.0.1:2223\"]} (default: the TF_CONFIG environment variable)");

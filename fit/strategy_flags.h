@@ -140,7 +140,8 @@ struct StrategyConfig {
   int inter_op_threads = 0;
   // parameter_server: how many more steps a worker may have finished than
   // the slowest available one (ClusterCoordinatorOptions::max_staleness);
-  // -1: unbounded.
+  // -1: unbounded; 0: rounds, the workers' mean gradient applied once per
+  // round, as synchronous training (tools/trainer_ps.h).
   int max_staleness = -1;
 };
 

@@ -10,13 +10,17 @@
 //   - a ps task killed ends every task with an error naming it, within the
 //     heartbeat timeout and 5 s;
 //   - a checkpoint written with 2 ps tasks resumes on 1;
-//   - --max_staleness=0 keeps the workers' step counts within one;
+//   - --max_staleness=0 (rounds) ends on the weights two synchronous
+//     workers train, within 1e-5;
 //   - a cluster without ps tasks or without a chief is refused, naming it.
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -27,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "runtime/checkpoint/checkpoint_reader.h"
 #include "tests/trainer_process.h"
 
 namespace strata {
@@ -116,17 +121,71 @@ TEST(ParameterServerTest, AKilledWorkersStepRunsElsewhereAndTheRestartedWorkerRe
   EXPECT_GT(LastAccuracy(all), 0.9) << Describe(e);
 }
 
-TEST(ParameterServerTest, AStalenessBoundOfZeroKeepsTheWorkersInStep) {
-  std::vector<std::string> flags = Flags(0);
-  flags[1] = "--steps=301";
-  flags.push_back("--max_staleness=0");
-  Exit e = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=1"}, flags, "ps_staleness");
-  ASSERT_EQ(e.code, 0) << Describe(e);
-  const std::string all = e.out + e.err;
-  // Rounds of one step per worker: 151 and 150 steps (or the other way).
-  EXPECT_TRUE(absl::StrContains(all, "steps per worker: 151, 150") ||
-              absl::StrContains(all, "steps per worker: 150, 151"))
-      << Describe(e);
+// Every float tensor of synchronous checkpoint `sync` (but the trainer's
+// feature statistics) is in `ps` with the same shape, each element within
+// `rel_tol` relative; returns how many were compared.
+int ExpectSameWeights(const std::string& sync, const std::string& ps, double rel_tol) {
+  auto a = CheckpointReader::Open(sync);
+  auto b = CheckpointReader::Open(ps);
+  EXPECT_TRUE(a.ok() && b.ok()) << sync << " / " << ps;
+  if (!a.ok() || !b.ok()) return 0;
+  int compared = 0;
+  for (const auto& [name, info] : (*a)->tensors()) {
+    if (absl::StartsWith(name, "_trainer/")) continue;
+    Tensor x, y;
+    EXPECT_TRUE((*a)->Read(name, &x).ok()) << name;
+    if (!(*b)->Read(name, &y).ok()) {
+      ADD_FAILURE() << name << " is not in " << ps;
+      continue;
+    }
+    if (x.dtype() != y.dtype() || x.shape() != y.shape()) {
+      ADD_FAILURE() << name << ": " << x.shape().DebugString() << " vs " << y.shape().DebugString();
+      continue;
+    }
+    ++compared;
+    if (x.dtype() != DT_FLOAT) {
+      EXPECT_EQ(0, std::memcmp(x.raw_data(), y.raw_data(), x.TotalBytes())) << name;
+      continue;
+    }
+    for (int64_t i = 0; i < x.NumElements(); ++i) {
+      const double u = x.data<float>()[i], v = y.data<float>()[i];
+      if (std::abs(u - v) / std::max(std::abs(u), 1e-3) > rel_tol) {
+        ADD_FAILURE() << name << "[" << i << "]: " << u << " vs " << v;
+        break;
+      }
+    }
+  }
+  return compared;
+}
+
+TEST(ParameterServerTest, AStalenessBoundOfZeroTrainsAsSynchronousWorkersDo) {
+  // Two synchronous workers (multi_worker_mirrored, each its half of every
+  // global batch) and two workers with ps tasks at staleness 0 (rounds: each
+  // worker's half, the mean gradient applied once per round) end on the same
+  // weights.
+  const std::vector<std::string> flags = {
+      "--optimizer=sgd",  "--hidden=32",  "--steps=60",          "--global_batch_size=48",
+      "--drop_remainder", "--prefetch=0", "--intra_op_threads=1"};
+  const std::string sync_dir = TempDir("ps_sync_reference");
+  std::vector<std::string> sync_args = {"--num_workers=2",
+                                        "--",
+                                        Runfile("tools/trainer"),
+                                        "--strategy=multi_worker_mirrored",
+                                        "--checkpoint_dir=" + sync_dir,
+                                        "--digits_path=" + Runfile("data/digits/digits.csv.gz")};
+  sync_args.insert(sync_args.end(), flags.begin(), flags.end());
+  Exit sync = Wait(SpawnProgram(Runfile("tools/launch"), sync_args,
+                                TempDir("ps_sync_reference_log") + "/stderr.txt", {JobTokenEnv()}));
+  ASSERT_EQ(sync.code, 0) << Describe(sync);
+  const std::string ps_dir = TempDir("ps_rounds");
+  std::vector<std::string> ps_flags = flags;
+  ps_flags.push_back("--max_staleness=0");
+  ps_flags.push_back("--checkpoint_dir=" + ps_dir);
+  Exit ps = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, ps_flags, "ps_rounds_run");
+  ASSERT_EQ(ps.code, 0) << Describe(ps);
+  EXPECT_TRUE(absl::StrContains(ps.out + ps.err, "steps per worker: 60, 60")) << Describe(ps);
+  EXPECT_GE(ExpectSameWeights(sync_dir + "/ckpt-60", ps_dir + "/ckpt-60", 1e-5), 5);
+  EXPECT_NEAR(LastAccuracy(ps.out + ps.err), LastAccuracy(sync.out + sync.err), 1e-6);
 }
 
 TEST(ParameterServerTest, ACheckpointOfTwoPsTasksResumesOnOne) {
@@ -140,7 +199,8 @@ TEST(ParameterServerTest, ACheckpointOfTwoPsTasksResumesOnOne) {
   ASSERT_GT(accuracy_at_300, 0.8) << Describe(first);
   // The same variables, saved by name, restored into one ps task.
   flags[1] = "--steps=600";
-  Exit second = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=1"}, flags, "ps_ckpt_second");
+  Exit second =
+      Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=1"}, flags, "ps_ckpt_second");
   ASSERT_EQ(second.code, 0) << Describe(second);
   const std::string all = second.out + second.err;
   EXPECT_TRUE(absl::StrContains(all, "ckpt-300 at step 300")) << Describe(second);

@@ -9,7 +9,9 @@
 #include "base/status.h"
 #include "fit/loop.h"
 #include "fit/optimizers.h"
+#include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/replica_context.h"
 #include "train/learning_rate.h"
@@ -19,11 +21,68 @@
 namespace strata {
 namespace trainer {
 
+namespace {
+
+// The "optimizer" of a round's steps: adds each gradient, times 1/n, into an
+// accumulator slot beside its variable (so on its ps task).
+class Accumulate : public train::Optimizer {
+ public:
+  explicit Accumulate(int n)
+      : Optimizer("accumulate", train::ConstantLearningRate(0)), scale_(1.0 / n) {}
+  train::Variable* accumulator(const train::Variable* v) const { return GetSlot(v, "sum"); }
+
+ protected:
+  void CreateSlots(const Scope& scope, train::Variable* var) override {
+    AddSlot(scope, var, "sum", "accumulated");
+  }
+  Node* ApplyDense(const Scope& scope, Output grad, train::Variable* var,
+                   StepContext& ctx) override {
+    const DataType dt = grad.node()->output_type(grad.index());
+    return GetSlot(var, "sum")->AssignAdd(scope,
+                                          ops::Mul(scope, grad, ctx.Constant("scale", scale_, dt)));
+  }
+
+ private:
+  const double scale_;
+};
+
+// The round's update: `optimizer` applied to the accumulated gradients,
+// then the accumulators zeroed.
+absl::StatusOr<Node*> ApplyRound(const Scope& root, const train::Sequential& model,
+                                 const Accumulate& accumulate, train::Optimizer* optimizer) {
+  const Scope scope = root.NewSubScope("apply_round");
+  std::vector<train::GradAndVar> sums;
+  std::vector<std::pair<train::Variable*, Output>> reads;
+  for (train::Variable* v : model.variables()) {
+    train::Variable* sum = accumulate.accumulator(v);
+    if (!v->trainable() || sum == nullptr) continue;
+    Output read = sum->Read(scope);
+    sums.push_back({read, v});
+    reads.push_back({sum, read});
+  }
+  // In the root scope: the optimizer's step counter and slots get the names
+  // a synchronous run gives them ("SGD/iter", "dense/kernel/m").
+  Node* apply = optimizer->ApplyGradients(root, sums);
+  STRATA_RETURN_IF_ERROR(root.status());
+  STRATA_RETURN_IF_ERROR(scope.status());
+  std::vector<Node*> zeroed;
+  const Scope after = scope.WithControlDependencies({apply});
+  for (const auto& [sum, read] : reads) {
+    zeroed.push_back(sum->Assign(after, ops::ZerosLike(after, read)));
+  }
+  Node* done = ops::NoOp(scope.WithOpName("apply_round").WithControlDependencies(zeroed));
+  STRATA_RETURN_IF_ERROR(scope.status());
+  return done;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
                                                        int64_t total_steps,
                                                        distribute::Strategy* strategy,
                                                        data::DatasetPtr batches,
-                                                       bool per_worker_batches, bool weighted) {
+                                                       bool per_worker_batches, bool weighted,
+                                                       int accumulate_over) {
   auto g = std::make_unique<TrainGraph>();
   g->strategy = strategy;
   distribute::Strategy& s = *g->strategy;
@@ -85,11 +144,18 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
     Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
     // This replica's share of the step's examples.
     if (weighted) loss = distribute::WeightedLoss(ctx.scope().NewSubScope("loss"), loss, in[2]);
+    train::Optimizer* update = g->accumulate != nullptr ? g->accumulate.get() : g->optimizer.get();
     STRATA_ASSIGN_OR_RETURN(Node* train_op,
-                            train::Minimize(ctx.scope(), loss, g->model->reads(), g->optimizer.get()));
+                            train::Minimize(ctx.scope(), loss, g->model->reads(), update));
     return distribute::ReplicaResult{{fit::StackPreemptionFlag(ctx.scope(), loss, &g->preempt_feeds, s.num_workers())}, {train_op}};
   };
+  if (accumulate_over > 0) g->accumulate = std::make_unique<Accumulate>(accumulate_over);
   STRATA_ASSIGN_OR_RETURN(distribute::RunResult step, s.Run(root, step_fn, inputs));
+  if (accumulate_over > 0) {
+    STRATA_ASSIGN_OR_RETURN(g->apply_op,
+                            ApplyRound(root, *g->model, static_cast<const Accumulate&>(*g->accumulate),
+                                       g->optimizer.get()));
+  }
   // Weights, and up to two optimizer slots each, must fit in memory; refuse
   // absurd sizes (e.g. --hidden=100000000) instead of failing to allocate.
   if (g->model->num_parameters() > kMaxParameters) {

@@ -56,6 +56,12 @@ struct TrainGraph {
   std::unique_ptr<fit::Checkpoint> checkpoint;
   std::unique_ptr<train::Sequential> model;
   std::unique_ptr<train::Optimizer> optimizer;
+  // Rounds (BuildGraph's accumulate_over > 0): the step adds the gradients,
+  // divided by the round's steps, into an accumulator beside each variable
+  // instead of applying them (train_op), and apply_op applies the
+  // accumulated sum with `optimizer` once and zeroes the accumulators.
+  std::unique_ptr<train::Optimizer> accumulate;
+  Node* apply_op = nullptr;
 };
 
 // `batches`: global batches, or with `per_worker_batches` this worker's
@@ -63,11 +69,16 @@ struct TrainGraph {
 // global batch). `weighted`: batches may not split evenly over the
 // replicas (partial batches, uneven shards), each replica's loss weighted
 // by its share (DistributedDataset's PartialBatches::kWeighted).
+// `accumulate_over` > 0: rounds of that many steps, each step's gradients
+// accumulated and applied once per round (TrainGraph::apply_op): the
+// synchronous update of that many workers' mean gradient, made by a
+// parameter-server cluster (trainer_ps.h).
 absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
                                                        int64_t total_steps,
                                                        distribute::Strategy* strategy,
                                                        data::DatasetPtr batches,
-                                                       bool per_worker_batches, bool weighted);
+                                                       bool per_worker_batches, bool weighted,
+                                                       int accumulate_over = 0);
 
 // Copies rows [begin, end) of a [n, ...] tensor.
 Tensor Rows(const Tensor& t, int64_t begin, int64_t end);

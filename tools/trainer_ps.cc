@@ -98,6 +98,13 @@ absl::StatusOr<PsCluster> ResolvePsCluster(const TrainerConfig& c) {
   for (const auto& [i, address] : spec.jobs().at(kWorkerJob)) {
     cl.workers.push_back({ClusterSpec::TaskPrefix(TaskId{kWorkerJob, i}), address});
   }
+  if (c.max_staleness == 0 && c.global_batch_size % static_cast<int64_t>(cl.workers.size()) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--global_batch_size: --max_staleness=0 trains in rounds, each worker on its "
+                     "share of every "
+                     "global batch; ",
+                     c.global_batch_size, " does not split over ", cl.workers.size(), " workers"));
+  }
   STRATA_ASSIGN_OR_RETURN(cl.token, ResolveJobToken(c.job_token_file, c.insecure_no_job_token));
   STRATA_ASSIGN_OR_RETURN(cl.tls, ResolveTls(c.tls_files));
   return cl;
@@ -241,8 +248,18 @@ struct Client {
   std::unique_ptr<Session> session;
 };
 
+// How a client's graph is built: its input (its own order of the training
+// split, or with `num_shards` > 1 its shard of every global batch) and,
+// with `rounds_of` > 0, steps that accumulate gradients for one update per
+// round of that many steps.
+struct ClientInput {
+  uint64_t seed = 0;
+  int shard = 0, num_shards = 1;
+  int rounds_of = 0;  // BuildGraph's accumulate_over
+};
+
 absl::StatusOr<std::unique_ptr<Client>> MakeClient(const TrainerConfig& c, const PsCluster& cl,
-                                                   uint64_t input_seed) {
+                                                   const ClientInput& in) {
   auto client = std::make_unique<Client>();
   STRATA_ASSIGN_OR_RETURN(client->data, LoadPsData(c));
   distribute::ParameterServerOptions o;
@@ -254,13 +271,13 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const TrainerConfig& c, const
   machine.intra_op_threads_per_device = c.intra_op_threads;
   STRATA_ASSIGN_OR_RETURN(client->strategy,
                           distribute::ParameterServerStrategy::Create(o, "/cpu:0", machine));
+  STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches,
+                          MakeTrainBatches(client->data.data, c.global_batch_size, in.seed,
+                                           c.prefetch, 0, in.shard, in.num_shards));
   STRATA_ASSIGN_OR_RETURN(
-      data::DatasetPtr batches,
-      MakeTrainBatches(client->data.data, c.global_batch_size, input_seed, c.prefetch));
-  STRATA_ASSIGN_OR_RETURN(client->graph,
-                          BuildGraph(c, client->data.data, client->data.total_steps,
-                                     client->strategy.get(), std::move(batches),
-                                     /*per_worker_batches=*/true, /*weighted=*/false));
+      client->graph, BuildGraph(c, client->data.data, client->data.total_steps,
+                                client->strategy.get(), std::move(batches),
+                                /*per_worker_batches=*/true, /*weighted=*/false, in.rounds_of));
   SessionOptions so = client->strategy->session_options();
   so.inter_op_threads = std::max(1, c.inter_op_threads);
   so.cross_task_step_timeout = absl::Seconds(c.heartbeat_timeout_seconds * 6 + 60);
@@ -297,9 +314,19 @@ absl::StatusOr<Serving> Serve(const PsCluster& cl) {
 }
 
 absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
-  // Each worker's own order of the training split.
-  const uint64_t seed = static_cast<uint64_t>(c.seed) + 7919 * static_cast<uint64_t>(cl.index + 1);
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, MakeClient(c, cl, seed));
+  ClientInput in;
+  if (c.max_staleness == 0) {
+    // Rounds: this worker's part of every global batch, as a synchronous
+    // worker reads it, and its gradients accumulated for the round.
+    in.seed = static_cast<uint64_t>(c.seed);
+    in.shard = cl.index;
+    in.num_shards = static_cast<int>(cl.workers.size());
+    in.rounds_of = in.num_shards;
+  } else {
+    // Each worker's own order of the training split.
+    in.seed = static_cast<uint64_t>(c.seed) + 7919 * static_cast<uint64_t>(cl.index + 1);
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, MakeClient(c, cl, in));
   STRATA_ASSIGN_OR_RETURN(Serving serving, Serve(cl));
   TrainGraph& g = *client->graph;
   const DataType dt = g.loss_and_flag.node()->output_type(g.loss_and_flag.index());
@@ -387,17 +414,29 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
                           distribute::ClusterCoordinator::Create(co));
   const absl::Time start = absl::Now();
   for (int64_t epoch = done / d.steps_per_epoch + 1; done < d.total_steps; ++epoch) {
-    const int64_t n =
-        std::min(d.steps_per_epoch - done % d.steps_per_epoch, d.total_steps - done);
+    const int64_t n = std::min(d.steps_per_epoch - done % d.steps_per_epoch, d.total_steps - done);
     std::vector<std::shared_ptr<distribute::RemoteValue>> losses;
-    for (int64_t i = 0; i < n; ++i) losses.push_back(coordinator->Schedule(kStepFunction));
-    STRATA_RETURN_IF_ERROR(coordinator->Join());
+    if (g.apply_op == nullptr) {
+      for (int64_t i = 0; i < n; ++i) losses.push_back(coordinator->Schedule(kStepFunction));
+      STRATA_RETURN_IF_ERROR(coordinator->Join());
+    } else {
+      // Rounds (--max_staleness=0): a step on every worker (the bound lets
+      // each take one), then the chief applies their mean gradient once.
+      for (int64_t r = 0; r < n; ++r) {
+        for (size_t w = 0; w < cl.workers.size(); ++w) {
+          losses.push_back(coordinator->Schedule(kStepFunction));
+        }
+        STRATA_RETURN_IF_ERROR(coordinator->Join());
+        STRATA_RETURN_IF_ERROR(client.session->Run({}, {}, {g.apply_op->name()}, nullptr));
+      }
+    }
     done += n;
     double loss_sum = 0;
     for (const auto& v : losses) {
       STRATA_ASSIGN_OR_RETURN(std::vector<Tensor> out, v->Fetch());
       loss_sum += out[0].dtype() == DT_DOUBLE ? out[0].data<double>()[0] : out[0].data<float>()[0];
     }
+    loss_sum *= static_cast<double>(n) / static_cast<double>(losses.size());
     STRATA_ASSIGN_OR_RETURN(std::vector<double> eval,
                             EvaluateSums(client.session.get(), g, d.data));
     result.test_accuracy = eval[2] > 0 ? eval[1] / eval[2] : -1;
@@ -410,13 +449,15 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
                        coordinator->num_available_workers(), " of ", cl.workers.size(),
                        " workers up, ", coordinator->num_rescheduled(), " steps rescheduled"));
     }
-    if (c.save_every_steps > 0 && done - saved >= c.save_every_steps) STRATA_RETURN_IF_ERROR(save());
+    if (c.save_every_steps > 0 && done - saved >= c.save_every_steps)
+      STRATA_RETURN_IF_ERROR(save());
   }
   STRATA_RETURN_IF_ERROR(save());
   result.final_step = d.total_steps;
   if (!c.quiet) {
-    Say(log, cl, absl::StrCat("steps per worker: ",
-                              absl::StrJoin(coordinator->finished_per_worker(), ", ")));
+    Say(log, cl,
+        absl::StrCat("steps per worker: ",
+                     absl::StrJoin(coordinator->finished_per_worker(), ", ")));
   }
   result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec =
@@ -431,7 +472,10 @@ absl::StatusOr<TrainerResult> RunChief(const TrainerConfig& c, const PsCluster& 
   // Answers the other tasks' checks on it while the job runs.
   STRATA_ASSIGN_OR_RETURN(Serving serving, Serve(cl));
   absl::StatusOr<TrainerResult> r;
-  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(c, cl, static_cast<uint64_t>(c.seed));
+  ClientInput in;
+  in.seed = static_cast<uint64_t>(c.seed);
+  if (c.max_staleness == 0) in.rounds_of = static_cast<int>(cl.workers.size());
+  absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(c, cl, in);
   if (client.ok()) {
     r = Coordinate(c, cl, **client, log);
   } else {

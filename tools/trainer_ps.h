@@ -19,7 +19,13 @@
 //
 // Each step applies one worker's gradients to the ps tasks' variables as
 // they come (asynchronous; --max_staleness bounds how far workers drift
-// apart in steps). A worker that dies mid-run costs its step, which runs
+// apart in steps). --max_staleness=0 trains in rounds instead: each worker
+// takes its share of every global batch (as a synchronous worker does), a
+// step adds its gradients into accumulators beside the variables, and after
+// every worker's step of the round the chief applies their mean once: the
+// run ends on the weights synchronous workers train (within float
+// rounding), as long as no worker is lost (a rescheduled step reads another
+// worker's next share). A worker that dies mid-run costs its step, which runs
 // again elsewhere; the run goes on and the worker takes steps again when
 // it is back (restarted at its address). A ps task that dies fails the
 // chief's Join with Unavailable naming it; the chief then ends every
