@@ -2,8 +2,8 @@
 // loopback (--strategy=parameter_server: a chief coordinating, workers
 // stepping asynchronously, variables on ps tasks), as TF_CONFIG or
 // tools/launch --num_ps configures them. What a user relies on:
-//   - the digits MLP trained by 2 workers and 2 ps tasks ends within a point
-//     of the accuracy one process reaches in the same epochs;
+//   - the digits MLP and CNN trained by 2 workers and 2 ps tasks end within a
+//     point of the accuracy one process reaches in the same epochs;
 //   - a worker killed mid-step (SIGKILL) costs nothing: its step runs
 //     elsewhere, the run finishes, and the worker restarted by the launcher
 //     takes steps again;
@@ -88,6 +88,17 @@ TEST(ParameterServerTest, TwoWorkersAndTwoPsTasksTrainWithinAPointOfOneProcess) 
   ASSERT_TRUE(absl::StrContains(ps.out + ps.err, "done: ")) << Describe(ps);
   const double async_accuracy = LastAccuracy(ps.out + ps.err);
   EXPECT_NEAR(async_accuracy, sync_accuracy, 0.01) << Describe(ps);
+}
+
+TEST(ParameterServerTest, TheCnnTrainsWithinAPointOfOneProcess) {
+  const std::vector<std::string> flags = {"--model=cnn", "--epochs=5", "--prefetch=0",
+                                          "--intra_op_threads=1"};
+  Exit one = RunTrainer(flags, "ps_cnn_one_process");
+  ASSERT_EQ(one.code, 0) << Describe(one);
+  Exit ps = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, flags, "ps_cnn_run");
+  ASSERT_EQ(ps.code, 0) << Describe(ps);
+  ASSERT_GT(LastAccuracy(one.err), 0.9) << one.err;
+  EXPECT_NEAR(LastAccuracy(ps.out + ps.err), LastAccuracy(one.err), 0.01) << Describe(ps);
 }
 
 TEST(ParameterServerTest, AKilledWorkersStepRunsElsewhereAndTheRestartedWorkerRejoins) {
