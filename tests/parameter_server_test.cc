@@ -8,7 +8,8 @@
 //     elsewhere, the run finishes, and the worker restarted by the launcher
 //     takes steps again;
 //   - a ps task killed ends every task with an error naming it, within the
-//     heartbeat timeout and 5 s;
+//     heartbeat timeout and 5 s; with tools/launch --max_restarts the job
+//     starts again and resumes from its checkpoint;
 //   - a checkpoint written with 2 ps tasks resumes on 1;
 //   - --max_staleness=0 (rounds) ends on the weights two synchronous
 //     workers train, within 1e-5;
@@ -222,6 +223,43 @@ TEST(ParameterServerTest, ACheckpointOfTwoPsTasksResumesOnOne) {
   EXPECT_TRUE(absl::StrContains(line, "(step 308)")) << line;
   EXPECT_GT(LastAccuracy(line), accuracy_at_300 - 0.02) << line;
   EXPECT_TRUE(absl::StrContains(all, "done: 600 steps")) << Describe(second);
+}
+
+TEST(ParameterServerTest, AfterAKilledPsTaskTheLauncherRestartsTheJobFromItsCheckpoint) {
+  // ps:1's first life is SIGKILLed once a checkpoint exists; the chief's
+  // steps fail naming it, the chief exits, and --max_restarts starts every
+  // task again: the chief resumes from the newest checkpoint and finishes.
+  const std::string dir = TempDir("ps_restart");
+  const std::string wrapper = dir + "/kill_ps_once.sh";
+  {
+    std::ofstream f(wrapper);
+    f << "#!/bin/sh\n"
+      << "if [ \"$STRATA_TASK\" = ps:1 ] && [ ! -e " << dir << "/killed ]; then\n"
+      << "  touch " << dir << "/killed\n"
+      << "  \"$@\" &\n"
+      << "  child=$!\n"
+      << "  while [ ! -e " << dir << "/ckpt/checkpoint ]; do sleep 0.05; done\n"
+      << "  sleep 0.2\n"
+      << "  kill -9 $child\n"
+      << "  wait $child\n"
+      << "  exit 137\n"
+      << "fi\n"
+      << "exec \"$@\"\n";
+  }
+  chmod(wrapper.c_str(), 0755);
+  std::vector<std::string> flags = Flags(0);
+  flags[1] = "--steps=8000";
+  flags.push_back("--checkpoint_dir=" + dir + "/ckpt");
+  flags.push_back("--save_every_steps=200");
+  flags.push_back("--heartbeat_timeout=2");
+  Exit e = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2", "--max_restarts=1"}, flags,
+                  "ps_restart_run", wrapper);
+  const std::string all = e.out + e.err;
+  ASSERT_EQ(e.code, 0) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(all, "/job:ps/replica:0/task:1")) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(all, "restarting every task")) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(all, "resumed from ")) << Describe(e);
+  EXPECT_TRUE(absl::StrContains(all, "done: 8000 steps")) << Describe(e);
 }
 
 // One process per task with TF_CONFIG, so that the test knows every pid.
