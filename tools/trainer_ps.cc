@@ -206,7 +206,9 @@ absl::Status RunPs(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
   JobEnd end;
   ps->service()->RegisterFunction(kEndFunction, end.Function());
   Say(log, cl, absl::StrCat("serving variables at ", ps->address()));
-  return end.Wait(c, cl);
+  const absl::Status s = end.Wait(c, cl);
+  ps.reset();  // its server first: a call still in flight uses `end`
+  return s;
 }
 
 // The data every role loads alike: the split fixed by the seed, the
@@ -354,7 +356,11 @@ absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
   Say(log, cl,
       absl::StrCat("serving steps at ", serving.server->address(), " (variables on ", cl.ps.size(),
                    " ps tasks)"));
-  return end.Wait(c, cl);
+  const absl::Status s = end.Wait(c, cl);
+  // The server first: a step still running (one the chief gave up on)
+  // uses the session, the iterator and the step's mutex.
+  serving.server.reset();
+  return s;
 }
 
 // The chief's run: init, closures an epoch at a time, evaluation.
