@@ -105,7 +105,9 @@ class WorkerServiceImpl final : public WorkerService::Service {
                            RunFunctionResponse* response) override;
 
   // Makes `fn` callable as `name` (replacing an earlier one of that name).
-  // Calls of one function may run concurrently.
+  // Calls of one function may run concurrently, and one may still be
+  // running after its caller gave up on it: what `fn` uses must outlive the
+  // server's shutdown (shut the server down first).
   void RegisterFunction(const std::string& name, WorkerFunction fn);
 
   int64_t steps_started() const { return steps_.load(std::memory_order_relaxed); }
