@@ -235,6 +235,17 @@ std::vector<std::string> MirroredSpecs(const StrategyConfig& c, const DeviceOpti
 
 }  // namespace
 
+ResolverOptions ResolverOptionsFrom(const StrategyConfig& c) {
+  ResolverOptions ro;
+  ro.resolver = c.cluster_resolver;
+  ro.cluster_spec = c.cluster_spec;
+  ro.task_type = c.task_type;
+  ro.task_index = c.task_index;
+  ro.slurm_port_base = c.slurm_port_base;
+  ro.exchange_timeout = absl::Seconds(c.startup_timeout_seconds);
+  return ro;
+}
+
 absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const StrategyConfig& c) {
   STRATA_RETURN_IF_ERROR(ValidateStrategyConfig(c));
   if (c.strategy == "parameter_server") {
@@ -261,14 +272,8 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
   } else if (c.strategy == "multi_worker_mirrored") {
     // The cluster first: a bad TF_CONFIG, --cluster_spec or scheduler
     // environment fails before any network traffic, naming the field.
-    ResolverOptions ro;
-    ro.resolver = c.cluster_resolver;
-    ro.cluster_spec = c.cluster_spec;
-    ro.task_type = c.task_type;
-    ro.task_index = c.task_index;
-    ro.slurm_port_base = c.slurm_port_base;
-    ro.exchange_timeout = absl::Seconds(c.startup_timeout_seconds);
-    STRATA_ASSIGN_OR_RETURN(ResolvedCluster resolved, ResolveCluster(ro, ProcessEnvironment()));
+    STRATA_ASSIGN_OR_RETURN(ResolvedCluster resolved,
+                            ResolveCluster(ResolverOptionsFrom(c), ProcessEnvironment()));
     std::fprintf(stderr, "strata: %s\n", resolved.Describe().c_str());
     if (resolved.cuda_visible_devices.has_value()) {
       // Before any GPU is touched: CUDA reads it once, at initialisation.

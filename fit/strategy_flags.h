@@ -50,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/security/tls.h"
+#include "strategy/scheduler_resolvers.h"
 #include "strategy/strategy.h"
 
 // The flags (defined in strategy_flags.cc), for absl::GetFlag / SetFlag.
@@ -161,6 +162,11 @@ absl::Status ValidateStrategyConfig(const StrategyConfig& config);
 // The CPU devices of the machine `config` describes (GPUs named in
 // `devices` are not CPUs).
 int NumCpuDevices(const StrategyConfig& config);
+
+// Where `config` says the cluster comes from (--cluster_resolver, the
+// flags' cluster, --slurm_port_base, --startup_timeout), for ResolveCluster
+// (strategy/scheduler_resolvers.h).
+ResolverOptions ResolverOptionsFrom(const StrategyConfig& config);
 
 // Validates `config` and makes the strategy it describes (for
 // multi_worker_mirrored this joins the cluster: it returns once every task

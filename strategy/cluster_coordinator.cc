@@ -1,7 +1,5 @@
 #include "strategy/cluster_coordinator.h"
 
-#include <grpcpp/create_channel.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -61,15 +59,9 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     }
   }
   std::unique_ptr<ClusterCoordinator> c(new ClusterCoordinator(std::move(options)));
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(c->options_.max_message_bytes);
-  args.SetMaxReceiveMessageSize(c->options_.max_message_bytes);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (const CoordinatedWorker& w : c->options_.workers) {
     c->stubs_.push_back(WorkerService::NewStub(
-        grpc::CreateCustomChannel(w.address, ChannelCredentialsFor(c->options_.tls), args)));
+        DialTask(w.address, c->options_.tls, c->options_.max_message_bytes)));
   }
   {
     MutexLock l(&c->mu_);

@@ -1,7 +1,5 @@
 #include "tools/trainer_ps.h"
 
-#include <grpcpp/create_channel.h>
-
 #include <csignal>
 #include <memory>
 #include <optional>
@@ -55,14 +53,8 @@ void Say(FILE* log, const PsCluster& cl, const std::string& line) {
 }
 
 absl::StatusOr<PsCluster> ResolvePsCluster(const TrainerConfig& c) {
-  ResolverOptions ro;
-  ro.resolver = c.cluster_resolver;
-  ro.cluster_spec = c.cluster_spec;
-  ro.task_type = c.task_type;
-  ro.task_index = c.task_index;
-  ro.slurm_port_base = c.slurm_port_base;
-  ro.exchange_timeout = absl::Seconds(c.startup_timeout_seconds);
-  STRATA_ASSIGN_OR_RETURN(ResolvedCluster resolved, ResolveCluster(ro, ProcessEnvironment()));
+  STRATA_ASSIGN_OR_RETURN(ResolvedCluster resolved,
+                          ResolveCluster(fit::ResolverOptionsFrom(c), ProcessEnvironment()));
   const ClusterSpec& spec = resolved.spec;
   const std::string why = "--strategy=parameter_server: the cluster has no ";
   if (!spec.has_job(kPsJob)) {
@@ -114,7 +106,7 @@ absl::StatusOr<PsCluster> ResolvePsCluster(const TrainerConfig& c) {
 // function's.
 absl::Status Call(const PsCluster& cl, const std::string& address, const std::string& function,
                   const std::vector<Tensor>& args, absl::Duration timeout) {
-  auto stub = WorkerService::NewStub(grpc::CreateChannel(address, ChannelCredentialsFor(cl.tls)));
+  auto stub = WorkerService::NewStub(DialTask(address, cl.tls, kWorkerMaxMessageBytes));
   RunFunctionRequest request;
   request.set_function(function);
   for (size_t i = 0; i < args.size(); ++i) {

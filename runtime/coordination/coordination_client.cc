@@ -1,7 +1,6 @@
 #include "runtime/coordination/coordination_client.h"
 
 #include <grpc/grpc.h>
-#include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
@@ -62,16 +61,9 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> CoordinationClient::Connect(
 
 CoordinationClient::CoordinationClient(CoordinationClientOptions options)
     : options_(std::move(options)) {
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(options_.max_message_bytes);
-  args.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  // Tasks start in any order: while the chief is not up yet, reconnect
-  // often rather than with gRPC's default backoff (1 s growing to 120 s).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(options_.service_address,
-                                       ChannelCredentialsFor(options_.tls), args);
+  // Tasks start in any order: while the chief is not up yet, DialTask's
+  // channel reconnects often.
+  channel_ = DialTask(options_.service_address, options_.tls, options_.max_message_bytes);
   stub_ = CoordinationService::NewStub(channel_);
   MutexLock l(&mu_);
   service_task_ = options_.service_task;

@@ -1,7 +1,5 @@
 #include "runtime/rpc/grpc_remote_tasks.h"
 
-#include <grpcpp/create_channel.h>
-
 #include <thread>
 #include <utility>
 
@@ -103,12 +101,6 @@ absl::StatusOr<std::unique_ptr<GrpcRemoteTasks>> GrpcRemoteTasks::Create(
         absl::StrCat("GrpcRemoteTasksOptions.local_task '", options.local_task, "' is not a task"));
   }
   std::unique_ptr<GrpcRemoteTasks> r(new GrpcRemoteTasks(options));
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(options.max_message_bytes);
-  args.SetMaxReceiveMessageSize(options.max_message_bytes);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (const RemoteTaskAddress& t : options.tasks) {
     const std::string what = absl::StrCat("GrpcRemoteTasksOptions.tasks: task '", t.task, "'");
     auto parsed = TaskOfDevice(absl::StrCat(t.task, "/device:CPU:0"));
@@ -128,8 +120,7 @@ absl::StatusOr<std::unique_ptr<GrpcRemoteTasks>> GrpcRemoteTasks::Create(
     }
     Peer p;
     p.address = t;
-    p.stub = WorkerService::NewStub(
-        grpc::CreateCustomChannel(t.address, ChannelCredentialsFor(options.tls), args));
+    p.stub = WorkerService::NewStub(DialTask(t.address, options.tls, options.max_message_bytes));
     if (!r->peers_.emplace(t.task, std::move(p)).second) {
       return absl::InvalidArgumentError(what + " is named twice");
     }

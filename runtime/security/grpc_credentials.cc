@@ -1,5 +1,8 @@
 #include "runtime/security/grpc_credentials.h"
 
+#include <grpcpp/create_channel.h>
+#include <grpcpp/support/channel_arguments.h>
+
 namespace strata {
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const std::optional<TlsConfig>& tls) {
@@ -18,6 +21,18 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(
   o.pem_private_key = tls->key_pem;
   o.pem_cert_chain = tls->cert_pem;
   return grpc::SslCredentials(o);
+}
+
+std::shared_ptr<grpc::Channel> DialTask(const std::string& address,
+                                        const std::optional<TlsConfig>& tls,
+                                        int max_message_bytes) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(max_message_bytes);
+  args.SetMaxReceiveMessageSize(max_message_bytes);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), args);
 }
 
 }  // namespace strata

@@ -3,7 +3,7 @@
 // rpc_auth.h, guard it either way).
 //
 //   builder.AddListeningPort(address, ServerCredentialsFor(options.tls), &port);
-//   channel = grpc::CreateCustomChannel(address, ChannelCredentialsFor(options.tls), args);
+//   channel = DialTask(address, options.tls, max_message_bytes);
 //
 // With TLS the server requires and verifies a client certificate chaining
 // to the CA, and the client checks that the server's certificate names the
@@ -16,8 +16,11 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <grpcpp/channel.h>
+
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "runtime/security/tls.h"
 
@@ -26,6 +29,14 @@ namespace strata {
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const std::optional<TlsConfig>& tls);
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(
     const std::optional<TlsConfig>& tls);
+
+// A channel to another task of the job at `address`, with `tls`'s
+// credentials, messages up to `max_message_bytes` both ways, and reconnect
+// attempts every 100 ms growing to 1 s (tasks start in any order: gRPC's
+// default backoff grows to 120 s while a peer is not up yet).
+std::shared_ptr<grpc::Channel> DialTask(const std::string& address,
+                                        const std::optional<TlsConfig>& tls,
+                                        int max_message_bytes);
 
 }  // namespace strata
 

@@ -22,13 +22,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-FLAGS = ["--data=synthetic:16384:64:10", "--hidden=128,64", "--optimizer=sgd",
-         "--learning_rate=0.1", "--global_batch_size=32", "--intra_op_threads=1", "--prefetch=0",
-         "--insecure_no_job_token"]
+import ps_throughput as pt
+
 
 
 def make_cgroup():
@@ -55,16 +53,12 @@ def run(a, mode, cgroup, wrapper, steps):
         env["STRAGGLER_CGROUP"] = cgroup
     if mode == "ps":
         cmd = [a.launch, "--num_chiefs=1", "--num_workers=2", "--num_ps=1", "--", wrapper, a.trainer,
-               "--strategy=parameter_server", f"--steps={steps}"] + FLAGS
+               "--strategy=parameter_server", f"--steps={steps}"] + pt.MODEL_FLAGS
     else:
         cmd = [a.launch, "--num_workers=2", "--", wrapper, a.trainer,
-               "--strategy=multi_worker_mirrored", f"--steps={steps}"] + FLAGS
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-    text = r.stdout + r.stderr
-    rates = re.findall(r"([0-9.]+) examples/s", text)
-    if r.returncode != 0 or not rates:
-        raise RuntimeError(f"{mode}: " + " | ".join(text.strip().splitlines()[-6:]))
-    out = {"examples_per_sec": float(rates[-1])}
+               "--strategy=multi_worker_mirrored", f"--steps={steps}"] + pt.MODEL_FLAGS
+    text, rate = pt.run_cluster(cmd, mode, env=env)
+    out = {"examples_per_sec": rate}
     m = re.search(r"steps per worker: ([0-9]+), ([0-9]+)", text)
     if m:
         out["steps_per_worker"] = [int(m.group(1)), int(m.group(2))]

@@ -26,16 +26,27 @@ import sys
 import peers_common as pc
 
 
+# The model, data and threads of both parameter-server benchmarks
+# (ps_straggler.py too).
+MODEL_FLAGS = ["--data=synthetic:16384:64:10", "--hidden=128,64", "--optimizer=sgd",
+               "--learning_rate=0.1", "--global_batch_size=32", "--intra_op_threads=1",
+               "--prefetch=0", "--insecure_no_job_token"]
+
+
+def run_cluster(cmd, what, env=None):
+    """Runs a launch command line; its output, and the last examples/s it reports."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    text = r.stdout + r.stderr
+    rates = re.findall(r"([0-9.]+) examples/s", text)
+    if r.returncode != 0 or not rates:
+        raise RuntimeError(f"{what}: " + " | ".join(text.strip().splitlines()[-6:]))
+    return text, float(rates[-1])
+
+
 def strata_run(a, steps):
     cmd = [a.launch, "--num_chiefs=1", "--num_workers=2", "--num_ps=1", "--", a.trainer,
-           "--strategy=parameter_server", "--data=synthetic:16384:64:10", "--hidden=128,64",
-           "--optimizer=sgd", "--learning_rate=0.1", "--global_batch_size=32", f"--steps={steps}",
-           "--intra_op_threads=1", "--prefetch=0", "--insecure_no_job_token"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    m = re.search(r"done: .* ([0-9.]+) examples/s", r.stdout + r.stderr)
-    if r.returncode != 0 or m is None:
-        raise SystemExit("strata: " + " | ".join((r.stdout + r.stderr).strip().splitlines()[-6:]))
-    return float(m.group(1))
+           "--strategy=parameter_server", f"--steps={steps}"] + MODEL_FLAGS
+    return run_cluster(cmd, "strata")[1]
 
 
 def tf_run(a, tf_python, steps):
