@@ -13,10 +13,9 @@
 #ifndef STRATA_RUNTIME_SECURITY_GRPC_CREDENTIALS_H_
 #define STRATA_RUNTIME_SECURITY_GRPC_CREDENTIALS_H_
 
+#include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
-
-#include <grpcpp/channel.h>
 
 #include <memory>
 #include <optional>
@@ -35,8 +34,7 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(
 // attempts every 100 ms growing to 1 s (tasks start in any order: gRPC's
 // default backoff grows to 120 s while a peer is not up yet).
 std::shared_ptr<grpc::Channel> DialTask(const std::string& address,
-                                        const std::optional<TlsConfig>& tls,
-                                        int max_message_bytes);
+                                        const std::optional<TlsConfig>& tls, int max_message_bytes);
 
 }  // namespace strata
 
