@@ -314,6 +314,33 @@ TEST(ParameterServerTest, AKilledPsTaskEndsEveryTaskNamingIt) {
   EXPECT_LT(seconds, heartbeat + 5) << "the tasks took " << seconds << " s to end";
 }
 
+TEST(ParameterServerTest, AWorkerWhoseInputFailsIsNamedByTheChiefAtOnce) {
+  // worker:1 is given a file that does not exist: it fails at start and
+  // tells the chief, which ends the job naming it and the file.
+  const std::string dir = TempDir("ps_bad_input");
+  const std::string wrapper = dir + "/bad_input.sh";
+  {
+    std::ofstream f(wrapper);
+    f << "#!/bin/sh\n"
+      << "if [ \"$STRATA_TASK\" = worker:1 ]; then exec \"$@\" --data=csv:" << dir
+      << "/missing.csv; fi\n"
+      << "exec \"$@\"\n";
+  }
+  chmod(wrapper.c_str(), 0755);
+  const auto start = Clock::now();
+  Exit e = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=1"}, Flags(5), "ps_bad_input_run",
+                  wrapper);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(e.code, 1) << Describe(e);
+  const std::string all = e.out + e.err;
+  ASSERT_NE(all.find("[chief:0] trainer: error"), std::string::npos) << Describe(e);
+  const std::string line = all.substr(all.find("[chief:0] trainer: error"));
+  EXPECT_TRUE(absl::StrContains(line.substr(0, line.find('\n')), "/job:worker/replica:0/task:1"))
+      << line;
+  EXPECT_TRUE(absl::StrContains(line.substr(0, line.find('\n')), "missing.csv")) << line;
+  EXPECT_LT(seconds, 30) << "the chief waited for its start-up timeout";
+}
+
 TEST(ParameterServerTest, AClusterWithoutPsTasksOrAChiefIsRefused) {
   const std::vector<int> ports = FreePorts(2);
   const std::string no_ps = absl::StrCat(

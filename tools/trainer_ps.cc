@@ -33,6 +33,7 @@ namespace {
 // (args: the status code, its message as bytes) on workers and ps tasks.
 constexpr char kStepFunction[] = "train_step";
 constexpr char kEndFunction[] = "end_job";
+constexpr char kReportFunction[] = "report_error";  // a task's error, to the chief
 
 // The cluster as this role sees it.
 struct PsCluster {
@@ -125,29 +126,61 @@ absl::Status Call(const PsCluster& cl, const std::string& address, const std::st
   return absl::OkStatus();
 }
 
-// How the job ended, as the chief tells the other tasks.
-std::vector<Tensor> EndArgs(const absl::Status& s) {
+// A status as a function's arguments (the job's end the chief tells the
+// other tasks, an error a task reports to the chief), and back.
+std::vector<Tensor> StatusArgs(const absl::Status& s) {
   const std::string m(s.message());
   return {Tensor::Scalar<int32_t>(static_cast<int32_t>(s.code())),
           Tensor::FromVector(std::vector<uint8_t>(m.begin(), m.end()))};
 }
+
+absl::Status StatusFromArgs(const std::vector<Tensor>& args) {
+  if (args.size() != 2 || args[0].dtype() != DT_INT32 || args[1].dtype() != DT_UINT8) {
+    return absl::InvalidArgumentError("a status is an int32 code and its message as uint8");
+  }
+  const auto* m = args[1].data<uint8_t>();
+  return absl::Status(static_cast<absl::StatusCode>(*args[0].data<int32_t>()),
+                      std::string(m, m + args[1].NumElements()));
+}
+
+// Errors other tasks reported to the chief (the first kept).
+class Reports {
+ public:
+  WorkerFunction Function() {
+    return [this](const std::vector<Tensor>& args) -> absl::StatusOr<std::vector<Tensor>> {
+      const absl::Status s = StatusFromArgs(args);
+      MutexLock l(&mu_);
+      if (first_.ok() && !s.ok()) first_ = s;
+      return std::vector<Tensor>{};
+    };
+  }
+  absl::Status first() const {
+    MutexLock l(&mu_);
+    return first_;
+  }
+
+ private:
+  mutable Mutex mu_;
+  absl::Status first_ ABSL_GUARDED_BY(mu_);
+};
 
 // The end of the job as the chief sent it, and a wait for it.
 class JobEnd {
  public:
   WorkerFunction Function() {
     return [this](const std::vector<Tensor>& args) -> absl::StatusOr<std::vector<Tensor>> {
-      absl::Status s;
-      if (args.size() == 2 && args[0].dtype() == DT_INT32 && args[1].dtype() == DT_UINT8) {
-        const auto* m = args[1].data<uint8_t>();
-        s = absl::Status(static_cast<absl::StatusCode>(*args[0].data<int32_t>()),
-                         std::string(m, m + args[1].NumElements()));
-      }
+      const absl::Status s = StatusFromArgs(args);
       MutexLock l(&mu_);
       ended_ = true;
       status_ = s;
       return std::vector<Tensor>{};
     };
+  }
+  // Whether Wait returned because of the chief (it ended the job, or it
+  // was lost): a task's own errors are reported to the chief otherwise.
+  bool about_the_chief() const {
+    MutexLock l(&mu_);
+    return about_the_chief_;
   }
   // Waits for the chief's end of the job, checking on the chief meanwhile:
   // the chief's status, or an error once it has been unreachable too long.
@@ -159,20 +192,27 @@ class JobEnd {
         MutexLock l(&mu_);
         if (mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; },
                                  absl::Milliseconds(500))) {
+          about_the_chief_ = true;
           return status_.ok() ? status_
                               : AnnotateStatus(status_, absl::StrCat("the chief ended the job: "));
         }
       }
       if (Call(cl, cl.chief_address, "", {}, absl::Seconds(1)).ok()) last_contact = absl::Now();
       const absl::Time now = absl::Now();
-      if (last_contact == absl::InfinitePast() &&
-          now - start > absl::Seconds(c.startup_timeout_seconds)) {
+      const bool never = last_contact == absl::InfinitePast() &&
+                         now - start > absl::Seconds(c.startup_timeout_seconds);
+      const bool lost = last_contact != absl::InfinitePast() &&
+                        now - last_contact > absl::Seconds(c.heartbeat_timeout_seconds);
+      if (never || lost) {
+        MutexLock l(&mu_);
+        about_the_chief_ = true;
+      }
+      if (never) {
         return absl::DeadlineExceededError(absl::StrCat("the chief ", cl.chief, " at ",
                                                         cl.chief_address, " never answered in ",
                                                         c.startup_timeout_seconds, " s"));
       }
-      if (last_contact != absl::InfinitePast() &&
-          now - last_contact > absl::Seconds(c.heartbeat_timeout_seconds)) {
+      if (lost) {
         return absl::UnavailableError(absl::StrCat("lost the chief ", cl.chief, " at ",
                                                    cl.chief_address, ": no answer for ",
                                                    c.heartbeat_timeout_seconds, " s"));
@@ -181,12 +221,13 @@ class JobEnd {
   }
 
  private:
-  Mutex mu_;
+  mutable Mutex mu_;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool about_the_chief_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-absl::Status RunPs(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
+absl::Status RunPs(const TrainerConfig& c, const PsCluster& cl, JobEnd& end, FILE* log) {
   distribute::ParameterServerTask::Options o;
   o.task = cl.me;
   o.address = cl.address;
@@ -195,7 +236,6 @@ absl::Status RunPs(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
   o.tls = cl.tls;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::ParameterServerTask> ps,
                           distribute::ParameterServerTask::Start(o));
-  JobEnd end;
   ps->service()->RegisterFunction(kEndFunction, end.Function());
   Say(log, cl, absl::StrCat("serving variables at ", ps->address()));
   const absl::Status s = end.Wait(c, cl);
@@ -307,7 +347,7 @@ absl::StatusOr<Serving> Serve(const PsCluster& cl) {
   return s;
 }
 
-absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
+absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, JobEnd& end, FILE* log) {
   ClientInput in;
   if (c.max_staleness == 0) {
     // Rounds: this worker's part of every global batch, as a synchronous
@@ -343,7 +383,6 @@ absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
         if (++steps == c.crash_at_step) std::raise(SIGKILL);  // testing: a crash mid-closure
         return out;
       });
-  JobEnd end;
   serving.service->RegisterFunction(kEndFunction, end.Function());
   Say(log, cl,
       absl::StrCat("serving steps at ", serving.server->address(), " (variables on ", cl.ps.size(),
@@ -357,7 +396,7 @@ absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
 
 // The chief's run: init, closures an epoch at a time, evaluation.
 absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster& cl,
-                                         Client& client, FILE* log) {
+                                         Client& client, const Reports& reports, FILE* log) {
   TrainerResult result;
   const PsData& d = client.data;
   result.total_steps = d.total_steps;
@@ -366,14 +405,22 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
   result.train_examples = d.data.train_x.dim_size(0);
   result.test_examples = d.data.test_x.dim_size(0);
   result.devices = client.strategy->devices();
-  // Every task up first (a worker not up yet would count as lost).
-  for (const RemoteTaskAddress& ps : cl.ps) {
-    absl::Status up = Call(cl, ps.address, "", {}, absl::Seconds(c.startup_timeout_seconds));
-    if (!up.ok()) return AnnotateStatus(up, absl::StrCat("ps task ", ps.task, ": "));
-  }
-  for (const distribute::CoordinatedWorker& w : cl.workers) {
-    absl::Status up = Call(cl, w.address, "", {}, absl::Seconds(c.startup_timeout_seconds));
-    if (!up.ok()) return AnnotateStatus(up, absl::StrCat("worker ", w.task, ": "));
+  // Every task up first (a worker not up yet would count as lost); a task
+  // that fails to start reports why, and the job fails with it at once.
+  const absl::Time deadline = absl::Now() + absl::Seconds(c.startup_timeout_seconds);
+  std::vector<std::pair<std::string, std::string>> tasks;  // task, address
+  for (const RemoteTaskAddress& ps : cl.ps) tasks.push_back({ps.task, ps.address});
+  for (const auto& w : cl.workers) tasks.push_back({w.task, w.address});
+  for (const auto& [task, address] : tasks) {
+    while (true) {
+      STRATA_RETURN_IF_ERROR(reports.first());
+      const absl::Status up = Call(cl, address, "", {}, absl::Seconds(1));
+      if (up.ok()) break;
+      if (absl::Now() > deadline) {
+        return AnnotateStatus(
+            up, absl::StrCat(task, " did not start within ", c.startup_timeout_seconds, " s: "));
+      }
+    }
   }
   TrainGraph& g = *client.graph;
   // The variables from the newest intact checkpoint (written with any
@@ -467,21 +514,24 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
 }
 
 absl::StatusOr<TrainerResult> RunChief(const TrainerConfig& c, const PsCluster& cl, FILE* log) {
-  // Answers the other tasks' checks on it while the job runs.
+  // Answers the other tasks' checks on it while the job runs, and takes
+  // their reports of failing to start.
+  Reports reports;
   STRATA_ASSIGN_OR_RETURN(Serving serving, Serve(cl));
+  serving.service->RegisterFunction(kReportFunction, reports.Function());
   absl::StatusOr<TrainerResult> r;
   ClientInput in;
   in.seed = static_cast<uint64_t>(c.seed);
   if (c.max_staleness == 0) in.rounds_of = static_cast<int>(cl.workers.size());
   absl::StatusOr<std::unique_ptr<Client>> client = MakeClient(c, cl, in);
   if (client.ok()) {
-    r = Coordinate(c, cl, **client, log);
+    r = Coordinate(c, cl, **client, reports, log);
   } else {
     r = client.status();
   }
   // Every other task's part ends with the chief's outcome (a lost task
   // does not answer; the others go on ending).
-  const std::vector<Tensor> args = EndArgs(r.status());
+  const std::vector<Tensor> args = StatusArgs(r.status());
   for (const auto& w : cl.workers) (void)Call(cl, w.address, kEndFunction, args, absl::Seconds(5));
   for (const auto& p : cl.ps) (void)Call(cl, p.address, kEndFunction, args, absl::Seconds(5));
   if (r.ok() && !c.quiet) {
@@ -497,18 +547,21 @@ absl::StatusOr<TrainerResult> RunChief(const TrainerConfig& c, const PsCluster& 
 
 absl::StatusOr<TrainerResult> RunParameterServerRole(const TrainerConfig& config, FILE* log) {
   STRATA_ASSIGN_OR_RETURN(PsCluster cl, ResolvePsCluster(config));
-  absl::Status s;
-  if (cl.job == kPsJob) {
-    s = RunPs(config, cl, log);
-  } else if (cl.job == kWorkerJob) {
-    s = RunWorker(config, cl, log);
-  } else {
+  if (cl.job == kChiefJob) {
     absl::StatusOr<TrainerResult> r = RunChief(config, cl, log);
     if (!r.ok()) return AnnotateStatus(r.status(), absl::StrCat(cl.me, ": "));
     return r;
   }
-  if (!s.ok()) return AnnotateStatus(s, absl::StrCat(cl.me, ": "));
-  return TrainerResult();
+  JobEnd end;  // outlives the role's server
+  absl::Status s = cl.job == kPsJob ? RunPs(config, cl, end, log) : RunWorker(config, cl, end, log);
+  if (s.ok()) return TrainerResult();
+  s = AnnotateStatus(s, absl::StrCat(cl.me, ": "));
+  // This task's own failure (not the chief's end of the job): the chief
+  // hears of it now rather than after its start-up timeout.
+  if (!end.about_the_chief()) {
+    (void)Call(cl, cl.chief_address, kReportFunction, StatusArgs(s), absl::Seconds(5));
+  }
+  return s;
 }
 
 }  // namespace trainer
