@@ -30,8 +30,10 @@
 // it is back (restarted at its address). A ps task that dies fails the
 // chief's Join with Unavailable naming it; the chief then ends every
 // task's run with that error, so every task exits non-zero naming it. A
-// task that loses the chief for --heartbeat_timeout seconds (or never
-// reaches it within --startup_timeout) exits with an error naming it.
+// task that fails to start (its input, its port) reports its error to the
+// chief, which ends the job with it at once. A task that loses the chief
+// for --heartbeat_timeout seconds (or never reaches it within
+// --startup_timeout) exits with an error naming it.
 //
 // Errors: InvalidArgument naming the cluster for one without a ps task,
 // without a chief or without a worker.
