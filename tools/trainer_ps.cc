@@ -394,19 +394,9 @@ absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, JobEnd& end,
   return s;
 }
 
-// The chief's run: init, closures an epoch at a time, evaluation.
-absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster& cl,
-                                         Client& client, const Reports& reports, FILE* log) {
-  TrainerResult result;
-  const PsData& d = client.data;
-  result.total_steps = d.total_steps;
-  result.num_features = d.data.num_features;
-  result.num_classes = d.data.num_classes;
-  result.train_examples = d.data.train_x.dim_size(0);
-  result.test_examples = d.data.test_x.dim_size(0);
-  result.devices = client.strategy->devices();
-  // Every task up first (a worker not up yet would count as lost); a task
-  // that fails to start reports why, and the job fails with it at once.
+// Every task up (a worker not up yet would count as lost); a task that
+// fails to start reports why, and the job fails with it at once.
+absl::Status WaitForTasks(const TrainerConfig& c, const PsCluster& cl, const Reports& reports) {
   const absl::Time deadline = absl::Now() + absl::Seconds(c.startup_timeout_seconds);
   std::vector<std::pair<std::string, std::string>> tasks;  // task, address
   for (const RemoteTaskAddress& ps : cl.ps) tasks.push_back({ps.task, ps.address});
@@ -422,6 +412,21 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// The chief's run: init, closures an epoch at a time, evaluation.
+absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster& cl,
+                                         Client& client, const Reports& reports, FILE* log) {
+  TrainerResult result;
+  const PsData& d = client.data;
+  result.total_steps = d.total_steps;
+  result.num_features = d.data.num_features;
+  result.num_classes = d.data.num_classes;
+  result.train_examples = d.data.train_x.dim_size(0);
+  result.test_examples = d.data.test_x.dim_size(0);
+  result.devices = client.strategy->devices();
+  STRATA_RETURN_IF_ERROR(WaitForTasks(c, cl, reports));
   TrainGraph& g = *client.graph;
   // The variables from the newest intact checkpoint (written with any
   // number of ps tasks: variables are saved by name), else initialized.
