@@ -92,14 +92,24 @@ TEST(ParameterServerTest, TwoWorkersAndTwoPsTasksTrainWithinAPointOfOneProcess) 
 }
 
 TEST(ParameterServerTest, TheCnnTrainsWithinAPointOfOneProcess) {
-  const std::vector<std::string> flags = {"--model=cnn", "--epochs=5", "--prefetch=0",
+  // Asynchronous runs differ from one another (the order updates land in),
+  // by about a point on the 359 test examples here: the median of three
+  // runs is compared.
+  const std::vector<std::string> flags = {"--model=cnn", "--epochs=15", "--prefetch=0",
                                           "--intra_op_threads=1"};
   Exit one = RunTrainer(flags, "ps_cnn_one_process");
   ASSERT_EQ(one.code, 0) << Describe(one);
-  Exit ps = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, flags, "ps_cnn_run");
-  ASSERT_EQ(ps.code, 0) << Describe(ps);
   ASSERT_GT(LastAccuracy(one.err), 0.9) << one.err;
-  EXPECT_NEAR(LastAccuracy(ps.out + ps.err), LastAccuracy(one.err), 0.01) << Describe(ps);
+  std::vector<double> accuracies;
+  for (int run = 0; run < 3; ++run) {
+    Exit ps = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, flags,
+                     absl::StrCat("ps_cnn_run_", run));
+    ASSERT_EQ(ps.code, 0) << Describe(ps);
+    accuracies.push_back(LastAccuracy(ps.out + ps.err));
+  }
+  std::sort(accuracies.begin(), accuracies.end());
+  EXPECT_NEAR(accuracies[1], LastAccuracy(one.err), 0.01)
+      << "runs: " << absl::StrJoin(accuracies, ", ");
 }
 
 TEST(ParameterServerTest, AKilledWorkersStepRunsElsewhereAndTheRestartedWorkerRejoins) {
