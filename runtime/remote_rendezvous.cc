@@ -176,6 +176,14 @@ absl::StatusOr<std::string> RemoteRendezvous::WireName(absl::string_view key) {
   return absl::StrCat(parts[0], ";", parts[2], ";", parts[3]);
 }
 
+absl::StatusOr<std::string> RemoteRendezvous::DestinationTask(absl::string_view key) {
+  std::vector<absl::string_view> parts = absl::StrSplit(key, absl::MaxSplits(';', 3));
+  if (parts.size() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous key '", key, "' is malformed"));
+  }
+  return TaskOfDevice(parts[2]);
+}
+
 absl::StatusOr<RemoteRendezvous::Route> RemoteRendezvous::RouteOf(const std::string& key) const {
   std::vector<absl::string_view> parts = absl::StrSplit(key, absl::MaxSplits(';', 3));
   if (parts.size() != 4) {

@@ -138,6 +138,9 @@ class RemoteRendezvous : public Rendezvous {
   // "src_device;dst_device;tensor": the key without the incarnation.
   // InvalidArgument for a key not made by CreateKey.
   static absl::StatusOr<std::string> WireName(absl::string_view key);
+  // The task of the key's receiving device ("/job:j/replica:r/task:t").
+  // InvalidArgument for a key not made by CreateKey.
+  static absl::StatusOr<std::string> DestinationTask(absl::string_view key);
 
  private:
   struct Route {

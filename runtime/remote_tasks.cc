@@ -4,23 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "base/status.h"
 
 namespace strata {
-
-namespace {
-
-// The task of a key's receiving device.
-absl::StatusOr<std::string> DestinationTask(const std::string& key) {
-  std::vector<absl::string_view> parts = absl::StrSplit(key, absl::MaxSplits(';', 3));
-  if (parts.size() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat("rendezvous key '", key, "' is malformed"));
-  }
-  return TaskOfDevice(parts[2]);
-}
-
-}  // namespace
 
 class RequestedStep::Sink : public RemoteStepSink {
  public:
@@ -33,7 +19,7 @@ class RequestedStep::Sink : public RemoteStepSink {
     const RemoteRecvSpec* spec = Expected(key);
     if (spec == nullptr) {
       // For another remote task: any dtype and shape, bounded.
-      STRATA_ASSIGN_OR_RETURN(std::string dst, DestinationTask(key));
+      STRATA_ASSIGN_OR_RETURN(std::string dst, RemoteRendezvous::DestinationTask(key));
       if (dst == step_->tasks_->local_task()) {
         return absl::InvalidArgumentError(
             absl::StrCat("task ", task_, " sent ", key, ", which no _Recv of this step expects"));
@@ -125,7 +111,7 @@ absl::StatusOr<RemoteStep*> RequestedStep::StepFor(const std::string& task) cons
 }
 
 absl::Status RequestedStep::Send(const std::string& key, const Tensor& value) {
-  STRATA_ASSIGN_OR_RETURN(std::string dst, DestinationTask(key));
+  STRATA_ASSIGN_OR_RETURN(std::string dst, RemoteRendezvous::DestinationTask(key));
   if (dst == tasks_->local_task()) return local_->Send(key, value);
   STRATA_ASSIGN_OR_RETURN(RemoteStep * step, StepFor(dst));
   return step->Send(key, value);

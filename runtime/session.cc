@@ -96,17 +96,21 @@ absl::Status AddRetvalsForEveryTask(Graph* g, const DeviceMgr& cluster) {
   return absl::OkStatus();
 }
 
+// Whether a device of `cluster` (by full name) is this process's.
+std::function<bool(const std::string&)> IsLocalIn(const DeviceMgr& cluster) {
+  return [&cluster](const std::string& name) {
+    absl::StatusOr<Device*> d = cluster.LookupDevice(name);
+    return !d.ok() || (*d)->local();
+  };
+}
+
 // What a local partition of a session spanning tasks exchanges with other
 // tasks: sets `crosses` and adds each _Recv from another task to `recvs`
 // (by RemoteRendezvous::WireName).
 absl::Status ScanCrossTaskEdges(const Graph& g, Device* device, const DeviceMgr& cluster,
                                 bool* crosses, RemoteRecvSpecs* recvs) {
   RemoteRecvSpecs by_key;
-  auto is_local = [&cluster](const std::string& name) {
-    absl::StatusOr<Device*> d = cluster.LookupDevice(name);
-    return !d.ok() || (*d)->local();
-  };
-  STRATA_RETURN_IF_ERROR(ScanRecvsFromOtherTasks(g, device, is_local, crosses, &by_key));
+  STRATA_RETURN_IF_ERROR(ScanRecvsFromOtherTasks(g, device, IsLocalIn(cluster), crosses, &by_key));
   for (auto& [key, spec] : by_key) {
     STRATA_ASSIGN_OR_RETURN(std::string wire, RemoteRendezvous::WireName(key));
     (*recvs)[wire] = std::move(spec);
@@ -311,13 +315,9 @@ absl::StatusOr<std::shared_ptr<const Session::Plan>> Session::BuildPlan(
   for (const Partition& p : parts) graphs.push_back(p.graph.get());
   for (Partition& p : parts) {
     if (options_.remote_tasks != nullptr) {
-      auto is_local = [&placement](const std::string& name) {
-        absl::StatusOr<Device*> d = placement.LookupDevice(name);
-        return !d.ok() || (*d)->local();
-      };
       bool crosses = false;
-      STRATA_RETURN_IF_ERROR(
-          ScanRecvsFromOtherTasks(*p.graph, p.device, is_local, &crosses, &plan->remote_recvs));
+      STRATA_RETURN_IF_ERROR(ScanRecvsFromOtherTasks(*p.graph, p.device, IsLocalIn(placement),
+                                                     &crosses, &plan->remote_recvs));
     } else if (cluster_devices_ != nullptr) {
       STRATA_RETURN_IF_ERROR(ScanCrossTaskEdges(*p.graph, p.device, placement,
                                                 &plan->crosses_tasks, &plan->remote_recvs));

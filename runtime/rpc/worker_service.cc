@@ -58,7 +58,8 @@ absl::StatusOr<Tensor> DecodeStepTensor(const StepTensor& t, Allocator* allocato
   TensorShape shape;
   const std::string bad = CheckRemoteTensor(t.dtype(), absl::MakeConstSpan(t.dims()),
                                             t.data().size(), spec, max_bytes, &shape);
-  if (!bad.empty()) return absl::InvalidArgumentError(absl::StrCat("tensor '", t.key(), "': ", bad));
+  if (!bad.empty())
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", t.key(), "': ", bad));
   STRATA_ASSIGN_OR_RETURN(Tensor value, Tensor::Allocate(allocator, spec.dtype, shape));
   if (!t.data().empty()) std::memcpy(value.raw_data(), t.data().data(), t.data().size());
   return value;
@@ -196,7 +197,7 @@ class WorkerServiceImpl::Step : public Rendezvous, public RemoteStepSink {
 
   // Rendezvous:
   absl::Status Send(const std::string& key, const Tensor& value) override {
-    STRATA_ASSIGN_OR_RETURN(std::string dst, DestinationTaskOf(key));
+    STRATA_ASSIGN_OR_RETURN(std::string dst, RemoteRendezvous::DestinationTask(key));
     if (dst == service_->options_.task) return local_.Send(key, value);
     RunStepResponse out;
     STRATA_RETURN_IF_ERROR(EncodeStepTensor(key, value, out.add_tensors()));
@@ -268,16 +269,6 @@ class WorkerServiceImpl::Step : public Rendezvous, public RemoteStepSink {
   }
 
  private:
-  static absl::StatusOr<std::string> DestinationTaskOf(const std::string& key) {
-    const size_t a = key.find(';');
-    const size_t b = a == std::string::npos ? a : key.find(';', a + 1);
-    const size_t c = b == std::string::npos ? b : key.find(';', b + 1);
-    if (c == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("rendezvous key '", key, "' is malformed"));
-    }
-    return TaskOfDevice(key.substr(b + 1, c - b - 1));
-  }
-
   absl::Status Write(const RunStepResponse& out) {
     MutexLock l(&write_mu_);
     if (!stream_->Write(out)) {
