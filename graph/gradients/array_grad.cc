@@ -1,8 +1,9 @@
 // Gradients of the array op family (graph/ops/array_ops.h) and of the
 // gradient helper ops (graph/gradients/grad_ops.h). These ops move elements,
 // so each gradient moves dL/dy back: Slice <-> Pad, Pack <-> Unpack,
-// ConcatV2 -> Slices, Transpose -> the inverse Transpose. Offsets and shapes
-// are constants when shape inference knows them, run-time ops otherwise.
+// DynamicPartition <-> DynamicStitch (+ GatherV2), ConcatV2 -> Slices,
+// Transpose -> the inverse Transpose. Offsets and shapes are constants when
+// shape inference knows them, run-time ops otherwise.
 #include <cstdint>
 #include <vector>
 
@@ -84,6 +85,40 @@ absl::Status SplitGrad(const Scope& s, const Node& op, const OutputList& g, Outp
 absl::Status SplitVGrad(const Scope& s, const Node& op, const OutputList& g, OutputList* out) {
   out->push_back(ConcatSplitGrads(s, op, g, OpInput(op, 2)));
   out->push_back(Output());
+  out->push_back(Output());
+  return s.status();
+}
+
+// merged[indices[m][i...]] = data[m][i...]: ddata[m] = dmerged's rows at
+// indices[m]. A slice a later duplicate overwrote gets its row's gradient
+// too, as in TensorFlow (which ignores the overwrite as well).
+absl::Status DynamicStitchGrad(const Scope& s, const Node& op, const OutputList& g,
+                               OutputList* out) {
+  const int n = op.num_inputs() / 2;
+  for (int m = 0; m < n; ++m) out->push_back(Output());
+  for (int m = 0; m < n; ++m) {
+    out->push_back(ops::GatherV2(s, g[0], OpInput(op, m), ops::Const(s, int32_t{0})));
+  }
+  return s.status();
+}
+
+// TensorFlow's construction: partition the positions of `partitions` the
+// way the data was, and stitch the outputs' gradients back to them. An
+// output without a gradient contributes zeros of its shape.
+absl::Status DynamicPartitionGrad(const Scope& s, const Node& op, const OutputList& g,
+                                  OutputList* out) {
+  Output data = OpInput(op, 0), partitions = OpInput(op, 1);
+  Output positions = ops::Reshape(
+      s,
+      ops::Range(s, ops::Const(s, int32_t{0}), ops::Size(s, partitions), ops::Const(s, int32_t{1})),
+      grad::ShapeOf(s, partitions));
+  OutputList grads;
+  for (int i = 0; i < op.num_outputs(); ++i) {
+    grads.push_back(g[i].ok() ? g[i] : ops::ZerosLike(s, OpOutput(op, i)));
+  }
+  OutputList parts = ops::DynamicPartition(s, positions, partitions, op.num_outputs());
+  if (!s.ok()) return s.status();
+  out->push_back(grad::ReshapeLike(s, ops::DynamicStitch(s, parts, grads), data));
   out->push_back(Output());
   return s.status();
 }
@@ -311,6 +346,8 @@ STRATA_REGISTER_GRADIENT("Tile", TileGrad);
 STRATA_REGISTER_GRADIENT("MatrixBandPart", MatrixBandPartGrad);
 STRATA_REGISTER_GRADIENT("Split", SplitGrad);
 STRATA_REGISTER_GRADIENT("SplitV", SplitVGrad);
+STRATA_REGISTER_GRADIENT("DynamicPartition", DynamicPartitionGrad);
+STRATA_REGISTER_GRADIENT("DynamicStitch", DynamicStitchGrad);
 
 STRATA_NO_GRADIENT("Shape");
 STRATA_NO_GRADIENT("StopGradient");

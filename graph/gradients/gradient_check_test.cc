@@ -354,6 +354,31 @@ std::vector<GradCase> ArrayCases() {
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return ops::SplitV(s, x[0], ops::Const<int64_t>(s, {1, -1}), ops::Const(s, 0), 2);
                }});
+  c.push_back({"DynamicPartition",
+               "rows of a matrix",
+               {U({5, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 return ops::DynamicPartition(s, x[0], I32(s, {0, 2, 0, 1, 2}), 3);
+               }});
+  // Partition 1 unused (no gradient: zeros), partition 2 empty.
+  c.push_back({"DynamicPartition",
+               "rank-2 partitions, an unused and an empty partition",
+               {U({2, 3, 2})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 Output p = ops::Const<int32_t>(s, {1, 0, 1, 3, 1, 0}, TensorShape{2, 3});
+                 OutputList parts = ops::DynamicPartition(s, x[0], p, 4);
+                 return {parts[0], parts[2], parts[3]};
+               }});
+  // No index twice (an overwritten slice's true gradient is zero, which the
+  // TensorFlow-style gradient does not give); row 2 is no index's.
+  c.push_back({"DynamicStitch",
+               "scalar, vector and matrix indices",
+               {U({3}), U({2, 3}), U({2, 2, 3})},
+               [](const Scope& s, const OutputList& x) -> OutputList {
+                 OutputList indices = {ops::Const(s, int32_t{6}), I32(s, {0, 4}),
+                                       ops::Const<int32_t>(s, {5, 1, 3, 7}, TensorShape{2, 2})};
+                 return {ops::DynamicStitch(s, indices, x)};
+               }});
   c.push_back({"Unpack", "axis 0", {U({3, 2})},
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return ops::Unstack(s, x[0], 3, 0);

@@ -15,6 +15,8 @@ STRATA_NO_GRADIENT("ResourceGather");
 STRATA_NO_GRADIENT("AssignVariableOp");
 STRATA_NO_GRADIENT("AssignAddVariableOp");
 STRATA_NO_GRADIENT("AssignSubVariableOp");
+STRATA_NO_GRADIENT("ResourceScatterAdd");
+STRATA_NO_GRADIENT("ResourceScatterSub");
 STRATA_NO_GRADIENT("VarIsInitializedOp");
 STRATA_NO_GRADIENT("DestroyResourceOp");
 STRATA_NO_GRADIENT("ResourceApplyGradientDescent");

@@ -281,6 +281,25 @@ absl::Status SplitShapeFn(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// Every output: [?] + data.shape[partitions.rank:].
+absl::Status DynamicPartitionShapeFn(InferenceContext& c) {
+  absl::StatusOr<PartialTensorShape> part = DynamicPartitionOutputShape(c.input(0), c.input(1), -1);
+  if (!part.ok()) return c.Annotate(part.status());
+  for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, *part);
+  return absl::OkStatus();
+}
+
+// [?] + the slices' shape: the largest index is known only at run time.
+absl::Status DynamicStitchShapeFn(InferenceContext& c) {
+  const int n = c.num_inputs() / 2;
+  std::vector<PartialTensorShape> indices, data;
+  for (int m = 0; m < n; ++m) {
+    indices.push_back(c.input(m));
+    data.push_back(c.input(n + m));
+  }
+  return SetOrAnnotate(c, DynamicStitchOutputShape(indices, data, -1));
+}
+
 }  // namespace
 
 absl::Status SetOutputFromShapeInput(InferenceContext& c, int i, const char* what) {
@@ -471,6 +490,22 @@ STRATA_REGISTER_OP("SplitV")
     .Attr("Tlen: {int8, int32, int64} = int64")
     .SetShapeFn(SplitShapeFn);
 
+STRATA_REGISTER_OP("DynamicPartition")
+    .Input("data: T")
+    .Input("partitions: int32")
+    .Output("outputs: num_partitions * T")
+    .Attr("num_partitions: int >= 1")
+    .Attr("T: type")
+    .SetShapeFn(DynamicPartitionShapeFn);
+
+STRATA_REGISTER_OP("DynamicStitch")
+    .Input("indices: N * int32")
+    .Input("data: N * T")
+    .Output("merged: T")
+    .Attr("N: int >= 1")
+    .Attr("T: type")
+    .SetShapeFn(DynamicStitchShapeFn);
+
 #undef STRATA_INDEX_TYPES
 
 namespace ops {
@@ -551,6 +586,19 @@ OutputList SplitV(const Scope& scope, Output value, Output size_splits, Output a
                         .Input(axis)
                         .Attr("num_split", num_split)
                         .Finalize());
+}
+
+OutputList DynamicPartition(const Scope& scope, Output data, Output partitions,
+                            int64_t num_partitions) {
+  return AllOutputs(NodeBuilder(scope, "DynamicPartition")
+                        .Input(data)
+                        .Input(partitions)
+                        .Attr("num_partitions", num_partitions)
+                        .Finalize());
+}
+
+Output DynamicStitch(const Scope& scope, const OutputList& indices, const OutputList& data) {
+  return Out0(NodeBuilder(scope, "DynamicStitch").Input(indices).Input(data).Finalize());
 }
 
 Output ZerosLike(const Scope& scope, Output x) {

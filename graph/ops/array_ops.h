@@ -11,6 +11,8 @@
 //   MatrixBandPart(input: T, num_lower: Tindex, num_upper: Tindex)
 //   Split(split_dim: int32, value: T; attr num_split) -> num_split * T
 //   SplitV(value: T, size_splits: Tlen, split_dim: int32; attr num_split) -> num_split * T
+//   DynamicPartition(data: T, partitions: int32; attr num_partitions) -> num_partitions * T
+//   DynamicStitch(indices: N * int32, data: N * T) -> merged: T
 //
 // Each op has a shape function that uses the constant value of its shape,
 // perm, axis, begin/size or depth input when that input is a Const, and the
@@ -153,6 +155,19 @@ absl::StatusOr<std::vector<PartialTensorShape>> SplitOutputShapes(const PartialT
 absl::StatusOr<PartialTensorShape> OneHotOutputShape(const PartialTensorShape& indices,
                                                      int64_t depth, int64_t axis);
 
+// DynamicPartition: each output's shape, [count] + data.shape[partitions.rank:]
+// (`count` -1 when unknown); partitions' shape must be a prefix of data's.
+absl::StatusOr<PartialTensorShape> DynamicPartitionOutputShape(const PartialTensorShape& data,
+                                                               const PartialTensorShape& partitions,
+                                                               int64_t count);
+// DynamicStitch: merged's shape, [rows] + the slices' shape (`rows` -1 when
+// unknown). Each data[m]'s shape must be indices[m]'s followed by the
+// slices' shape, the same for every m (data[0].shape[indices[0].rank:] once
+// all are known); InvalidArgument naming the input otherwise.
+absl::StatusOr<PartialTensorShape> DynamicStitchOutputShape(
+    absl::Span<const PartialTensorShape> indices, absl::Span<const PartialTensorShape> data,
+    int64_t rows);
+
 namespace ops {
 
 Output Reshape(const Scope& scope, Output tensor, Output shape);
@@ -187,6 +202,27 @@ Output MatrixBandPart(const Scope& scope, Output input, Output num_lower, Output
 OutputList Split(const Scope& scope, Output axis, Output value, int64_t num_split);
 // Parts of the sizes `size_splits` holds (one may be -1) along `axis`.
 OutputList SplitV(const Scope& scope, Output value, Output size_splits, Output axis, int64_t num_split);
+// DynamicPartition: the slices data[j...] (j running over the positions of
+// int32 `partitions`, whose shape is a prefix of data's) sent to output
+// partitions[j...], each output keeping them in row-major order of j. Output
+// i has shape [number of j with partitions[j...] == i] +
+// data.shape[partitions.rank:]. num_partitions >= 1. A partition value
+// outside [0, num_partitions) is InvalidArgument (at run time) naming the op,
+// its position and its value; partitions' shape not a prefix of data's,
+// InvalidArgument (when building, if the shapes are known).
+OutputList DynamicPartition(const Scope& scope, Output data, Output partitions,
+                            int64_t num_partitions);
+// DynamicStitch: merged[indices[m][i...], ...] = data[m][i..., ...], for
+// equally long lists (at least one each) of int32 `indices` and of `data`
+// of one dtype; DynamicPartition's inverse. merged has shape [max index + 1
+// (0 without indices)] + data[0].shape[indices[0].rank:], and each data[m]
+// must have shape indices[m].shape + that suffix. Where an index appears
+// twice the later one wins (larger m, then later position); rows no index
+// names are zeros. InvalidArgument naming the op and the input for a shape
+// mismatch, a negative index, or a largest index that would make merged
+// larger than the device's allocator can give (its byte limit, else the
+// host's memory) instead of trying to allocate it.
+Output DynamicStitch(const Scope& scope, const OutputList& indices, const OutputList& data);
 
 }  // namespace ops
 }  // namespace strata

@@ -144,5 +144,74 @@ TEST(ArrayShapeFnTest, ErrorsNameTheNode) {
   }
 }
 
+TEST(ArrayShapeFnTest, DynamicPartitionOutputsKeepTheSliceShape) {
+  Scope s = Scope::NewRootScope();
+  Output data = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({6, 4, 3}));
+  Output p2 = ops::Placeholder(s, DT_INT32, PartialTensorShape({6, -1}));
+  OutputList parts = ops::DynamicPartition(s, data, p2, 3);
+  ASSERT_EQ(parts.size(), 3u);
+  for (const Output& p : parts) EXPECT_EQ(p.shape(), PartialTensorShape({-1, 3}));
+  Output p1 = ops::Placeholder(s, DT_INT32, PartialTensorShape({6}));
+  OutputList one = ops::DynamicPartition(s, data, p1, 1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].shape(), PartialTensorShape({-1, 4, 3}));
+  Output unknown = ops::Placeholder(s, DT_INT32, PartialTensorShape::UnknownRank());
+  EXPECT_TRUE(ops::DynamicPartition(s, data, unknown, 2)[1].shape().unknown_rank());
+  Output any_data = ops::Placeholder(s, DT_FLOAT, PartialTensorShape::UnknownRank());
+  EXPECT_TRUE(ops::DynamicPartition(s, any_data, p1, 2)[0].shape().unknown_rank());
+  ASSERT_TRUE(s.ok()) << s.status();
+  {
+    Scope s = Scope::NewRootScope();
+    Output data = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({6, 4}));
+    ops::DynamicPartition(s.WithOpName("bad_partition"), data,
+                          ops::Placeholder(s, DT_INT32, PartialTensorShape({4})), 2);
+    EXPECT_THAT(s.status().message(), HasSubstr("bad_partition"));
+    EXPECT_THAT(s.status().message(),
+                HasSubstr("partitions' shape [4] must be a prefix of data's shape [6,4]"));
+  }
+}
+
+TEST(ArrayShapeFnTest, DynamicStitchHasUnknownRowsAndTheSliceShape) {
+  Scope s = Scope::NewRootScope();
+  Output i0 = ops::Placeholder(s, DT_INT32, PartialTensorShape({2}));
+  Output i1 = ops::Placeholder(s, DT_INT32, PartialTensorShape({3, -1}));
+  Output d0 = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({2, -1, 5}));
+  Output d1 = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({3, 2, 4, -1}));
+  // The slice shape merges [?,5] from input 0 with [4,?] from input 1.
+  EXPECT_EQ(ops::DynamicStitch(s, {i0, i1}, {d0, d1}).shape(), PartialTensorShape({-1, 4, 5}));
+  // Constant indices do not make the rows known.
+  EXPECT_EQ(ops::DynamicStitch(s, {ops::Const<int32_t>(s, {0, 1})}, {d0}).shape(),
+            PartialTensorShape({-1, -1, 5}));
+  Output unknown = ops::Placeholder(s, DT_FLOAT, PartialTensorShape::UnknownRank());
+  EXPECT_TRUE(ops::DynamicStitch(s, {i0}, {unknown}).shape().unknown_rank());
+  EXPECT_EQ(ops::DynamicStitch(s, {i0, i1}, {unknown, d1}).shape(),
+            PartialTensorShape({-1, 4, -1}));
+  ASSERT_TRUE(s.ok()) << s.status();
+  {
+    Scope s = Scope::NewRootScope();
+    Output i0 = ops::Placeholder(s, DT_INT32, PartialTensorShape({2}));
+    Output d0 = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({2, 5}));
+    Output d1 = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({2, 6}));
+    ops::DynamicStitch(s.WithOpName("bad_stitch"), {i0, i0}, {d0, d1});
+    EXPECT_THAT(s.status().message(), HasSubstr("bad_stitch"));
+    EXPECT_THAT(s.status().message(), HasSubstr("data[1] has shape [2,6]"));
+  }
+  {
+    Scope s = Scope::NewRootScope();
+    Output i0 = ops::Placeholder(s, DT_INT32, PartialTensorShape({3}));
+    ops::DynamicStitch(s.WithOpName("short_data"), {i0},
+                       {ops::Placeholder(s, DT_FLOAT, PartialTensorShape({2, 5}))});
+    EXPECT_THAT(s.status().message(), HasSubstr("short_data"));
+    EXPECT_THAT(s.status().message(), HasSubstr("does not start with indices[0]'s shape [3]"));
+  }
+  {
+    Scope s = Scope::NewRootScope();
+    Output i0 = ops::Placeholder(s, DT_INT32, PartialTensorShape({2}));
+    Output d0 = ops::Placeholder(s, DT_FLOAT, PartialTensorShape({2}));
+    ops::DynamicStitch(s.WithOpName("uneven"), {i0, i0}, {d0});
+    EXPECT_FALSE(s.ok());
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -35,6 +35,17 @@ absl::StatusOr<int64_t> KnownProduct(absl::Span<const int64_t> dims, const std::
   return n;
 }
 
+// Whether `shape`'s first dims are those of `prefix` (unknown dims match
+// anything); both of known rank.
+bool StartsWith(const PartialTensorShape& shape, const PartialTensorShape& prefix) {
+  if (prefix.dims() > shape.dims()) return false;
+  for (int i = 0; i < prefix.dims(); ++i) {
+    const int64_t a = prefix.dim_size(i), b = shape.dim_size(i);
+    if (a >= 0 && b >= 0 && a != b) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> IntTensorValues(const Tensor& t, const char* what) {
@@ -492,6 +503,55 @@ absl::StatusOr<std::vector<PartialTensorShape>> SplitOutputShapes(const PartialT
     out.emplace_back(dims);
   }
   return out;
+}
+
+absl::StatusOr<PartialTensorShape> DynamicPartitionOutputShape(const PartialTensorShape& data,
+                                                               const PartialTensorShape& partitions,
+                                                               int64_t count) {
+  if (data.unknown_rank() || partitions.unknown_rank()) return PartialTensorShape::UnknownRank();
+  const int p = partitions.dims();
+  if (!StartsWith(data, partitions)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DynamicPartition partitions' shape ", partitions.DebugString(),
+                     " must be a prefix of data's shape ", data.DebugString()));
+  }
+  std::vector<int64_t> out = {count};
+  out.insert(out.end(), data.dim_sizes().begin() + p, data.dim_sizes().end());
+  return PartialTensorShape(out);
+}
+
+absl::StatusOr<PartialTensorShape> DynamicStitchOutputShape(
+    absl::Span<const PartialTensorShape> indices, absl::Span<const PartialTensorShape> data,
+    int64_t rows) {
+  if (indices.size() != data.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DynamicStitch has ", indices.size(), " indices inputs but ", data.size(), " data inputs"));
+  }
+  // The slices' shape, merged over every input whose ranks are known.
+  PartialTensorShape slice = PartialTensorShape::UnknownRank();
+  for (size_t m = 0; m < indices.size(); ++m) {
+    const PartialTensorShape& idx = indices[m];
+    const PartialTensorShape& d = data[m];
+    if (idx.unknown_rank() || d.unknown_rank()) continue;
+    if (!StartsWith(d, idx)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("DynamicStitch data[", m, "] has shape ", d.DebugString(),
+                       ", which does not start with indices[", m, "]'s shape ", idx.DebugString()));
+    }
+    const PartialTensorShape own(d.dim_sizes().subspan(static_cast<size_t>(idx.dims())));
+    absl::StatusOr<PartialTensorShape> merged = slice.Merge(own);
+    if (!merged.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DynamicStitch data[", m, "] has shape ", d.DebugString(), ": its slices (after indices[",
+          m, "]'s shape ", idx.DebugString(), ") have shape ", own.DebugString(),
+          " where earlier inputs' have ", slice.DebugString()));
+    }
+    slice = *std::move(merged);
+  }
+  if (slice.unknown_rank()) return PartialTensorShape::UnknownRank();
+  std::vector<int64_t> out = {rows};
+  out.insert(out.end(), slice.dim_sizes().begin(), slice.dim_sizes().end());
+  return PartialTensorShape(out);
 }
 
 }  // namespace strata

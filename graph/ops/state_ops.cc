@@ -38,6 +38,28 @@ absl::Status ResourceGatherShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// The variable's shape is not known here; what can be checked is that
+// updates (unless a scalar) start with indices' shape.
+absl::Status ResourceScatterShape(InferenceContext& c) {
+  STRATA_RETURN_IF_ERROR(HandleIsScalar(c));
+  const PartialTensorShape& indices = c.input(1);
+  const PartialTensorShape& updates = c.input(2);
+  if (indices.unknown_rank() || updates.unknown_rank() || updates.dims() == 0) {
+    return absl::OkStatus();
+  }
+  bool prefix = updates.dims() >= indices.dims();
+  for (int i = 0; prefix && i < indices.dims(); ++i) {
+    const int64_t a = indices.dim_size(i), b = updates.dim_size(i);
+    prefix = a < 0 || b < 0 || a == b;
+  }
+  if (!prefix) {
+    return c.Error(absl::StrCat("updates of shape ", updates.DebugString(),
+                                " must be a scalar or start with indices' shape ",
+                                indices.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status IsInitializedShape(InferenceContext& c) {
   STRATA_RETURN_IF_ERROR(HandleIsScalar(c));
   c.set_output(0, PartialTensorShape({}));
@@ -96,6 +118,24 @@ STRATA_REGISTER_OP("AssignSubVariableOp")
     .Attr("dtype: type")
     .SetIsStateful()
     .SetShapeFn(HandleScalarNoOutputs);
+
+STRATA_REGISTER_OP("ResourceScatterAdd")
+    .Input("resource: resource")
+    .Input("indices: Tindices")
+    .Input("updates: dtype")
+    .Attr("dtype: {float, double, int32, int64, half, bfloat16}")
+    .Attr("Tindices: {int32, int64}")
+    .SetIsStateful()
+    .SetShapeFn(ResourceScatterShape);
+
+STRATA_REGISTER_OP("ResourceScatterSub")
+    .Input("resource: resource")
+    .Input("indices: Tindices")
+    .Input("updates: dtype")
+    .Attr("dtype: {float, double, int32, int64, half, bfloat16}")
+    .Attr("Tindices: {int32, int64}")
+    .SetIsStateful()
+    .SetShapeFn(ResourceScatterShape);
 
 STRATA_REGISTER_OP("VarIsInitializedOp")
     .Input("resource: resource")
@@ -159,6 +199,22 @@ Node* AssignAddVariableOp(const Scope& s, Output resource, Output value) {
 
 Node* AssignSubVariableOp(const Scope& s, Output resource, Output value) {
   return NodeBuilder(s, "AssignSubVariableOp").Input(resource).Input(value).Finalize();
+}
+
+Node* ResourceScatterAdd(const Scope& s, Output resource, Output indices, Output updates) {
+  return NodeBuilder(s, "ResourceScatterAdd")
+      .Input(resource)
+      .Input(indices)
+      .Input(updates)
+      .Finalize();
+}
+
+Node* ResourceScatterSub(const Scope& s, Output resource, Output indices, Output updates) {
+  return NodeBuilder(s, "ResourceScatterSub")
+      .Input(resource)
+      .Input(indices)
+      .Input(updates)
+      .Finalize();
 }
 
 Output VarIsInitializedOp(const Scope& s, Output resource) {

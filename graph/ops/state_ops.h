@@ -7,6 +7,9 @@
 //   AssignVariableOp(resource, value: dtype)         attrs dtype, validate_shape: bool = false
 //   AssignAddVariableOp(resource, value: dtype)
 //   AssignSubVariableOp(resource, value: dtype)
+//   ResourceScatterAdd(resource, indices: Tindices, updates: dtype)
+//   ResourceScatterSub(resource, indices: Tindices, updates: dtype)
+//       attrs dtype: {float, double, int32, int64, half, bfloat16}, Tindices: {int32, int64}
 //   VarIsInitializedOp(resource) -> is_initialized: bool
 //   DestroyResourceOp(resource)                      attr ignore_lookup_error: bool = true
 //
@@ -75,6 +78,17 @@ Output ResourceGather(const Scope& s, Output resource, Output indices, DataType 
 Node* AssignVariableOp(const Scope& s, Output resource, Output value, bool validate_shape = false);
 Node* AssignAddVariableOp(const Scope& s, Output resource, Output value);
 Node* AssignSubVariableOp(const Scope& s, Output resource, Output value);
+// ResourceScatterAdd / ResourceScatterSub: var[indices[i...], ...] (+|-)=
+// updates[i..., ...] in place (copy-on-write, as AssignAddVariableOp), for
+// `indices` (int32 or int64, any shape) naming rows of the variable's value
+// (rank >= 1). `updates` has shape indices.shape + the value's shape[1:], or
+// is a scalar added to (subtracted from) every named row; a row named twice
+// gets both updates. Errors leave the variable unchanged: an index outside
+// [0, rows) is InvalidArgument naming the op, its position and its value;
+// updates of another dtype or shape, InvalidArgument; an unassigned
+// variable, FailedPrecondition. CPU kernels for float, double, int32, int64.
+Node* ResourceScatterAdd(const Scope& s, Output resource, Output indices, Output updates);
+Node* ResourceScatterSub(const Scope& s, Output resource, Output indices, Output updates);
 Output VarIsInitializedOp(const Scope& s, Output resource);
 Node* DestroyResourceOp(const Scope& s, Output resource, bool ignore_lookup_error = true);
 

@@ -1,8 +1,9 @@
 // GatherV2 (an embedding lookup), ResourceGather (the same from a
-// variable) and UnsortedSegmentSum (its gradient's
-// scatter-add) on the CPU. An index out of range is InvalidArgument naming
-// it and its position, as TensorFlow's CPU kernels do, never a read or
-// write outside the tensors.
+// variable), UnsortedSegmentSum (its gradient's scatter-add) and
+// ResourceScatterAdd/Sub (a scatter-add into a variable) on the CPU. An
+// index out of range is InvalidArgument naming it and its position, as
+// TensorFlow's CPU kernels do, never a read or write outside the tensors;
+// the scatters check every index before writing any row.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -10,11 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "kernels/kernel_registry.h"
-#include "kernels/resource_mgr.h"
 #include "kernels/op_kernel.h"
+#include "kernels/resource_mgr.h"
 
 namespace strata {
 namespace {
@@ -120,6 +122,73 @@ class UnsortedSegmentSumOp : public OpKernel {
   }
 };
 
+// var[indices[i...], ...] (+|-)= updates[i..., ...], or the scalar update
+// for each named row. As AssignAddVariableOp: under the variable's writer
+// lock, in place unless a reader still holds the buffer (PrepareForUpdate
+// copies it then, so earlier reads stay snapshots). Every check comes before
+// the first write, so an error leaves the variable as it was.
+template <typename T, bool kAdd>
+class ResourceScatterUpdateOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const char* op = kAdd ? "ResourceScatterAdd" : "ResourceScatterSub";
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
+    STRATA_RETURN_IF_ERROR(var->CheckDtype(input_type(2), op));
+    const Tensor& indices = ctx.input(1);
+    const Tensor& updates = ctx.input(2);
+    STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> idx,
+                            IntTensorValues(indices, absl::StrCat(op, " indices").c_str()));
+    MutexLock l(var->mu());
+    STRATA_RETURN_IF_ERROR(var->CheckInitialized());
+    // A copy: PrepareForUpdate may replace the value.
+    const TensorShape shape = var->value().shape();
+    if (shape.dims() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", var->DebugString(), " holds a scalar; it has no rows"));
+    }
+    // updates: indices.shape + shape[1:], or a scalar.
+    const bool scalar = updates.dims() == 0;
+    DimVector want(indices.shape().dim_sizes().begin(), indices.shape().dim_sizes().end());
+    int64_t inner = 1;
+    for (int d = 1; d < shape.dims(); ++d) {
+      want.push_back(shape.dim_size(d));
+      inner *= shape.dim_size(d);
+    }
+    if (!scalar && updates.shape().dim_sizes() != absl::Span<const int64_t>(want)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " updates have shape ", updates.shape().DebugString(),
+          "; they must be a scalar or have shape ", PartialTensorShape(want).DebugString(),
+          " (indices' shape, then the rows' of ", var->DebugString(), " whose value has shape ",
+          shape.DebugString(), ")"));
+    }
+    const int64_t rows = shape.dim_size(0);
+    for (size_t i = 0; i < idx.size(); ++i) {
+      if (idx[i] < 0 || idx[i] >= rows) {
+        return absl::InvalidArgumentError(absl::StrCat(op, " indices[", i, "] = ", idx[i],
+                                                       " is not in [0, ", rows, ") (the rows of ",
+                                                       var->DebugString(), ")"));
+      }
+    }
+    STRATA_RETURN_IF_ERROR(var->PrepareForUpdate(ctx.allocator()));
+    T* v = var->mutable_value()->data<T>();
+    const T* u = updates.data<T>();
+    for (size_t i = 0; i < idx.size(); ++i) {
+      T* row = v + idx[i] * inner;
+      const T* from = scalar ? u : u + static_cast<int64_t>(i) * inner;
+      const int64_t step = scalar ? 0 : 1;
+      for (int64_t k = 0; k < inner; ++k) {
+        if (kAdd) {
+          row[k] += from[k * step];
+        } else {
+          row[k] -= from[k * step];
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+};
+
 STRATA_REGISTER_KERNEL(KernelBuilder("GatherV2").Device(kDeviceCpu), GatherV2Op);
 STRATA_REGISTER_KERNEL(KernelBuilder("ResourceGather").Device(kDeviceCpu), ResourceGatherOp);
 #define REGISTER_SEGMENT_SUM(T) \
@@ -130,6 +199,18 @@ REGISTER_SEGMENT_SUM(double);
 REGISTER_SEGMENT_SUM(int32_t);
 REGISTER_SEGMENT_SUM(int64_t);
 #undef REGISTER_SEGMENT_SUM
+#define REGISTER_SCATTER(T)                                                              \
+  STRATA_REGISTER_KERNEL(                                                                \
+      KernelBuilder("ResourceScatterAdd").Device(kDeviceCpu).TypeConstraint<T>("dtype"), \
+      ResourceScatterUpdateOp<T, true>);                                                 \
+  STRATA_REGISTER_KERNEL(                                                                \
+      KernelBuilder("ResourceScatterSub").Device(kDeviceCpu).TypeConstraint<T>("dtype"), \
+      ResourceScatterUpdateOp<T, false>)
+REGISTER_SCATTER(float);
+REGISTER_SCATTER(double);
+REGISTER_SCATTER(int32_t);
+REGISTER_SCATTER(int64_t);
+#undef REGISTER_SCATTER
 
 }  // namespace
 }  // namespace strata

@@ -2,6 +2,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/kernel_runner.h"
@@ -236,6 +237,131 @@ TEST(VariableKernelsTest, ResourceGatherTakesRowsAndRefusesAnIndexOutOfRange) {
                                                    Tensor::FromVector<int32_t>({0})},
                           {{"dtype", MakeAttr(DT_FLOAT)}});
   EXPECT_EQ(unread.status().code(), absl::StatusCode::kFailedPrecondition) << unread.status();
+}
+
+absl::StatusOr<std::vector<Tensor>> Scatter(DeviceBase* dev, const std::string& op, const Tensor& h,
+                                            const Tensor& indices, const Tensor& updates) {
+  return RunKernel(dev, op, {h, indices, updates});
+}
+
+// A [4, 3] float variable holding 0..11.
+Tensor Table(DeviceBase* dev, const std::string& name) {
+  Tensor h = Handle(dev, name, DT_FLOAT, PartialTensorShape({4, 3}));
+  Tensor value(DT_FLOAT, TensorShape{4, 3});
+  for (int i = 0; i < 12; ++i) value.data<float>()[i] = static_cast<float>(i);
+  EXPECT_TRUE(RunKernel(dev, "AssignVariableOp", {h, value}).ok());
+  return h;
+}
+
+TEST(VariableKernelsTest, ResourceScatterAddAccumulatesDuplicateRows) {
+  ResourceCpuDevice dev;
+  for (DataType it : {DT_INT32, DT_INT64}) {
+    Tensor h = Table(&dev, "table");
+    // Row 1 twice (both updates land), row 3 once; rows 0 and 2 untouched.
+    Tensor ids = it == DT_INT32 ? Tensor::FromVector<int32_t>({1, 3, 1})
+                                : Tensor::FromVector<int64_t>({1, 3, 1});
+    Tensor updates =
+        Tensor::FromVector<float>({10, 20, 30, 100, 200, 300, 1, 2, 3}, TensorShape{3, 3});
+    auto s = Scatter(&dev, "ResourceScatterAdd", h, ids, updates);
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto r = Read(&dev, h);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(Values(*r), (std::vector<float>{0, 1, 2, 14, 26, 38, 6, 7, 8, 109, 210, 311}));
+  }
+}
+
+TEST(VariableKernelsTest, ResourceScatterSubWithRankTwoIndicesAndAScalarUpdate) {
+  ResourceCpuDevice dev;
+  Tensor h = Table(&dev, "table");
+  // indices [2, 2], updates [2, 2, 3] (indices' shape + the rows' [3]).
+  Tensor ids = Tensor::FromVector<int32_t>({0, 2, 2, 3}, TensorShape{2, 2});
+  std::vector<float> u(12, 1.0f);
+  ASSERT_TRUE(Scatter(&dev, "ResourceScatterSub", h, ids,
+                      Tensor::FromVector<float>(u, TensorShape{2, 2, 3}))
+                  .ok());
+  auto r = Read(&dev, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Values(*r), (std::vector<float>{-1, 0, 1, 3, 4, 5, 4, 5, 6, 8, 9, 10}));
+  // A scalar update applies to every element of every named row.
+  ASSERT_TRUE(Scatter(&dev, "ResourceScatterSub", h, Tensor::FromVector<int64_t>({3, 3}),
+                      Tensor::Scalar<float>(4))
+                  .ok());
+  r = Read(&dev, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Values(*r), (std::vector<float>{-1, 0, 1, 3, 4, 5, 4, 5, 6, 0, 1, 2}));
+  // Integer variables: an int64 counter table.
+  Tensor counts = Handle(&dev, "counts", DT_INT64, PartialTensorShape({3}));
+  ASSERT_TRUE(
+      RunKernel(&dev, "AssignVariableOp", {counts, Tensor::FromVector<int64_t>({5, 5, 5})}).ok());
+  ASSERT_TRUE(Scatter(&dev, "ResourceScatterAdd", counts, Tensor::FromVector<int32_t>({2, 0, 2}),
+                      Tensor::FromVector<int64_t>({1, 10, 100}))
+                  .ok());
+  auto c = Read(&dev, counts, DT_INT64);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(std::vector<int64_t>(c->data<int64_t>(), c->data<int64_t>() + 3),
+            (std::vector<int64_t>{15, 5, 106}));
+}
+
+TEST(VariableKernelsTest, ResourceScatterRefusesABadIndexAndLeavesTheVariableUnchanged) {
+  ResourceCpuDevice dev;
+  Tensor h = Table(&dev, "table");
+  const std::vector<float> before = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  // Index 4 comes after valid rows: none of them may have been updated.
+  for (const char* op : {"ResourceScatterAdd", "ResourceScatterSub"}) {
+    auto bad =
+        Scatter(&dev, op, h, Tensor::FromVector<int32_t>({0, 2, 4}), Tensor::Scalar<float>(1));
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(absl::StrCat(op, " indices[2] = 4 is not in [0, 4)")),
+              std::string::npos)
+        << bad.status();
+    auto negative =
+        Scatter(&dev, op, h, Tensor::FromVector<int64_t>({1, -1}), Tensor::Scalar<float>(1));
+    EXPECT_NE(
+        negative.status().message().find(absl::StrCat(op, " indices[1] = -1 is not in [0, 4)")),
+        std::string::npos)
+        << negative.status();
+    auto r = Read(&dev, h);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(Values(*r), before);
+  }
+  // updates of the wrong shape or dtype.
+  auto shape = Scatter(&dev, "ResourceScatterAdd", h, Tensor::FromVector<int32_t>({0, 1}),
+                       Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape{2, 2}));
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(shape.status().message().find(
+                "ResourceScatterAdd updates have shape [2,2]; they must be a scalar or "
+                "have shape [2,3]"),
+            std::string::npos)
+      << shape.status();
+  auto dtype = Scatter(&dev, "ResourceScatterAdd", h, Tensor::FromVector<int32_t>({0}),
+                       Tensor::FromVector<double>({1, 2, 3}, TensorShape{1, 3}));
+  EXPECT_EQ(dtype.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(dtype.status().message().find("'table'"), std::string::npos) << dtype.status();
+  auto r = Read(&dev, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Values(*r), before);
+  // An unassigned variable.
+  Tensor empty = Handle(&dev, "empty", DT_FLOAT, PartialTensorShape({4, 3}));
+  EXPECT_EQ(Scatter(&dev, "ResourceScatterAdd", empty, Tensor::FromVector<int32_t>({0}),
+                    Tensor::Scalar<float>(1))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(VariableKernelsTest, ResourceScatterKeepsEarlierReadsAsSnapshots) {
+  ResourceCpuDevice dev;
+  Tensor h = Table(&dev, "table");
+  auto before = Read(&dev, h);
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(Scatter(&dev, "ResourceScatterAdd", h, Tensor::FromVector<int32_t>({0}),
+                      Tensor::Scalar<float>(100))
+                  .ok());
+  auto after = Read(&dev, h);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(Values(*before), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(Values(*after), (std::vector<float>{100, 101, 102, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_NE(before->raw_data(), after->raw_data());
 }
 
 }  // namespace
