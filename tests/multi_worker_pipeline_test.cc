@@ -93,7 +93,9 @@ TEST_P(KilledStage, AStagesWorkerKilledEndsTheOtherNamingIt) {
   auto cluster = ClusterRunner::Start(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ClusterRunner& c = **cluster;
+  // Both stages past step 20 (either may report a step first).
   ASSERT_TRUE(c.WaitUntil(FileContains(c.StdoutPath(1), "step 20 "), absl::Seconds(60)).ok());
+  ASSERT_TRUE(c.WaitUntil(FileContains(c.StdoutPath(0), "step 20 "), absl::Seconds(60)).ok());
   ASSERT_TRUE(c.Signal(1, SIGKILL).ok());
   const absl::Time killed = absl::Now();
   std::vector<WorkerExit> ends = c.Join(absl::Seconds(60));
