@@ -8,6 +8,21 @@
 namespace strata {
 namespace distribute {
 
+std::vector<train::SparseGradient> ReplicaUpdates::AggregateSparse(
+    const Scope& scope, const std::string& optimizer_name,
+    const std::vector<train::SparseGradient>& sparse) {
+  ReplicaContext* ctx = ReplicaContext::Current();
+  if (ctx != nullptr && ctx->strategy()->num_replicas_in_sync() > 1 && !sparse.empty()) {
+    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+        optimizer_name, ": the sparse gradient of '", sparse.front().variable->name(),
+        "' would need combining over ", ctx->strategy()->num_replicas_in_sync(),
+        " replicas in sync, which this strategy does not do; partitioned variables (sparse "
+        "updates) are ParameterServerStrategy's")));
+    return {};
+  }
+  return sparse;
+}
+
 std::vector<train::GradAndVar> ReplicaUpdates::Aggregate(
     const Scope& scope, const std::string& optimizer_name,
     const std::vector<train::GradAndVar>& grads_and_vars) {

@@ -54,6 +54,11 @@ class ReplicaUpdates {
   // StrategyOptions::zero_stage 1, ShardedUpdates::Scatter.
   std::vector<train::GradAndVar> Aggregate(const Scope& scope, const std::string& optimizer_name,
                                            const std::vector<train::GradAndVar>& grads_and_vars);
+  // The optimizer's AggregateSparseGradients: as given with one replica in
+  // sync (parameter servers), InvalidArgument otherwise.
+  std::vector<train::SparseGradient> AggregateSparse(
+      const Scope& scope, const std::string& optimizer_name,
+      const std::vector<train::SparseGradient>& sparse);
   // The optimizer's FinishUpdates and CombineSquaredNorm.
   std::vector<Node*> Finish(const Scope& scope, const std::vector<Node*>& updates);
   Output CombineSquaredNorm(const Scope& scope, Output part);
@@ -84,6 +89,10 @@ class DistributedOptimizer : public Base {
   std::vector<train::GradAndVar> AggregateGradients(
       const Scope& scope, const std::vector<train::GradAndVar>& grads_and_vars) override {
     return updates_.Aggregate(scope, this->name(), grads_and_vars);
+  }
+  std::vector<train::SparseGradient> AggregateSparseGradients(
+      const Scope& scope, const std::vector<train::SparseGradient>& sparse) override {
+    return updates_.AggregateSparse(scope, this->name(), sparse);
   }
   std::vector<Node*> FinishUpdates(const Scope& scope, const std::vector<Node*>& updates) override {
     return updates_.Finish(scope, updates);

@@ -1,5 +1,6 @@
 #include "strategy/parameter_server_strategy.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,7 @@ absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   if (local.device_mgr != nullptr) s->AdoptDevices(std::move(local.device_mgr));
   s->remote_ = *std::move(remote);
   s->set_remote_tasks(s->remote_.get());
+  s->partitioner_ = ps.variable_partitioner;
   for (const RemoteTaskAddress& t : ps.ps_tasks) {
     s->ps_devices_.push_back(t.devices.front());
     s->all_ps_devices_.insert(s->all_ps_devices_.end(), t.devices.begin(), t.devices.end());
@@ -63,8 +65,12 @@ absl::StatusOr<std::unique_ptr<train::Variable>> ParameterServerStrategy::Create
   for (const std::string& d : all_ps_devices_) {
     if (scope.device() == d) return next(scope, args);  // e.g. a slot beside its variable
   }
-  const std::string& device = ps_devices_[next_ps_++ % ps_devices_.size()];
-  return next(scope.WithDevice(device), args);
+  const int parts = partitioner_ ? partitioner_(args.shape, args.dtype) : 1;
+  return train::CreatePartitioned(
+      scope, args, std::max(parts, 1), [&](int, const train::VariableArgs& part) {
+        const std::string& device = ps_devices_[next_ps_++ % ps_devices_.size()];
+        return next(scope.WithDevice(device), part);
+      });
 }
 
 absl::StatusOr<std::unique_ptr<ParameterServerTask>> ParameterServerTask::Start(Options options) {

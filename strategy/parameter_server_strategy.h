@@ -19,7 +19,9 @@
 // Placement: variables made under the strategy go to the ps tasks' first
 // devices round-robin in creation order (TensorFlow's default), except that
 // a variable made in a scope already on a ps device stays there (an
-// optimizer's slots are made on their variable's device). The ops that read
+// optimizer's slots are made on their variable's device). With a
+// variable_partitioner a large variable is split into partitions, each
+// placed as the next variable would be. The ops that read
 // or update a variable run where it lives (a resource op follows its
 // handle), so a step sends the values a worker reads to it and its
 // gradients to the ps tasks, where the optimizer applies them; nothing the
@@ -49,6 +51,7 @@
 #include "runtime/security/job_token.h"
 #include "runtime/security/tls.h"
 #include "strategy/strategy.h"
+#include "train/partitioned_variable.h"
 
 namespace strata {
 namespace distribute {
@@ -62,6 +65,12 @@ struct ParameterServerOptions {
   std::vector<RemoteTaskAddress> ps_tasks;
   std::optional<JobToken> job_token;
   std::optional<TlsConfig> tls;
+  // Splits large variables over the ps tasks along dimension 0
+  // (train/partitioned_variable.h; TensorFlow's variable_partitioner):
+  // partition p goes to the next ps task round-robin, an embedding lookup
+  // gathers only the rows it needs from each and its gradient goes back as
+  // rows to the partitions that own them. Unset: no variable is split.
+  train::Partitioner variable_partitioner;
 };
 
 class ParameterServerStrategy : public Strategy {
@@ -87,6 +96,7 @@ class ParameterServerStrategy : public Strategy {
   std::unique_ptr<GrpcRemoteTasks> remote_;
   std::vector<std::string> ps_devices_;
   std::vector<std::string> all_ps_devices_;
+  train::Partitioner partitioner_;
   int next_ps_ = 0;
 };
 

@@ -8,12 +8,19 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "strategy/distributed_optimizer.h"
 #include "strategy/one_device_strategy.h"
 #include "strategy/test_util.h"
 #include "train/data/dataset.h"
 #include "train/data/sources.h"
 #include "train/data/transforms.h"
+#include "train/initializers.h"
+#include "train/layers.h"
+#include "train/models.h"
+#include "train/partitioned_variable.h"
 #include "train/variable.h"
 
 namespace strata {
@@ -168,6 +175,84 @@ TEST(ParameterServerStrategyTest, TwoWorkersTrainAsynchronouslyOnSharedVariables
   EXPECT_LT(after0, 0.5f) << "before " << before;
   EXPECT_FLOAT_EQ(after0, after1);
   for (const auto& t : ps) EXPECT_GE(t->service()->steps_started(), 2 * iterations);
+}
+
+// An embedding table [rows, 4] (values i / 100) looked up by `ids`, the
+// rows pulled toward 1 by SGD for `steps` steps under `strategy`: the
+// table's value after, and the parts it was made of.
+struct EmbeddingRun {
+  std::vector<float> table;
+  std::vector<std::string> part_devices;
+};
+absl::StatusOr<EmbeddingRun> TrainEmbedding(Strategy& strategy, int64_t rows,
+                                            const std::vector<int64_t>& ids, int steps) {
+  Scope root = Scope::NewRootScope();
+  Tensor init(DT_FLOAT, TensorShape({rows, 4}));
+  for (int64_t i = 0; i < init.NumElements(); ++i)
+    init.data<float>()[i] = static_cast<float>(i) / 100;
+  train::Variable* table = nullptr;
+  {
+    StrategyScope in_scope = strategy.Scope();
+    table =
+        train::CreateVariable(root, "table", init.shape(), DT_FLOAT, train::ConstantTensor(init));
+  }
+  STRATA_RETURN_IF_ERROR(root.status());
+  DistributedOptimizer<train::SGD> sgd(0.5);
+  Output x = ops::Const<int64_t>(root, ids, TensorShape({static_cast<int64_t>(ids.size()) / 2, 2}));
+  STRATA_ASSIGN_OR_RETURN(
+      RunResult step,
+      strategy.Run(
+          root,
+          [&](ReplicaContext& ctx, const std::vector<Output>&) -> absl::StatusOr<ReplicaResult> {
+            std::vector<train::VariableRead> reads;
+            Output looked = train::EmbeddingLookup(ctx.scope(), table, x, &reads);
+            Output diff = ops::Sub(ctx.scope(), looked, ops::Const(ctx.scope(), 1.0f));
+            Output loss = ops::Sum(ctx.scope(), ops::Square(ctx.scope(), diff),
+                                   ops::Const(ctx.scope(), {0, 1, 2}));
+            STRATA_ASSIGN_OR_RETURN(Node * train_op,
+                                    train::Minimize(ctx.scope(), loss, reads, &sgd));
+            return ReplicaResult{{loss}, {train_op}};
+          }));
+  Output value = table->Read(root);
+  Node* init_op = train::GlobalVariablesInitializer(root);
+  STRATA_RETURN_IF_ERROR(root.status());
+  STRATA_ASSIGN_OR_RETURN(auto session, Session::Create(root, strategy.session_options()));
+  STRATA_RETURN_IF_ERROR(session->Run({}, {}, {init_op->name()}, nullptr));
+  for (int i = 0; i < steps; ++i)
+    STRATA_RETURN_IF_ERROR(session->Run({}, {}, {step.op->name()}, nullptr));
+  std::vector<Tensor> out;
+  STRATA_RETURN_IF_ERROR(session->Run({}, {value.name()}, {}, &out));
+  EmbeddingRun r;
+  r.table.assign(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
+  for (int p = 0; p < table->num_partitions(); ++p)
+    r.part_devices.push_back(table->partition(p)->device());
+  return r;
+}
+
+TEST(ParameterServerStrategyTest, PartitionedEmbeddingTrainsOnThePsTasksAsAWholeTableDoes) {
+  auto ps = StartPsTasks(2);
+  ParameterServerOptions o = Options(0, ps);
+  o.variable_partitioner = train::FixedShardsPartitioner(2);
+  auto s = *ParameterServerStrategy::Create(o, "/cpu:0", testing::Machine(1));
+  // Rows 0..4 on ps 0, 5..8 on ps 1; ids repeat and skip rows of each.
+  const std::vector<int64_t> ids = {0, 7, 7, 2, 8, 0};
+  auto on_ps = TrainEmbedding(*s, 9, ids, 3);
+  ASSERT_TRUE(on_ps.ok()) << on_ps.status();
+  EXPECT_EQ(on_ps->part_devices, (std::vector<std::string>{PsTaskName(0) + "/device:CPU:0",
+                                                           PsTaskName(1) + "/device:CPU:0"}));
+  auto one = *OneDeviceStrategy::Create("/cpu:0", testing::Machine(1));
+  auto whole = TrainEmbedding(*one, 9, ids, 3);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(on_ps->table.size(), whole->table.size());
+  for (size_t i = 0; i < whole->table.size(); ++i)
+    EXPECT_NEAR(on_ps->table[i], whole->table[i], 1e-6) << i;
+  // Rows no id names are untouched; named ones moved.
+  for (int64_t row : {1, 3, 4, 5, 6}) {
+    for (int d = 0; d < 4; ++d)
+      EXPECT_EQ(on_ps->table[row * 4 + d], static_cast<float>(row * 4 + d) / 100);
+  }
+  EXPECT_NE(on_ps->table[7 * 4], 0.28f);
+  for (const auto& t : ps) EXPECT_GE(t->service()->steps_started(), 3) << t->address();
 }
 
 TEST(ParameterServerStrategyTest, BadOptionsAreNamed) {

@@ -10,10 +10,13 @@
 //   - a ps task killed ends every task with an error naming it, within the
 //     heartbeat timeout and 5 s; with tools/launch --max_restarts the job
 //     starts again and resumes from its checkpoint;
-//   - a checkpoint written with 2 ps tasks resumes on 1;
+//   - a checkpoint written with 2 ps tasks resumes on 1, a partitioned
+//     table's too (whole);
 //   - --max_staleness=0 (rounds) ends on the weights two synchronous
 //     workers train, within 1e-5;
-//   - a cluster without ps tasks or without a chief is refused, naming it.
+//   - a cluster without ps tasks or without a chief is refused, naming it;
+//   - a 1M x 64 embedding table partitioned over 2 ps tasks trains with no
+//     task's peak resident memory reaching the table's size.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -25,6 +28,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -110,6 +114,54 @@ TEST(ParameterServerTest, TheCnnTrainsWithinAPointOfOneProcess) {
   std::sort(accuracies.begin(), accuracies.end());
   EXPECT_NEAR(accuracies[1], LastAccuracy(one.err), 0.01)
       << "runs: " << absl::StrJoin(accuracies, ", ");
+}
+
+// Each task's "peak resident memory N bytes" line, by task name.
+std::vector<std::pair<std::string, int64_t>> PeakMemory(const std::string& text) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  const std::string key = ": peak resident memory ";
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+    const size_t line = text.rfind("trainer ", at);
+    const size_t begin = at + key.size();
+    int64_t bytes = -1;
+    (void)absl::SimpleAtoi(text.substr(begin, text.find(' ', begin) - begin), &bytes);
+    out.push_back({line == std::string::npos ? "?" : text.substr(line + 8, at - line - 8), bytes});
+  }
+  return out;
+}
+
+TEST(ParameterServerTest, AMillionRowTableOverTwoPsTasksIsNeverWholeInAnyTask) {
+  // 1M x 64 floats: 256 MB, split over the two ps tasks; the workers and
+  // the chief look rows up and send rows back (sparse updates), so no task
+  // ever holds the table whole.
+  const int64_t table_bytes = int64_t{1000000} * 64 * 4;
+  auto run = [](const std::string& partitioner, const std::string& length,
+                const std::string& name) {
+    return Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"},
+                  {"--model=embedding", "--vocabulary=1000000", "--embedding_dim=64",
+                   "--variable_partitioner=" + partitioner, "--optimizer=sgd", "--learning_rate=5",
+                   length, "--prefetch=0", "--intra_op_threads=1"},
+                  name);
+  };
+  Exit ps = run("fixed:2", "--epochs=20", "ps_embedding");
+  ASSERT_EQ(ps.code, 0) << Describe(ps);
+  const auto peaks = PeakMemory(ps.out + ps.err);
+  ASSERT_EQ(peaks.size(), 5u) << Describe(ps);
+  for (const auto& [task, bytes] : peaks) {
+    EXPECT_GT(bytes, 0) << task;
+    EXPECT_LT(bytes, table_bytes) << task << " held " << bytes << " bytes at its peak";
+    // A ps task holds its half of the table.
+    if (absl::StrContains(task, "/job:ps/")) EXPECT_GT(bytes, table_bytes / 2) << task;
+  }
+  EXPECT_GT(LastAccuracy(ps.out + ps.err), 0.9) << Describe(ps);
+  // The measure can tell: unpartitioned, the table's ps task holds it
+  // whole (and each step reads all of it: two steps do).
+  Exit whole = run("", "--steps=2", "ps_embedding_whole");
+  ASSERT_EQ(whole.code, 0) << Describe(whole);
+  int64_t largest = 0;
+  for (const auto& [task, bytes] : PeakMemory(whole.out + whole.err))
+    largest = std::max(largest, bytes);
+  EXPECT_GT(largest, table_bytes);
 }
 
 TEST(ParameterServerTest, AKilledWorkersStepRunsElsewhereAndTheRestartedWorkerRejoins) {
@@ -233,6 +285,29 @@ TEST(ParameterServerTest, ACheckpointOfTwoPsTasksResumesOnOne) {
   EXPECT_TRUE(absl::StrContains(line, "(step 308)")) << line;
   EXPECT_GT(LastAccuracy(line), accuracy_at_300 - 0.02) << line;
   EXPECT_TRUE(absl::StrContains(all, "done: 600 steps")) << Describe(second);
+}
+
+TEST(ParameterServerTest, APartitionedTablesCheckpointResumesWholeOnOnePsTask) {
+  const std::string ckpt = TempDir("ps_partitioned_checkpoint_dir");
+  std::vector<std::string> flags = {
+      "--model=embedding", "--optimizer=sgd",      "--learning_rate=5",       "--steps=176",
+      "--prefetch=0",      "--intra_op_threads=1", "--checkpoint_dir=" + ckpt};
+  flags.push_back("--variable_partitioner=fixed:2");
+  Exit first = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, flags,
+                      "ps_partitioned_ckpt_first");
+  ASSERT_EQ(first.code, 0) << Describe(first);
+  const double accuracy_before = LastAccuracy(first.out + first.err);
+  ASSERT_GT(accuracy_before, 0.5) << Describe(first);
+  // The table saved whole under its name, restored into one unpartitioned
+  // variable.
+  flags.pop_back();
+  flags[3] = "--steps=220";
+  Exit second = Launch({"--num_chiefs=1", "--num_workers=1", "--num_ps=1"}, flags,
+                       "ps_partitioned_ckpt_second");
+  ASSERT_EQ(second.code, 0) << Describe(second);
+  const std::string all = second.out + second.err;
+  EXPECT_TRUE(absl::StrContains(all, "ckpt-176 at step 176")) << Describe(second);
+  EXPECT_GT(LastAccuracy(all), accuracy_before - 0.02) << Describe(second);
 }
 
 TEST(ParameterServerTest, AfterAKilledPsTaskTheLauncherRestartsTheJobFromItsCheckpoint) {

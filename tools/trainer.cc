@@ -26,7 +26,15 @@
 #include "fit/strategy_flags.h"
 #include "tools/trainer_lib.h"
 
-ABSL_FLAG(std::string, model, "mlp", "mlp or cnn (the CNN needs square images, e.g. the 8x8 digits)");
+ABSL_FLAG(std::string, model, "mlp",
+          "mlp, cnn (square images, e.g. the 8x8 digits) or embedding (bucketed features looked up "
+          "in a table of --vocabulary rows, averaged, then a softmax layer)");
+ABSL_FLAG(int64_t, vocabulary, 100000, "embedding: the table's rows");
+ABSL_FLAG(int64_t, embedding_dim, 16, "embedding: the table's columns");
+ABSL_FLAG(int64_t, embedding_levels, 16, "embedding: buckets per feature");
+ABSL_FLAG(std::string, variable_partitioner, "",
+          "parameter_server: split large variables over the ps tasks: fixed:N or "
+          "min_size:BYTES[:MAX] (default: none)");
 ABSL_FLAG(std::string, hidden, "128,64", "the MLP's hidden layer sizes, comma-separated");
 ABSL_FLAG(std::string, data, "digits",
           "digits, csv:PATH[,PATH...] (numbers only, label in the last column, optional header; a "
@@ -66,6 +74,10 @@ int main(int argc, char** argv) {
   }
   strata::trainer::TrainerConfig c;
   c.model = absl::GetFlag(FLAGS_model);
+  c.vocabulary = absl::GetFlag(FLAGS_vocabulary);
+  c.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
+  c.embedding_levels = absl::GetFlag(FLAGS_embedding_levels);
+  c.variable_partitioner = absl::GetFlag(FLAGS_variable_partitioner);
   c.dtype_policy = absl::GetFlag(FLAGS_dtype_policy);
   absl::StatusOr<std::vector<int64_t>> hidden = strata::trainer::ParseHidden(absl::GetFlag(FLAGS_hidden));
   if (!hidden.ok()) {

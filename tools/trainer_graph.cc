@@ -14,6 +14,8 @@
 #include "graph/ops/math_ops.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/replica_context.h"
+#include "train/initializers.h"
+#include "train/layers.h"
 #include "train/learning_rate.h"
 #include "train/losses.h"
 #include "train/variable.h"
@@ -53,12 +55,16 @@ absl::StatusOr<Node*> ApplyRound(const Scope& root, const train::Sequential& mod
   const Scope scope = root.NewSubScope("apply_round");
   std::vector<train::GradAndVar> sums;
   std::vector<std::pair<train::Variable*, Output>> reads;
-  for (train::Variable* v : model.variables()) {
-    train::Variable* sum = accumulate.accumulator(v);
-    if (!v->trainable() || sum == nullptr) continue;
-    Output read = sum->Read(scope);
-    sums.push_back({read, v});
-    reads.push_back({sum, read});
+  for (train::Variable* whole : model.variables()) {
+    // A partitioned variable's gradients accumulate beside each partition.
+    for (int p = 0; p < whole->num_partitions(); ++p) {
+      train::Variable* v = whole->partition(p);
+      train::Variable* sum = accumulate.accumulator(v);
+      if (!v->trainable() || sum == nullptr) continue;
+      Output read = sum->Read(scope);
+      sums.push_back({read, v});
+      reads.push_back({sum, read});
+    }
   }
   // In the root scope: the optimizer's step counter and slots get the names
   // a synchronous run gives them ("SGD/iter", "dense/kernel/m").
@@ -73,6 +79,54 @@ absl::StatusOr<Node*> ApplyRound(const Scope& root, const train::Sequential& mod
   Node* done = ops::NoOp(scope.WithOpName("apply_round").WithControlDependencies(zeroed));
   STRATA_RETURN_IF_ERROR(scope.status());
   return done;
+}
+
+// --model=embedding's first layer: feature j's value x (standardized)
+// clipped to [-2, 2) falls in bucket b of `levels`; its id is
+// (j * levels + b) * stride, the ids of every (feature, bucket) spread
+// evenly over the table's rows.
+class BucketIds : public train::Layer {
+ public:
+  BucketIds(int64_t levels, int64_t stride)
+      : Layer("bucket_ids", 0), levels_(levels), stride_(stride) {}
+  std::string kind() const override { return "bucket_ids"; }
+
+ protected:
+  absl::StatusOr<Output> Call(const Scope& s, Output x, const std::vector<Output>&) override {
+    const float levels = static_cast<float>(levels_);
+    Output clipped =
+        ops::Minimum(s, ops::Maximum(s, x, ops::Const(s, -2.0f)), ops::Const(s, 1.999f));
+    Output bucket = ops::Cast(s,
+                              ops::Floor(s, ops::Mul(s, ops::AddV2(s, clipped, ops::Const(s, 2.0f)),
+                                                     ops::Const(s, levels / 4))),
+                              DT_INT64);
+    const int64_t features = x.shape().dims() == 2 ? x.shape().dim_size(1) : -1;
+    if (features < 1) return Error("expects [batch, features] with known features");
+    Output first = ops::Range(s, ops::Const(s, int64_t{0}), ops::Const(s, features * levels_),
+                              ops::Const(s, levels_));
+    return ops::Mul(s, ops::AddV2(s, bucket, first), ops::Const(s, stride_));
+  }
+
+ private:
+  const int64_t levels_, stride_;
+};
+
+absl::StatusOr<std::unique_ptr<train::Sequential>> MakeEmbeddingModel(const TrainerConfig& c,
+                                                                      const TrainerData& d) {
+  const int64_t ids = d.num_features * c.embedding_levels;
+  if (ids > c.vocabulary) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--vocabulary=", c.vocabulary, " is less than the ", ids, " ids of ",
+                     d.num_features, " features x --embedding_levels=", c.embedding_levels));
+  }
+  auto model = std::make_unique<train::Sequential>(c.seed);
+  model->Add<BucketIds>(c.embedding_levels, c.vocabulary / ids);
+  // Keras's Embedding initializer: Glorot's bound for a table of many
+  // rows would be tiny.
+  model->Add<train::EmbeddingBag>(c.vocabulary, c.embedding_dim)
+      ->set_initializer(train::RandomUniform(-0.05, 0.05, c.seed));
+  model->Add<train::Dense>(d.num_classes);
+  return model;
 }
 
 }  // namespace
@@ -110,6 +164,8 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
   // The model code, the same under every strategy.
   if (c.model == "mlp") {
     STRATA_ASSIGN_OR_RETURN(g->model, train::MakeMlp(c.hidden, d.num_classes, c.seed));
+  } else if (c.model == "embedding") {
+    STRATA_ASSIGN_OR_RETURN(g->model, MakeEmbeddingModel(c, d));
   } else {
     const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(d.num_features))));
     if (side * side != d.num_features || side < 2) {

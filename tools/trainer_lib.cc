@@ -78,9 +78,14 @@ void Log(FILE* log, bool quiet, const std::string& line) {
 // What a checkpoint must agree with to be resumed by this run (not the
 // strategy or the devices: a checkpoint moves between replica counts).
 std::string ConfigFingerprint(const TrainerConfig& c, const std::string& data_name) {
-  return absl::StrCat("model=", c.model, c.model == "mlp" ? absl::StrCat(",hidden=", absl::StrJoin(c.hidden, ",")) : "",
-                      ",data=", data_name, ",batch=", c.global_batch_size,
-                      ",optimizer=", c.optimizer);
+  const std::string embedding =
+      c.model == "embedding" ? absl::StrCat(",vocabulary=", c.vocabulary, ",dim=", c.embedding_dim,
+                                            ",levels=", c.embedding_levels)
+                             : "";
+  return absl::StrCat(
+      "model=", c.model,
+      c.model == "mlp" ? absl::StrCat(",hidden=", absl::StrJoin(c.hidden, ",")) : "", embedding,
+      ",data=", data_name, ",batch=", c.global_batch_size, ",optimizer=", c.optimizer);
 }
 
 bool SameBytes(const Tensor& a, const Tensor& b) {
@@ -108,8 +113,13 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   auto bad = [](const std::string& flag, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
   };
-  if (c.model != "mlp" && c.model != "cnn") {
-    return bad("model", absl::StrCat("unknown model '", c.model, "'; expected mlp or cnn"));
+  if (c.model != "mlp" && c.model != "cnn" && c.model != "embedding") {
+    return bad("model",
+               absl::StrCat("unknown model '", c.model, "'; expected mlp, cnn or embedding"));
+  }
+  if (c.vocabulary < 1 || c.embedding_dim < 1 || c.embedding_levels < 2) {
+    return bad("vocabulary",
+               "--vocabulary and --embedding_dim must be >= 1, --embedding_levels >= 2");
   }
   if (c.optimizer != "sgd" && c.optimizer != "momentum" && c.optimizer != "adam" && c.optimizer != "adamw") {
     return bad("optimizer", absl::StrCat("unknown optimizer '", c.optimizer, "'; expected sgd, momentum, adam or adamw"));

@@ -106,7 +106,20 @@ namespace trainer {
 // library's (fit/strategy_flags.h), so every training binary takes them
 // alike.
 struct TrainerConfig : fit::StrategyConfig {
-  std::string model = "mlp";                 // "mlp" or "cnn"
+  std::string model = "mlp";  // "mlp", "cnn" or "embedding"
+  // "embedding": each feature's value (standardized, clipped to [-2, 2))
+  // falls in one of embedding_levels buckets; the (feature, bucket) ids,
+  // spread evenly over a table of `vocabulary` rows x embedding_dim, are
+  // looked up and averaged (train::EmbeddingBag), then a dense softmax
+  // layer: a model of hashed categorical features with a large table.
+  int64_t vocabulary = 100000;
+  int64_t embedding_dim = 16;
+  int64_t embedding_levels = 16;
+  // parameter_server: how large variables are split over the ps tasks
+  // (ParameterServerOptions::variable_partitioner): "" none, "fixed:N"
+  // (N partitions each), "min_size:BYTES[:MAX]" (partitions of at least
+  // BYTES, at most MAX, default the ps task count).
+  std::string variable_partitioner;
   std::string dtype_policy = "float32";      // or "mixed_bfloat16", "mixed_float16" (train/policy.h)
   std::vector<int64_t> hidden = {128, 64};   // the MLP's hidden layers
   // "digits", "csv:PATH[,PATH...]" (numbers only, label last, optional header) or

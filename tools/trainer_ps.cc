@@ -1,14 +1,20 @@
 #include "tools/trainer_ps.h"
 
+#include <algorithm>
 #include <csignal>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "data/digits/find_digits.h"
@@ -24,6 +30,7 @@
 #include "strategy/scheduler_resolvers.h"
 #include "tools/trainer_data.h"
 #include "tools/trainer_graph.h"
+#include "train/partitioned_variable.h"
 
 namespace strata {
 namespace trainer {
@@ -274,6 +281,40 @@ absl::StatusOr<PsData> LoadPsData(const TrainerConfig& c) {
   return p;
 }
 
+// --variable_partitioner over `num_ps` ps tasks; InvalidArgument naming the
+// flag for a malformed one.
+absl::StatusOr<train::Partitioner> ParsePartitioner(const std::string& text, int num_ps) {
+  if (text.empty()) return train::Partitioner();
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  int64_t a = 0, b = num_ps;
+  const bool fixed = parts[0] == "fixed" && parts.size() == 2;
+  const bool min_size = parts[0] == "min_size" && (parts.size() == 2 || parts.size() == 3);
+  if ((!fixed && !min_size) || !absl::SimpleAtoi(parts[1], &a) || a < 1 ||
+      (parts.size() == 3 && (!absl::SimpleAtoi(parts[2], &b) || b < 1)) || a > (int64_t{1} << 40) ||
+      b > 1 << 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--variable_partitioner='", text,
+                     "': expected fixed:N or min_size:BYTES[:MAX] (positive)"));
+  }
+  if (fixed) return train::FixedShardsPartitioner(static_cast<int>(std::min<int64_t>(a, 1 << 20)));
+  return train::MinSizePartitioner(a, static_cast<int>(b));
+}
+
+// This process's peak resident memory (VmHWM), or -1 where /proc says not.
+int64_t PeakResidentBytes() {
+  // /proc files have no size: read by line.
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    absl::string_view rest = line;
+    int64_t kib = 0;
+    if (absl::ConsumePrefix(&rest, "VmHWM:") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(rest), " kB"), &kib)) {
+      return kib * 1024;
+    }
+  }
+  return -1;
+}
+
 // A client of the ps tasks (a worker or the chief) with the model built.
 struct Client {
   PsData data;
@@ -301,6 +342,8 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const TrainerConfig& c, const
   o.ps_tasks = cl.ps;
   o.job_token = cl.token;
   o.tls = cl.tls;
+  STRATA_ASSIGN_OR_RETURN(o.variable_partitioner,
+                          ParsePartitioner(c.variable_partitioner, static_cast<int>(cl.ps.size())));
   DeviceOptions machine;
   machine.intra_op_threads_per_device = c.intra_op_threads;
   STRATA_ASSIGN_OR_RETURN(client->strategy,
@@ -554,11 +597,15 @@ absl::StatusOr<TrainerResult> RunParameterServerRole(const TrainerConfig& config
   STRATA_ASSIGN_OR_RETURN(PsCluster cl, ResolvePsCluster(config));
   if (cl.job == kChiefJob) {
     absl::StatusOr<TrainerResult> r = RunChief(config, cl, log);
+    if (!config.quiet)
+      Say(log, cl, absl::StrCat("peak resident memory ", PeakResidentBytes(), " bytes"));
     if (!r.ok()) return AnnotateStatus(r.status(), absl::StrCat(cl.me, ": "));
     return r;
   }
   JobEnd end;  // outlives the role's server
   absl::Status s = cl.job == kPsJob ? RunPs(config, cl, end, log) : RunWorker(config, cl, end, log);
+  if (!config.quiet)
+    Say(log, cl, absl::StrCat("peak resident memory ", PeakResidentBytes(), " bytes"));
   if (s.ok()) return TrainerResult();
   s = AnnotateStatus(s, absl::StrCat(cl.me, ": "));
   // This task's own failure (not the chief's end of the job): the chief

@@ -9,6 +9,10 @@
 // random op gets seed = 87654321 (TF's DEFAULT_GRAPH_SEED) and seed2 = the
 // given seed, so the values are deterministic given the seed (and differ
 // between seeds); with no seed each run of the initializer draws afresh.
+// Each also makes a partition's rows alone (Initializer::Rows, for a
+// partitioned variable): constants their rows, random ones the whole's
+// distribution with a seed of the partition's own, so no device makes the
+// whole of a partitioned table.
 // Random initializers support float and double; Zeros/Ones/Constant support
 // float, double, int32 and int64. Another dtype records InvalidArgument in
 // the scope.

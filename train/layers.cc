@@ -10,6 +10,7 @@
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "graph/ops/nn_ops.h"
+#include "graph/ops/state_ops.h"
 #include "train/initializers.h"
 
 namespace strata {
@@ -117,6 +118,17 @@ absl::StatusOr<Output> Layer::Apply(const Scope& scope, Output input) {
   const Scope s = scope.NewSubScope(name_);
   std::vector<Output> weights;
   reads_.clear();
+  bool partitioned = false;
+  for (const Variable* v : variables_) partitioned |= v->num_partitions() > 1;
+  if (partitioned) {
+    std::vector<VariableRead> reads;
+    STRATA_ASSIGN_OR_RETURN(std::optional<Output> out, CallPartitioned(s, input, &reads));
+    if (out.has_value()) {
+      STRATA_RETURN_IF_ERROR(scope.status());
+      reads_ = std::move(reads);
+      return *out;
+    }
+  }
   const DataType compute = policy_.compute_dtype;
   for (Variable* v : variables_) {
     Output value = v->Read(s);
@@ -162,7 +174,8 @@ absl::Status Embedding::Build(const Scope& scope, const PartialTensorShape& inpu
   if (vocabulary_ < 1 || dim_ < 1) {
     return Error(absl::StrCat("vocabulary and dim must be >= 1, got ", vocabulary_, " and ", dim_));
   }
-  AddWeight(scope, "embeddings", TensorShape{vocabulary_, dim_}, /*glorot=*/true);
+  AddWeight(scope, "embeddings", TensorShape{vocabulary_, dim_},
+            initializer_ ? initializer_ : GlorotUniform(seed()));
   return scope.status();
 }
 
@@ -170,6 +183,96 @@ absl::StatusOr<Output> Embedding::Call(const Scope& scope, Output input, const s
   Output rows = ops::GatherV2(scope, weights[0], input, ops::Const(scope, 0));
   const DataType compute = dtype_policy().compute_dtype;
   return rows.type() == compute ? rows : ops::Cast(scope, rows, compute);
+}
+
+absl::StatusOr<std::optional<Output>> Embedding::CallPartitioned(const Scope& scope, Output input,
+                                                                 std::vector<VariableRead>* reads) {
+  Output rows = EmbeddingLookup(scope, variables()[0], input, reads);
+  STRATA_RETURN_IF_ERROR(scope.status());
+  const DataType compute = dtype_policy().compute_dtype;
+  return rows.type() == compute ? rows : ops::Cast(scope, rows, compute);
+}
+
+absl::Status EmbeddingBag::Build(const Scope& scope, const PartialTensorShape& input) {
+  if (input.unknown_rank() || input.dims() != 2) {
+    return Error(absl::StrCat("expects ids [batch, bag], got ", input.DebugString()));
+  }
+  return Embedding::Build(scope, input);
+}
+
+absl::StatusOr<Output> EmbeddingBag::Call(const Scope& scope, Output input,
+                                          const std::vector<Output>& weights) {
+  STRATA_ASSIGN_OR_RETURN(Output rows, Embedding::Call(scope, input, weights));
+  return ops::Mean(scope, rows, ops::Const(scope, 1));
+}
+
+absl::StatusOr<std::optional<Output>> EmbeddingBag::CallPartitioned(
+    const Scope& scope, Output input, std::vector<VariableRead>* reads) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<Output> rows,
+                          Embedding::CallPartitioned(scope, input, reads));
+  if (!rows.has_value()) return rows;
+  return ops::Mean(scope, *rows, ops::Const(scope, 1));
+}
+
+Output EmbeddingLookup(const Scope& scope, Variable* table, Output ids,
+                       std::vector<VariableRead>* reads) {
+  if (!scope.ok()) return Output();
+  if (table->num_partitions() == 1) {
+    Output value = table->Read(scope);
+    reads->push_back({table, value});
+    return ops::GatherV2(scope, value, ids, ops::Const(scope, 0));
+  }
+  const Scope s = scope.NewSubScope("lookup");
+  const int n = table->num_partitions();
+  const DataType index = ids.type();
+  auto constant = [&](int64_t v) {
+    return index == DT_INT64 ? ops::Const(s, v) : ops::Const(s, static_cast<int32_t>(v));
+  };
+  Output flat = ops::Reshape(s, ids, ops::Const(s, {-1}));
+  // Each id's partition: how many partitions after the first start at or
+  // below it.
+  OutputList above;
+  for (int p = 1; p < n; ++p) {
+    above.push_back(
+        ops::Cast(s, ops::GreaterEqual(s, flat, constant(table->partition_offset(p))), DT_INT32));
+  }
+  Output which = above.size() == 1 ? above[0] : ops::AddN(s, above);
+  OutputList ids_of = ops::DynamicPartition(s, flat, which, n);
+  Output count = ops::Squeeze(s, ops::Shape(s, flat));
+  Output positions = ops::Range(s, ops::Const(s, 0), count, ops::Const(s, 1));
+  OutputList positions_of = ops::DynamicPartition(s, positions, which, n);
+  OutputList rows_of;
+  for (int p = 0; p < n; ++p) {
+    Variable* part = table->partition(p);
+    if (!s.ok() || static_cast<int>(ids_of.size()) != n) return Output();
+    Output local = ops::Sub(s, ids_of[p], constant(table->partition_offset(p)));
+    const Scope at = s.WithDevice(part->device()).WithOpName(absl::StrCat("gather_part_", p));
+    Output rows = ops::ResourceGather(at, part->handle(), local, part->dtype());
+    reads->push_back({part, rows, local});
+    rows_of.push_back(rows);
+  }
+  Output merged = ops::DynamicStitch(s, positions_of, rows_of);
+  // ids.shape + the row shape: a constant when at most one of the ids'
+  // dims is unknown (so that the result's shape is known to the layers
+  // after), else made from the ids' shape when run.
+  std::vector<int32_t> row_dims;
+  for (int d = 1; d < table->shape().dims(); ++d)
+    row_dims.push_back(static_cast<int32_t>(table->shape().dim_size(d)));
+  const PartialTensorShape id_shape = ids.shape();
+  int unknown = id_shape.unknown_rank() ? 2 : 0;
+  std::vector<int32_t> dims;
+  for (int d = 0; unknown < 2 && d < id_shape.dims(); ++d) {
+    unknown += id_shape.dim_size(d) < 0;
+    dims.push_back(static_cast<int32_t>(id_shape.dim_size(d)));
+  }
+  if (unknown < 2) {
+    dims.insert(dims.end(), row_dims.begin(), row_dims.end());
+    return ops::Reshape(
+        s, merged, ops::Const<int32_t>(s, dims, TensorShape{static_cast<int64_t>(dims.size())}));
+  }
+  Output row_shape =
+      ops::Const<int32_t>(s, row_dims, TensorShape{static_cast<int64_t>(row_dims.size())});
+  return ops::Reshape(s, merged, ops::Concat(s, {ops::Shape(s, ids), row_shape}, ops::Const(s, 0)));
 }
 
 absl::Status Conv2D::Build(const Scope& scope, const PartialTensorShape& input) {

@@ -53,10 +53,14 @@ namespace train {
 enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
 
 // A variable together with the value a model read from it in one
-// application: gradients are taken with respect to `value`.
+// application: gradients are taken with respect to `value`. A sparse read
+// (an embedding lookup into a partitioned table) read only rows `indices`
+// ([n], int32 or int64) of the variable: `value` holds them ([n] + the
+// variable's shape[1:]) and the variable gets a train::SparseGradient.
 struct VariableRead {
   Variable* variable = nullptr;
   Output value;
+  Output indices;
 };
 
 class Layer {
@@ -120,6 +124,15 @@ class Layer {
   // creation order. `scope` is the application's sub-scope.
   virtual absl::StatusOr<Output> Call(const Scope& scope, Output input,
                                       const std::vector<Output>& weights) = 0;
+  // For a layer whose weights include a partitioned variable: adds the
+  // layer's ops reading only what it needs, recording each read in `reads`
+  // (Embedding gathers rows from the partitions). The default returns
+  // nullopt: Call then gets whole reads (a partitioned variable's Read
+  // concatenates its partitions).
+  virtual absl::StatusOr<std::optional<Output>> CallPartitioned(const Scope& scope, Output input,
+                                                                std::vector<VariableRead>* reads) {
+    return std::nullopt;
+  }
 
   // For Build: a float weight "<name>/<weight>" (nullptr with the scope's
   // error on failure). Glorot-uniform with the layer's seed if `glorot`,
@@ -170,23 +183,62 @@ class Dense : public Layer {
 
 // y = E[ids]: E [vocabulary, dim] (Glorot-uniform), ids int32 or int64 of
 // any shape, y of shape ids.shape + [dim] (GatherV2). Its gradient adds the
-// rows back at their ids (UnsortedSegmentSum): an embedding lookup.
+// rows back at their ids (UnsortedSegmentSum): an embedding lookup. A
+// partitioned table (e.g. a large one over parameter servers) is never read
+// whole: each id's row is gathered where its partition lives and the
+// gradient goes back as rows to the partitions that own them
+// (EmbeddingLookup).
 class Embedding : public Layer {
  public:
   Embedding(int64_t vocabulary, int64_t dim, std::optional<int64_t> seed = std::nullopt, std::string name = "")
       : Layer(std::move(name), seed), vocabulary_(vocabulary), dim_(dim) {}
   std::string kind() const override { return "embedding"; }
   bool TakesIndices() const override { return true; }
+  // The table's initializer, before the first Apply (default:
+  // Glorot-uniform with the layer's seed; Keras's Embedding draws
+  // RandomUniform(-0.05, 0.05), which suits a table of many rows better).
+  void set_initializer(Initializer init) { initializer_ = std::move(init); }
 
  protected:
   bool CastsWeights() const override { return false; }
   absl::Status Build(const Scope& scope, const PartialTensorShape& input) override;
   absl::StatusOr<Output> Call(const Scope& scope, Output input, const std::vector<Output>& weights) override;
+  absl::StatusOr<std::optional<Output>> CallPartitioned(const Scope& scope, Output input,
+                                                        std::vector<VariableRead>* reads) override;
 
  private:
   const int64_t vocabulary_;
   const int64_t dim_;
+  Initializer initializer_;
 };
+
+// y = the mean of E[ids[b, :]] for each b: ids [batch, bag] (int32 or
+// int64), y [batch, dim]; PyTorch's EmbeddingBag (mode "mean"): a bag of
+// categorical features (hashed ids, a user's items) pooled into one vector.
+// Partitioned tables as for Embedding.
+class EmbeddingBag : public Embedding {
+ public:
+  using Embedding::Embedding;
+  std::string kind() const override { return "embedding_bag"; }
+
+ protected:
+  absl::Status Build(const Scope& scope, const PartialTensorShape& input) override;
+  absl::StatusOr<Output> Call(const Scope& scope, Output input,
+                              const std::vector<Output>& weights) override;
+  absl::StatusOr<std::optional<Output>> CallPartitioned(const Scope& scope, Output input,
+                                                        std::vector<VariableRead>* reads) override;
+};
+
+// The rows `ids` (int32 or int64, any shape) of `table` ([rows] + row
+// shape): ids.shape + the row shape. A plain table is read whole and
+// gathered (one dense read in `reads`); a partitioned one
+// (train/partitioned_variable.h) is split by the partitions' row ranges
+// (DynamicPartition), each partition's rows gathered on its device
+// (ResourceGather: only the rows travel) and put back in the ids' order
+// (DynamicStitch), one sparse read per partition in `reads`. An id outside
+// [0, rows) fails when run, naming the partition it fell to.
+Output EmbeddingLookup(const Scope& scope, Variable* table, Output ids,
+                       std::vector<VariableRead>* reads);
 
 enum class PaddingMode { kSame, kValid };
 

@@ -1,5 +1,6 @@
 #include "train/models.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -7,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/gradients/gradients.h"
+#include "graph/ops/array_ops.h"
+#include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "train/phase_layers.h"
 #include "train/policy.h"
@@ -152,14 +155,21 @@ absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
   struct Target {
     Variable* variable;
     std::vector<Output> values;
+    Output indices;  // a sparse read's rows
   };
   std::vector<Target> targets;
   absl::flat_hash_map<const Node*, size_t> target_of;  // by handle
+  // The partitions of partitioned variables read whole: their reads are in
+  // the concatenation being minimized.
+  absl::flat_hash_set<const Node*> covered;
   for (const VariableRead& r : reads) {
     if (r.variable == nullptr || !r.variable->trainable() || !r.value.ok()) continue;
     Node* handle = ReadHandle(r.value.node());
     if (handle == nullptr) {  // not a plain read: its value is all there is
-      targets.push_back({r.variable, {r.value}});
+      targets.push_back({r.variable, {r.value}, r.indices});
+      for (int p = 0; p < r.variable->num_partitions() && r.variable->num_partitions() > 1; ++p) {
+        covered.insert(r.variable->partition(p)->handle().node());
+      }
       continue;
     }
     if (target_of.contains(handle)) continue;
@@ -183,10 +193,13 @@ absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
       const Variable* copy = v->replica(i);
       if (copy != nullptr && copy->handle().ok()) trainable[copy->handle().node()] = v;
     }
+    for (int p = 0; p < v->num_partitions() && v->num_partitions() > 1; ++p) {
+      trainable[v->partition(p)->handle().node()] = v;
+    }
   }
   for (const Node* n : ancestors) {
     Node* handle = ReadHandle(n);
-    if (handle == nullptr || target_of.contains(handle)) continue;
+    if (handle == nullptr || target_of.contains(handle) || covered.contains(handle)) continue;
     auto it = trainable.find(handle);
     if (it == trainable.end()) continue;
     return absl::InvalidArgumentError(absl::StrCat(
@@ -206,14 +219,25 @@ absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
   OutputList grads;
   STRATA_RETURN_IF_ERROR(AddSymbolicGradients(scope, {objective}, values, &grads));
   std::vector<GradAndVar> pairs;
+  std::vector<SparseGradient> sparse;
   size_t next = 0;
   for (const Target& t : targets) {
     OutputList mine(grads.begin() + next, grads.begin() + next + t.values.size());
     next += t.values.size();
     Output g = mine.size() == 1 ? mine[0] : ops::AddN(scope, mine);
-    pairs.push_back({g, t.variable});
+    if (!t.indices.ok() || !g.ok()) {
+      pairs.push_back({g, t.variable});
+      continue;
+    }
+    // Rows [n] + the row shape, at indices [n].
+    std::vector<int64_t> dims = {-1};
+    for (int d = 1; d < t.variable->shape().dims(); ++d)
+      dims.push_back(t.variable->shape().dim_size(d));
+    sparse.push_back({ops::Reshape(scope, g, ops::Const<int64_t>(scope, dims)),
+                      ops::Reshape(scope, t.indices, ops::Const<int64_t>(scope, {-1})),
+                      t.variable});
   }
-  Node* train_op = optimizer->ApplyGradients(scope, pairs);
+  Node* train_op = optimizer->ApplyGradients(scope, pairs, sparse);
   STRATA_RETURN_IF_ERROR(scope.status());
   if (train_op == nullptr) return absl::InternalError("Minimize: the optimizer made no train op");
   return train_op;
@@ -226,7 +250,12 @@ absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss, Optimizer* optim
   // The first read the loss depends on of each trainable variable, in the
   // order the variables were made (the same on every replica and run).
   absl::flat_hash_map<const Node*, Output> first_read;  // by handle
+  // Row gathers (embedding lookups into partitions: sparse reads), by handle.
+  absl::flat_hash_map<const Node*, std::vector<const Node*>> gathers;
   for (const Node* n : ancestors) {
+    if (n->IsOp("ResourceGather") && n->input_edge(0) != nullptr && n->input_edge(1) != nullptr) {
+      gathers[n->input_edge(0)->src].push_back(n);
+    }
     Node* handle = ReadHandle(n);
     if (handle == nullptr) continue;
     auto it = first_read.find(handle);
@@ -241,6 +270,18 @@ absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss, Optimizer* optim
       if (copy == nullptr || !copy->handle().ok()) continue;
       auto it = first_read.find(copy->handle().node());
       if (it != first_read.end()) reads.push_back({v, it->second});
+    }
+    for (int p = 0; p < v->num_partitions() && v->num_partitions() > 1; ++p) {
+      Variable* part = v->partition(p);
+      auto it = first_read.find(part->handle().node());
+      if (it != first_read.end()) reads.push_back({part, it->second});
+      std::vector<const Node*> mine = gathers[part->handle().node()];
+      std::sort(mine.begin(), mine.end(),
+                [](const Node* a, const Node* b) { return a->id() < b->id(); });
+      for (const Node* g : mine) {
+        const Edge* ids = g->input_edge(1);
+        reads.push_back({part, Output(const_cast<Node*>(g), 0), Output(ids->src, ids->src_output)});
+      }
     }
   }
   if (reads.empty()) return absl::InvalidArgumentError("Minimize: the loss reads no trainable variable");

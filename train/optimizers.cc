@@ -1,10 +1,13 @@
 #include "train/optimizers.h"
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
+#include "graph/ops/state_ops.h"
 #include "graph/ops/training_ops.h"
 #include "train/initializers.h"
 
@@ -59,12 +62,17 @@ Variable* Optimizer::AddSlot(const Scope& scope, Variable* var, const std::strin
 }
 
 Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars) {
-  if (!scope.ok()) return nullptr;
-  auto fail = [&](const std::string& msg) -> Node* {
+  return ApplyGradients(scope, grads_and_vars, {});
+}
+
+bool Optimizer::CheckGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
+                               const std::vector<SparseGradient>& sparse,
+                               std::vector<GradAndVar>* dense_out,
+                               std::vector<SparseGradient>* sparse_out) {
+  auto fail = [&](const std::string& msg) {
     scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(name_, ".ApplyGradients: ", msg)));
-    return nullptr;
+    return false;
   };
-  std::vector<GradAndVar> checked;
   for (const auto& [grad, var] : grads_and_vars) {
     if (var == nullptr) return fail("a gradient is paired with a null variable");
     if (!grad.ok()) continue;  // the loss does not depend on this variable
@@ -78,19 +86,106 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
                                grad.shape().DebugString(), ", the variable ",
                                var->shape().DebugString()));
     }
-    checked.push_back({grad, var});
+    dense_out->push_back({grad, var});
   }
-  if (checked.empty()) return fail("no gradients to apply");
+  for (const SparseGradient& g : sparse) {
+    if (g.variable == nullptr) return fail("a sparse gradient is paired with a null variable");
+    if (!g.values.ok() || !g.indices.ok()) continue;
+    const Variable& var = *g.variable;
+    if (g.values.type() != var.dtype() ||
+        (g.indices.type() != DT_INT32 && g.indices.type() != DT_INT64)) {
+      return fail(absl::StrCat("the sparse gradient of '", var.name(), "' has ",
+                               DataTypeString(g.values.type()), " values and ",
+                               DataTypeString(g.indices.type()), " indices; the variable is ",
+                               DataTypeString(var.dtype()), " and indices are int32 or int64"));
+    }
+    if (var.num_partitions() > 1 || var.shape().dims() < 1) {
+      return fail(
+          absl::StrCat("a sparse gradient of '", var.name(),
+                       "' must name a variable with rows that is not partitioned (pair it with "
+                       "the partition whose rows it holds)"));
+    }
+    sparse_out->push_back(g);
+  }
+  if (dense_out->empty() && sparse_out->empty()) return fail("no gradients to apply");
   if (graph_ != nullptr && scope.graph() != graph_) {
     // Its step counter and slots are another graph's nodes.
     return fail("was used in another graph: make a new optimizer for each graph");
   }
+  return true;
+}
 
-  std::vector<GradAndVar> aggregated = AggregateGradients(scope, checked);
+bool Optimizer::AddUpdates(const Scope& scope, const Scope& ns,
+                           const std::vector<GradAndVar>& dense,
+                           const std::vector<SparseGradient>& sparse, StepContext& ctx,
+                           std::vector<Node*>* updates) {
+  // A partitioned variable's gradient is cut into its partitions' rows.
+  std::vector<GradAndVar> parts;
+  for (const auto& [grad, var] : dense) {
+    if (var->num_partitions() == 1) {
+      parts.push_back({grad, var});
+      continue;
+    }
+    const Scope cut = ns.NewSubScope(absl::StrCat("partition_", var->name()));
+    for (int p = 0; p < var->num_partitions(); ++p) {
+      Variable* part = var->partition(p);
+      std::vector<int64_t> begin(var->shape().dims(), 0), size(var->shape().dims(), -1);
+      begin[0] = var->partition_offset(p);
+      size[0] = part->shape().dim_size(0);
+      parts.push_back(
+          {ops::Slice(cut, grad, ops::Const<int64_t>(cut, begin), ops::Const<int64_t>(cut, size)),
+           part});
+    }
+  }
+  auto add = [&](Variable* var, const std::function<Node*(const Scope&)>& update) {
+    if (!slotted_.contains(var)) {
+      CreateSlots(scope, var);
+      slotted_.insert(var);
+    }
+    const Scope us = ns.NewSubScope(absl::StrCat("update_", var->name())).WithDevice(var->device());
+    Node* u = update(us);
+    if (u == nullptr) {
+      if (scope.ok()) {
+        scope.UpdateStatus(absl::InvalidArgumentError(
+            absl::StrCat(name_, ".ApplyGradients: no update for '", var->name(), "'")));
+      }
+      return false;
+    }
+    updates->push_back(u);
+    return true;
+  };
+  for (const auto& [grad, var] : parts) {
+    if (!add(var, [&](const Scope& us) { return ApplyDense(us, grad, var, ctx); })) return false;
+  }
+  for (const SparseGradient& g : sparse) {
+    auto apply = [&](const Scope& us) {
+      return ApplySparse(us, g.values, g.indices, g.variable, ctx);
+    };
+    if (!add(g.variable, apply)) return false;
+  }
+  return true;
+}
+
+Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
+                                const std::vector<SparseGradient>& sparse_grads) {
+  if (!scope.ok()) return nullptr;
+  std::vector<GradAndVar> checked;
+  std::vector<SparseGradient> sparse;
+  if (!CheckGradients(scope, grads_and_vars, sparse_grads, &checked, &sparse)) return nullptr;
+
+  std::vector<GradAndVar> aggregated =
+      checked.empty() ? checked : AggregateGradients(scope, checked);
+  if (!sparse.empty()) sparse = AggregateSparseGradients(scope, sparse);
+  // Loss scaling and clipping scale the sparse gradients' values as the
+  // dense gradients (one list, split again after).
+  const size_t num_dense = aggregated.size();
+  for (const SparseGradient& g : sparse) aggregated.push_back({g.values, g.variable});
   Output finite;  // loss scaling: whether this step's gradients are finite
   if (loss_scaling_) aggregated = Unscale(scope, aggregated, &finite);
   if (clip_global_norm_ > 0) aggregated = ClipByGlobalNorm(scope, aggregated);
   if (!scope.ok()) return nullptr;
+  for (size_t i = 0; i < sparse.size(); ++i) sparse[i].values = aggregated[num_dense + i].first;
+  aggregated.resize(num_dense);
   if (iterations_ == nullptr) {
     // Made before NewSubScope(name_) below, so that scope is "<name>" itself.
     iterations_ = CreateVariable(scope.WithNoControlDependencies(), absl::StrCat(name_, "/iter"),
@@ -102,22 +197,16 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
   Output step = iterations_->Read(ns);
   Output lr = learning_rate_(ns.NewSubScope("learning_rate"), step);
   if (!scope.ok()) return nullptr;
-  if (!lr.ok()) return fail("the learning-rate schedule made no value");
+  if (!lr.ok()) {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        absl::StrCat(name_, ".ApplyGradients: the learning-rate schedule made no value")));
+    return nullptr;
+  }
   applied_learning_rate_ = lr;
   StepContext ctx(ns, step, lr);
 
   std::vector<Node*> updates;
-  for (const auto& [grad, var] : aggregated) {
-    if (!slotted_.contains(var)) {
-      CreateSlots(scope, var);
-      slotted_.insert(var);
-    }
-    const Scope us = ns.NewSubScope(absl::StrCat("update_", var->name())).WithDevice(var->device());
-    Node* u = ApplyDense(us, grad, var, ctx);
-    if (u == nullptr) return scope.ok() ? fail(absl::StrCat("no update for '", var->name(), "'"))
-                                        : nullptr;
-    updates.push_back(u);
-  }
+  if (!AddUpdates(scope, ns, aggregated, sparse, ctx, &updates)) return nullptr;
   updates = FinishUpdates(ns, updates);
   if (!scope.ok()) return nullptr;
   Output one = ops::Const(ns, int64_t{1});
@@ -126,6 +215,12 @@ Node* Optimizer::ApplyGradients(const Scope& scope, const std::vector<GradAndVar
   Node* train = NodeBuilder(ns, "NoOp", "train").ControlInput(increment).Finalize();
   if (!loss_scaling_ || train == nullptr) return train;
   return FinishLossScaledStep(scope, train, finite);
+}
+
+Node* Optimizer::ApplySparse(const Scope& scope, Output values, Output indices, Variable* var,
+                             StepContext& ctx) {
+  Output rows = ops::Const(scope, var->shape().dim_size(0));
+  return ApplyDense(scope, ops::UnsortedSegmentSum(scope, values, indices, rows), var, ctx);
 }
 
 void Optimizer::set_loss_scale(const LossScaleOptions& options) {
@@ -244,6 +339,12 @@ std::vector<GradAndVar> Optimizer::ClipByGlobalNorm(const Scope& scope, const st
 Node* SGD::ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) {
   return ops::ResourceApplyGradientDescent(scope, var->handle(), ctx.LearningRate(var->dtype()),
                                            grad);
+}
+
+Node* SGD::ApplySparse(const Scope& scope, Output values, Output indices, Variable* var,
+                       StepContext& ctx) {
+  return ops::ResourceScatterSub(scope, var->handle(), indices,
+                                 ops::Mul(scope, values, ctx.LearningRate(var->dtype())));
 }
 
 void Momentum::CreateSlots(const Scope& scope, Variable* var) {

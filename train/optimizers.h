@@ -53,6 +53,17 @@ namespace train {
 
 using GradAndVar = std::pair<Output, Variable*>;
 
+// A gradient that touches some rows of its variable only (TensorFlow's
+// IndexedSlices): d loss / d variable is the sum over i of values[i] put at
+// row indices[i] (duplicates add); values [n] + the variable's shape[1:],
+// indices int32 or int64 [n]. What an embedding lookup into a partitioned
+// table gives each partition (train/layers.h, Minimize in train/models.h).
+struct SparseGradient {
+  Output values;
+  Output indices;
+  Variable* variable = nullptr;
+};
+
 // Dynamic loss scaling (Keras's LossScaleOptimizer), for float16 gradients
 // that would underflow: the loss is multiplied by the scale before
 // backpropagation (ScaleLoss), the gradients are divided by it after their
@@ -78,7 +89,15 @@ class Optimizer {
   const std::string& name() const { return name_; }
 
   // Adds one step's updates; returns the train op (nullptr on error).
+  // Sparse gradients update only their rows where the optimizer knows how
+  // (SGD: a scatter on the variable's device); the others add their rows
+  // into a dense gradient on the variable's device and apply that. The
+  // gradient of a partitioned variable (train/partitioned_variable.h) is
+  // cut into its partitions' rows, each updated where it lives, with slots
+  // of its own.
   Node* ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars);
+  Node* ApplyGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
+                       const std::vector<SparseGradient>& sparse);
 
   // Clips the gradients by their global norm after AggregateGradients (so,
   // under a strategy, after the all-reduce: the same on every replica):
@@ -112,6 +131,11 @@ class Optimizer {
   // all-reduce) before they are applied. The default returns them as given.
   virtual std::vector<GradAndVar> AggregateGradients(const Scope& scope,
                                                      const std::vector<GradAndVar>& grads_and_vars);
+  // The same for sparse gradients; the default returns them as given.
+  virtual std::vector<SparseGradient> AggregateSparseGradients(
+      const Scope& scope, const std::vector<SparseGradient>& sparse) {
+    return sparse;
+  }
   // Where a strategy that shards the update (ZeRO, strategy/sharded_update.h)
   // finishes it: `updates` are the update ops of the pairs that
   // AggregateGradients returned, the returned ops (the default: `updates`)
@@ -156,6 +180,11 @@ class Optimizer {
   virtual void CreateSlots(const Scope& scope, Variable* var) {}
   // Adds the update of `var` by `grad` in `scope` (on the variable's device).
   virtual Node* ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) = 0;
+  // The same for a sparse gradient (`values` [n, ...], `indices` [n]). The
+  // default sums the rows into a dense gradient (UnsortedSegmentSum, on the
+  // variable's device) and applies that with ApplyDense.
+  virtual Node* ApplySparse(const Scope& scope, Output values, Output indices, Variable* var,
+                            StepContext& ctx);
 
   // A zero-initialized, non-trainable variable like `var`, named
   // "<var>/<suffix>", registered as slot `slot` of `var`.
@@ -163,6 +192,14 @@ class Optimizer {
                     const std::string& suffix);
 
  private:
+  // The checked pairs, or nullptr-free failure recorded in `scope`.
+  bool CheckGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
+                      const std::vector<SparseGradient>& sparse, std::vector<GradAndVar>* dense_out,
+                      std::vector<SparseGradient>* sparse_out);
+  // The update ops of a step's gradients (slots made the first time).
+  bool AddUpdates(const Scope& scope, const Scope& ns, const std::vector<GradAndVar>& dense,
+                  const std::vector<SparseGradient>& sparse, StepContext& ctx,
+                  std::vector<Node*>* updates);
   // The gradients scaled to a global norm of at most clip_global_norm_.
   std::vector<GradAndVar> ClipByGlobalNorm(const Scope& scope, const std::vector<GradAndVar>& grads);
 
@@ -190,6 +227,7 @@ class Optimizer {
 };
 
 // var -= lr * grad
+// (a sparse gradient: var[indices] -= lr * values, a scatter of its rows)
 class SGD : public Optimizer {
  public:
   explicit SGD(LearningRateSchedule learning_rate, std::string name = "SGD")
@@ -199,6 +237,8 @@ class SGD : public Optimizer {
 
  protected:
   Node* ApplyDense(const Scope& scope, Output grad, Variable* var, StepContext& ctx) override;
+  Node* ApplySparse(const Scope& scope, Output values, Output indices, Variable* var,
+                    StepContext& ctx) override;
 };
 
 // accum = momentum * accum + grad; var -= lr * accum (Nesterov: var -= lr *

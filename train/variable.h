@@ -42,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,9 +55,38 @@ namespace strata {
 namespace train {
 
 // Makes a variable's initial value: an Output of `dtype` and `shape`, built
-// in `scope` (train/initializers.h has the usual ones).
-using Initializer =
-    std::function<Output(const Scope& scope, const TensorShape& shape, DataType dtype)>;
+// in `scope` (train/initializers.h has the usual ones); any callable
+// (scope, shape, dtype) -> Output converts to one. An initializer may also
+// know how to make only rows [row_offset, row_offset + rows[0]) of a
+// variable of shape `full` without making the whole (a partition of a
+// partitioned variable, on its own device): the ones of initializers.h do
+// (random ones draw from the whole's distribution, Glorot with the whole's
+// fans, with a seed of the partition's own). Rows() of one that does not
+// calls it with the partition's shape.
+class Initializer {
+ public:
+  using Fn = std::function<Output(const Scope& scope, const TensorShape& shape, DataType dtype)>;
+  using RowsFn = std::function<Output(const Scope& scope, const TensorShape& full,
+                                      int64_t row_offset, const TensorShape& rows, DataType dtype)>;
+  Initializer() = default;
+  template <typename F, typename = std::enable_if_t<std::is_convertible_v<F, Fn> &&
+                                                    !std::is_same_v<std::decay_t<F>, Initializer>>>
+  Initializer(F fn) : fn_(std::move(fn)) {}  // NOLINT: any callable converts, as to a std::function
+  Initializer(Fn fn, RowsFn rows) : fn_(std::move(fn)), rows_(std::move(rows)) {}
+
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+  Output operator()(const Scope& scope, const TensorShape& shape, DataType dtype) const {
+    return fn_(scope, shape, dtype);
+  }
+  Output Rows(const Scope& scope, const TensorShape& full, int64_t row_offset,
+              const TensorShape& rows, DataType dtype) const {
+    return rows_ ? rows_(scope, full, row_offset, rows, dtype) : fn_(scope, rows, dtype);
+  }
+
+ private:
+  Fn fn_;
+  RowsFn rows_;
+};
 
 struct VariableArgs {
   std::string name;  // relative to the scope's prefix
@@ -131,6 +161,17 @@ class Variable {
   // The order in which that strategy made its variables (gradient buckets
   // are formed from the last made); -1 for a plain one.
   virtual int64_t creation_index() const { return -1; }
+
+  // Partitions: a partitioned variable (train/partitioned_variable.h: a
+  // large table split along dimension 0, e.g. over parameter servers) is
+  // num_partitions() plain variables, partition p holding its rows
+  // [partition_offset(p), partition_offset(p) + partition(p)->shape()[0]).
+  // A variable that is not partitioned is its own only partition.
+  virtual int num_partitions() const { return 1; }
+  virtual Variable* partition(int p) const {
+    return p == 0 ? const_cast<Variable*>(this) : nullptr;
+  }
+  virtual int64_t partition_offset(int p) const { return 0; }
 
   // Set on a variable whose copies hold blocks of other tensors (ZeRO's
   // shards); nullptr for any other.
