@@ -86,6 +86,7 @@ if [[ $# -eq 0 ]]; then
     //base:ip_address_test //tools:rendezvous_test //runtime/security:all \
     //runtime/coordination:all //runtime/collective:tcp_transport_test //tests/fuzz:all \
     //runtime:multi_task_session_test //runtime/rpc:worker_service_test \
+    //kernels/cpu:partition_kernels_test //kernels/cpu:variable_kernels_test \
     2>&1 | tee "$asan_log"
   asan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$asan_log")
