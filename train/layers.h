@@ -236,7 +236,8 @@ class EmbeddingBag : public Embedding {
 // (DynamicPartition), each partition's rows gathered on its device
 // (ResourceGather: only the rows travel) and put back in the ids' order
 // (DynamicStitch), one sparse read per partition in `reads`. An id outside
-// [0, rows) fails when run, naming the partition it fell to.
+// [0, rows) fails when run, in the gather of the partition it fell to
+// ("lookup/gather_part_<p>", with its index within that partition).
 Output EmbeddingLookup(const Scope& scope, Variable* table, Output ids,
                        std::vector<VariableRead>* reads);
 

@@ -192,7 +192,8 @@ class Optimizer {
                     const std::string& suffix);
 
  private:
-  // The checked pairs, or nullptr-free failure recorded in `scope`.
+  // The gradients to apply (those the loss reaches) into dense_out and
+  // sparse_out; false with InvalidArgument recorded in `scope` for a bad one.
   bool CheckGradients(const Scope& scope, const std::vector<GradAndVar>& grads_and_vars,
                       const std::vector<SparseGradient>& sparse, std::vector<GradAndVar>* dense_out,
                       std::vector<SparseGradient>* sparse_out);
