@@ -105,13 +105,16 @@ absl::StatusOr<std::unique_ptr<Sequential>> MakeSmallCnn(int64_t rows, int64_t c
 // variable the loss does not reach gets a zero gradient. Errors: the
 // gradient's or the optimizer's; InvalidArgument if `loss` is null, nothing
 // is trainable, or the loss depends on a read of a trainable variable that
-// is not in `reads` (naming the read: it would never be updated).
+// is not in `reads` (naming the read: it would never be updated). A sparse
+// read (VariableRead::indices: an embedding lookup into a partitioned
+// table) gives its variable a SparseGradient of the rows it read.
 absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss,
                                const std::vector<VariableRead>& reads, Optimizer* optimizer);
 
 // The same for every trainable variable of the graph that the loss reads
-// (Keras's trainable_variables): no list to keep. InvalidArgument if the
-// loss reads none.
+// (Keras's trainable_variables): no list to keep, a partitioned variable's
+// partitions read whole or by rows (its lookups) included. InvalidArgument
+// if the loss reads none.
 absl::StatusOr<Node*> Minimize(const Scope& scope, Output loss, Optimizer* optimizer);
 
 }  // namespace train

@@ -113,8 +113,8 @@ TEST(PartitionedVariableTest, ReadsWritesAndLooksUpRowsLikeTheWhole) {
 }
 
 // A table [7, 2] looked up by ids with repeats, trained for 3 steps: the
-// table after.
-std::vector<float> Train(int partitions, Optimizer* optimizer) {
+// table after. `listed`: Minimize gets the lookup's reads, else finds them.
+std::vector<float> Train(int partitions, Optimizer* optimizer, bool listed = true) {
   Scope root = Scope::NewRootScope();
   Variable* table = nullptr;
   {
@@ -130,7 +130,7 @@ std::vector<float> Train(int partitions, Optimizer* optimizer) {
       ops::Const<float>(root, {1, -2, 0.5f, 3, 1, 1, -1, 2, 0.25f, 1}, TensorShape({5, 2}));
   Output loss =
       ops::Sum(root, ops::Square(root, ops::Mul(root, rows, weights)), ops::Const(root, {0, 1}));
-  auto train_op = Minimize(root, loss, reads, optimizer);
+  auto train_op = listed ? Minimize(root, loss, reads, optimizer) : Minimize(root, loss, optimizer);
   EXPECT_TRUE(train_op.ok()) << train_op.status();
   Output whole = table->Read(root);
   Node* init = GlobalVariablesInitializer(root);
@@ -152,9 +152,11 @@ TEST(PartitionedVariableTest, SparseUpdatesEqualTheWholeTablesDenseOnes) {
       if (adam) return std::make_unique<Adam>(0.1);
       return std::make_unique<SGD>(0.01);
     };
-    auto whole_opt = make(), parts_opt = make();
+    auto whole_opt = make(), parts_opt = make(), found_opt = make();
     const std::vector<float> whole = Train(1, whole_opt.get());
     const std::vector<float> parts = Train(3, parts_opt.get());
+    // Minimize without a list finds the partitions' lookups itself.
+    EXPECT_EQ(Train(3, found_opt.get(), /*listed=*/false), parts);
     ASSERT_EQ(whole.size(), 14u);
     ASSERT_EQ(parts.size(), 14u);
     for (size_t i = 0; i < whole.size(); ++i)
