@@ -39,25 +39,22 @@ ops::RandomAttrs Seeds(std::optional<int64_t> seed) {
 
 bool IsFloating(DataType dt) { return dt == DT_FLOAT || dt == DT_DOUBLE; }
 
-// A random op of `shape` with `attrs` (the seeds).
-using Draw = std::function<Output(const Scope&, Output shape, DataType, const ops::RandomAttrs&)>;
-
-// The seeds of rows from `row_offset` on: a seeded initializer gives each
-// partition a seed of its own (the same rows of another partitioning draw
-// other values); the first partition's are the whole's.
-ops::RandomAttrs RowSeeds(std::optional<int64_t> seed, int64_t row_offset) {
-  if (!seed.has_value() || row_offset == 0) return Seeds(seed);
-  const uint64_t mixed =
-      static_cast<uint64_t>(*seed) ^ (static_cast<uint64_t>(row_offset) * 0x9E3779B97F4A7C15ull);
-  return Seeds(static_cast<int64_t>(mixed >> 1));
+// The random op `op` (RandomUniform, RandomStandardNormal, TruncatedNormal)
+// of `shape`.
+Output Draw(const std::string& op, const Scope& s, Output shape, DataType dt,
+            const ops::RandomAttrs& a) {
+  if (op == "RandomUniform") return ops::RandomUniform(s, shape, dt, a);
+  if (op == "RandomStandardNormal") return ops::RandomNormal(s, shape, dt, a);
+  return ops::TruncatedNormal(s, shape, dt, a);
 }
 
-// scale * draw + offset, `draw` being the random op; scale and offset from
-// the whole variable's shape (`params`), so that a partition's rows come
-// from the whole's distribution.
+// scale * draw + offset, the draw being the random op `op`; scale and
+// offset from the whole variable's shape (`params`). A seeded initializer
+// makes a partition's rows as exactly the whole's rows (ops::RandomRange);
+// an unseeded one draws afresh anyway.
 Initializer Affine(const char* what,
                    std::function<std::pair<double, double>(const TensorShape&)> params,
-                   std::optional<int64_t> seed, Draw draw) {
+                   std::optional<int64_t> seed, std::string op) {
   auto rows = [=](const Scope& scope, const TensorShape& full, int64_t row_offset,
                   const TensorShape& shape, DataType dtype) -> Output {
     if (!IsFloating(dtype)) {
@@ -66,7 +63,12 @@ Initializer Affine(const char* what,
       return Output();
     }
     const auto [scale, offset] = params(full);
-    Output x = draw(scope, ShapeConst(scope, shape), dtype, RowSeeds(seed, row_offset));
+    const int64_t row_elements =
+        full.dims() == 0 || full.dim_size(0) == 0 ? 0 : full.num_elements() / full.dim_size(0);
+    Output x = seed.has_value() && row_offset > 0
+                   ? ops::RandomRange(scope, op, ShapeConst(scope, shape), dtype, Seeds(seed),
+                                      row_offset * row_elements)
+                   : Draw(op, scope, ShapeConst(scope, shape), dtype, Seeds(seed));
     Output scaled = ops::Mul(scope, x, ScalarConst(scope, dtype, scale));
     return ops::AddV2(scope, scaled, ScalarConst(scope, dtype, offset));
   };
@@ -77,10 +79,10 @@ Initializer Affine(const char* what,
 }
 
 Initializer Affine(const char* what, double scale, double offset, std::optional<int64_t> seed,
-                   Draw draw) {
+                   std::string op) {
   return Affine(
       what, [scale, offset](const TensorShape&) { return std::make_pair(scale, offset); }, seed,
-      std::move(draw));
+      std::move(op));
 }
 
 }  // namespace
@@ -116,24 +118,15 @@ Initializer ConstantTensor(const Tensor& value) {
 }
 
 Initializer RandomUniform(double minval, double maxval, std::optional<int64_t> seed) {
-  return Affine("RandomUniform", maxval - minval, minval, seed,
-                [](const Scope& s, Output shape, DataType dt, const ops::RandomAttrs& a) {
-                  return ops::RandomUniform(s, shape, dt, a);
-                });
+  return Affine("RandomUniform", maxval - minval, minval, seed, "RandomUniform");
 }
 
 Initializer RandomNormal(double mean, double stddev, std::optional<int64_t> seed) {
-  return Affine("RandomNormal", stddev, mean, seed,
-                [](const Scope& s, Output shape, DataType dt, const ops::RandomAttrs& a) {
-                  return ops::RandomNormal(s, shape, dt, a);
-                });
+  return Affine("RandomNormal", stddev, mean, seed, "RandomStandardNormal");
 }
 
 Initializer TruncatedNormal(double mean, double stddev, std::optional<int64_t> seed) {
-  return Affine("TruncatedNormal", stddev, mean, seed,
-                [](const Scope& s, Output shape, DataType dt, const ops::RandomAttrs& a) {
-                  return ops::TruncatedNormal(s, shape, dt, a);
-                });
+  return Affine("TruncatedNormal", stddev, mean, seed, "TruncatedNormal");
 }
 
 Fans ComputeFans(const TensorShape& shape) {
@@ -153,10 +146,7 @@ Initializer GlorotUniform(std::optional<int64_t> seed) {
     const double limit = std::sqrt(3.0 / std::max(1.0, (f.fan_in + f.fan_out) / 2.0));
     return std::make_pair(2 * limit, -limit);
   };
-  return Affine("RandomUniform", params, seed,
-                [](const Scope& s, Output shape, DataType dt, const ops::RandomAttrs& a) {
-                  return ops::RandomUniform(s, shape, dt, a);
-                });
+  return Affine("RandomUniform", params, seed, "RandomUniform");
 }
 
 }  // namespace train

@@ -10,9 +10,10 @@
 // given seed, so the values are deterministic given the seed (and differ
 // between seeds); with no seed each run of the initializer draws afresh.
 // Each also makes a partition's rows alone (Initializer::Rows, for a
-// partitioned variable): constants their rows, random ones the whole's
-// distribution with a seed of the partition's own, so no device makes the
-// whole of a partitioned table.
+// partitioned variable), so no device makes the whole of a partitioned
+// table: constants their rows; seeded random ones exactly the rows the
+// whole would get on its first draw (ops::RandomRange), so partitioning
+// does not change a model's initial values; unseeded ones afresh.
 // Random initializers support float and double; Zeros/Ones/Constant support
 // float, double, int32 and int64. Another dtype records InvalidArgument in
 // the scope.

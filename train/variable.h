@@ -60,9 +60,9 @@ namespace train {
 // know how to make only rows [row_offset, row_offset + rows[0]) of a
 // variable of shape `full` without making the whole (a partition of a
 // partitioned variable, on its own device): the ones of initializers.h do
-// (random ones draw from the whole's distribution, Glorot with the whole's
-// fans, with a seed of the partition's own). Rows() of one that does not
-// calls it with the partition's shape.
+// (seeded random ones give exactly the whole's rows, Glorot's bound from
+// the whole's fans). Rows() of one that does not calls it with the
+// partition's shape.
 class Initializer {
  public:
   using Fn = std::function<Output(const Scope& scope, const TensorShape& shape, DataType dtype)>;

@@ -24,6 +24,7 @@ STRATA_NO_GRADIENT("_Send");
 STRATA_NO_GRADIENT("_Recv");
 
 STRATA_NO_GRADIENT("RandomUniform");
+STRATA_NO_GRADIENT("_RandomRange");
 STRATA_NO_GRADIENT("RandomStandardNormal");
 STRATA_NO_GRADIENT("TruncatedNormal");
 STRATA_NO_GRADIENT("StatelessRandomUniform");

@@ -47,6 +47,19 @@ STRATA_REGISTER_RANDOM_OP("TruncatedNormal");
 
 #undef STRATA_REGISTER_RANDOM_OP
 
+// Internal: a range of a seeded random op's first draw (random_ops.h).
+STRATA_REGISTER_OP("_RandomRange")
+    .Input("shape: T")
+    .Output("output: dtype")
+    .Attr("seed: int = 0")
+    .Attr("seed2: int = 0")
+    .Attr("dist: string")
+    .Attr("offset: int = 0")
+    .Attr("dtype: {half, bfloat16, float, double}")
+    .Attr("T: {int32, int64}")
+    .SetIsStateful()
+    .SetShapeFn(RandomShapeFn);
+
 // Not stateful: one seed, one value, so graph passes may fold and merge it.
 STRATA_REGISTER_OP("StatelessRandomUniform")
     .Input("shape: T")
@@ -90,6 +103,28 @@ Output StatelessRandomUniform(const Scope& scope, Output shape, Output seed, Dat
                 .Input(shape)
                 .Input(seed)
                 .Attr("dtype", dtype)
+                .Finalize();
+  return n == nullptr ? Output() : Output(n, 0);
+}
+
+Output RandomRange(const Scope& scope, const std::string& op, Output shape, DataType dtype,
+                   const RandomAttrs& attrs, int64_t offset) {
+  const char* dist = op == "RandomUniform"          ? "uniform"
+                     : op == "RandomStandardNormal" ? "normal"
+                     : op == "TruncatedNormal"      ? "truncated_normal"
+                                                    : nullptr;
+  if (dist == nullptr || offset < 0) {
+    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+        "RandomRange: '", op, "' is not a random op of this family, or offset ", offset, " < 0")));
+    return Output();
+  }
+  Node* n = NodeBuilder(scope, "_RandomRange", "RandomRange")
+                .Input(shape)
+                .Attr("dtype", dtype)
+                .Attr("seed", attrs.seed)
+                .Attr("seed2", attrs.seed2)
+                .Attr("dist", std::string(dist))
+                .Attr("offset", offset)
                 .Finalize();
   return n == nullptr ? Output() : Output(n, 0);
 }

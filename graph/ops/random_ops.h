@@ -33,6 +33,7 @@
 #define STRATA_GRAPH_OPS_RANDOM_OPS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "graph/scope.h"
 
@@ -60,6 +61,17 @@ Output RandomNormal(const Scope& scope, Output shape, DataType dtype,
                     const RandomAttrs& attrs = {});
 Output TruncatedNormal(const Scope& scope, Output shape, DataType dtype,
                        const RandomAttrs& attrs = {});
+
+// Elements [offset, offset + n) (n: `shape`'s elements) of what the random
+// op `op` ("RandomUniform", "RandomStandardNormal", "TruncatedNormal") with
+// these seeds draws on its first run, flattened, in `shape`: a row range of
+// a seeded random value made alone, bit for bit that part of the whole (a
+// partition of a partitioned variable, train/partitioned_variable.h). The
+// internal op _RandomRange (attrs seed, seed2, dist "uniform", "normal" or
+// "truncated_normal", offset >= 0). Unseeded (0, 0), it draws afresh as the
+// ops do. InvalidArgument (in the scope) for another op or offset < 0.
+Output RandomRange(const Scope& scope, const std::string& op, Output shape, DataType dtype,
+                   const RandomAttrs& attrs, int64_t offset);
 
 // StatelessRandomUniform: [0, 1) values of `dtype`, a function of `seed`
 // ([2] int32 or int64) only.

@@ -1,6 +1,6 @@
-// CPU kernels of RandomUniform, RandomStandardNormal, TruncatedNormal and
-// StatelessRandomUniform (graph/ops/random_ops.h) for float, double, half
-// and bfloat16.
+// CPU kernels of RandomUniform, RandomStandardNormal, TruncatedNormal,
+// StatelessRandomUniform and _RandomRange (a range of the others' first
+// draw; graph/ops/random_ops.h) for float, double, half and bfloat16.
 //
 // Reproducibility: element i's value is a pure function of (seed, seed2, run,
 // i), where `run` counts the kernel instance's Compute calls. Each run gets a
@@ -12,7 +12,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -82,27 +84,33 @@ PhiloxBlock AttemptCounter(uint64_t element, uint32_t attempt) {
 // attempts has probability below 1e-600.
 constexpr uint32_t kMaxAttempts = 512;
 
+// Elements [offset, offset + n) of the run's values into out[0, n).
 template <typename T, Dist D>
-absl::Status Generate(const Eigen::ThreadPoolDevice& dev, PhiloxKey key, T* out, int64_t n) {
+absl::Status Generate(const Eigen::ThreadPoolDevice& dev, PhiloxKey key, T* out, int64_t n,
+                      int64_t offset = 0) {
   using G = Gen<T>;
   using C = typename G::C;
   constexpr int K = G::kPerBlock;
   // Rough cycles per block (Philox ~60; log/sqrt/sin/cos ~150 per pair).
   constexpr double kCycles = D == Dist::kUniform ? 80 : 80 + 150 * K / 2;
   if constexpr (D != Dist::kTruncatedNormal) {
-    const int64_t blocks = (n + K - 1) / K;
+    const int64_t first_block = offset / K, end = offset + n;
+    const int64_t blocks = (end + K - 1) / K - first_block;
     dev.parallelFor(blocks, Eigen::TensorOpCost(0, K * sizeof(T), kCycles),
                     [&](Eigen::Index first, Eigen::Index last) {
                       C v[K];
-                      for (Eigen::Index b = first; b < last; ++b) {
+                      for (Eigen::Index j = first; j < last; ++j) {
+                        const int64_t b = first_block + j;
                         const PhiloxBlock bits = Philox4x32(BlockCounter(b), key);
                         if constexpr (D == Dist::kUniform) {
                           G::Uniform(bits, v);
                         } else {
                           for (int p = 0; p < K / 2; ++p) G::NormalPair(bits, p, v + 2 * p);
                         }
-                        const int64_t i0 = b * K;
-                        for (int k = 0; k < K && i0 + k < n; ++k) out[i0 + k] = static_cast<T>(v[k]);
+                        for (int k = 0; k < K; ++k) {
+                          const int64_t i = b * K + k;
+                          if (i >= offset && i < end) out[i - offset] = static_cast<T>(v[k]);
+                        }
                       }
                     });
     return absl::OkStatus();
@@ -116,7 +124,7 @@ absl::Status Generate(const Eigen::ThreadPoolDevice& dev, PhiloxKey key, T* out,
                       for (uint32_t a = 0; a < kMaxAttempts && !done; ++a) {
                         // Pairs are made only as needed: the first one
                         // serves 99.8% of the elements.
-                        const PhiloxBlock bits = Philox4x32(AttemptCounter(i, a), key);
+                        const PhiloxBlock bits = Philox4x32(AttemptCounter(offset + i, a), key);
                         for (int p = 0; p < K / 2 && !done; ++p) {
                           G::NormalPair(bits, p, v);
                           for (int k = 0; k < 2 && !done; ++k) {
@@ -170,6 +178,71 @@ class RandomOp : public OpKernel {
   PhiloxKey seed_key_;
   uint64_t seed2_ = 0;
   std::atomic<uint64_t> runs_{0};  // Compute may run for several steps at once
+};
+
+// _RandomRange: elements [offset, offset + n) of the first run of the
+// random op `dist` names with these seeds (graph/ops/random_ops.h).
+template <typename T>
+class RandomRangeOp : public OpKernel {
+ public:
+  explicit RandomRangeOp(OpKernelConstruction& c) : OpKernel(c) {
+    int64_t seed = 0, seed2 = 0;
+    std::string dist;
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("seed", &seed));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("seed2", &seed2));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("dist", &dist));
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("offset", &offset_));
+    if (dist != "uniform" && dist != "normal" && dist != "truncated_normal") {
+      STRATA_KERNEL_REQUIRES_OK(
+          c, absl::InvalidArgumentError(absl::StrCat(
+                 "_RandomRange: dist '", dist, "' is not uniform, normal or truncated_normal")));
+    }
+    if (offset_ < 0) {
+      STRATA_KERNEL_REQUIRES_OK(
+          c, absl::InvalidArgumentError(absl::StrCat("_RandomRange: offset ", offset_, " < 0")));
+    }
+    dist_ = dist == "uniform"  ? Dist::kUniform
+            : dist == "normal" ? Dist::kNormal
+                               : Dist::kTruncatedNormal;
+    if (seed == 0 && seed2 == 0) {  // unseeded: afresh, as the ops
+      std::random_device rd;
+      seed = (static_cast<int64_t>(rd()) << 32) | rd();
+      seed2 = (static_cast<int64_t>(rd()) << 32) | rd();
+    }
+    // The key of the random op's first run (RandomOp::Compute, run 0).
+    const PhiloxBlock k =
+        Philox4x32({0, 0, Lo(static_cast<uint64_t>(seed2)), Hi(static_cast<uint64_t>(seed2))},
+                   {Lo(seed), Hi(seed)});
+    key_ = {k[0], k[1]};
+  }
+
+  bool IsExpensive() const override { return true; }
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(TensorShape shape, ShapeFromShapeTensor(ctx.input(0), "shape"));
+    if (offset_ > std::numeric_limits<int64_t>::max() - shape.num_elements()) {
+      return absl::InvalidArgumentError(absl::StrCat("_RandomRange: offset ", offset_, " + ",
+                                                     shape.num_elements(), " elements overflows"));
+    }
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, shape, &out));
+    const auto& dev = ctx.eigen_cpu_device();
+    const int64_t n = out->NumElements();
+    switch (dist_) {
+      case Dist::kUniform:
+        return Generate<T, Dist::kUniform>(dev, key_, out->data<T>(), n, offset_);
+      case Dist::kNormal:
+        return Generate<T, Dist::kNormal>(dev, key_, out->data<T>(), n, offset_);
+      case Dist::kTruncatedNormal:
+        return Generate<T, Dist::kTruncatedNormal>(dev, key_, out->data<T>(), n, offset_);
+    }
+    return absl::InternalError("_RandomRange: unknown distribution");
+  }
+
+ private:
+  Dist dist_ = Dist::kUniform;
+  int64_t offset_ = 0;
+  PhiloxKey key_;
 };
 
 // StatelessRandomUniform, TensorFlow's bits: each value is m * 2^-bits for
@@ -231,20 +304,22 @@ class StatelessUniformOp : public OpKernel {
   }
 };
 
-#define STRATA_REGISTER_RANDOM_KERNELS(T, DT)                                                  \
-  STRATA_REGISTER_KERNEL(KernelBuilder("RandomUniform").Device(kDeviceCpu).TypeConstraint(     \
-                             "dtype", DT),                                                     \
-                         RandomOp<T, Dist::kUniform>);                                         \
-  STRATA_REGISTER_KERNEL(KernelBuilder("RandomStandardNormal")                                 \
-                             .Device(kDeviceCpu)                                               \
-                             .TypeConstraint("dtype", DT),                                     \
-                         RandomOp<T, Dist::kNormal>);                                          \
-  STRATA_REGISTER_KERNEL(KernelBuilder("TruncatedNormal").Device(kDeviceCpu).TypeConstraint(   \
-                             "dtype", DT),                                                     \
-                         RandomOp<T, Dist::kTruncatedNormal>);                                 \
-  STRATA_REGISTER_KERNEL(KernelBuilder("StatelessRandomUniform").Device(kDeviceCpu).TypeConstraint( \
-                             "dtype", DT),                                                     \
-                         StatelessUniformOp<T>)
+#define STRATA_REGISTER_RANDOM_KERNELS(T, DT)                                                 \
+  STRATA_REGISTER_KERNEL(                                                                     \
+      KernelBuilder("RandomUniform").Device(kDeviceCpu).TypeConstraint("dtype", DT),          \
+      RandomOp<T, Dist::kUniform>);                                                           \
+  STRATA_REGISTER_KERNEL(                                                                     \
+      KernelBuilder("RandomStandardNormal").Device(kDeviceCpu).TypeConstraint("dtype", DT),   \
+      RandomOp<T, Dist::kNormal>);                                                            \
+  STRATA_REGISTER_KERNEL(                                                                     \
+      KernelBuilder("TruncatedNormal").Device(kDeviceCpu).TypeConstraint("dtype", DT),        \
+      RandomOp<T, Dist::kTruncatedNormal>);                                                   \
+  STRATA_REGISTER_KERNEL(                                                                     \
+      KernelBuilder("StatelessRandomUniform").Device(kDeviceCpu).TypeConstraint("dtype", DT), \
+      StatelessUniformOp<T>);                                                                 \
+  STRATA_REGISTER_KERNEL(                                                                     \
+      KernelBuilder("_RandomRange").Device(kDeviceCpu).TypeConstraint("dtype", DT),           \
+      RandomRangeOp<T>)
 
 STRATA_REGISTER_RANDOM_KERNELS(float, DT_FLOAT);
 STRATA_REGISTER_RANDOM_KERNELS(double, DT_DOUBLE);
