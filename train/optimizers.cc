@@ -10,6 +10,7 @@
 #include "graph/ops/state_ops.h"
 #include "graph/ops/training_ops.h"
 #include "train/initializers.h"
+#include "train/partitioned_variable.h"
 
 namespace strata {
 namespace train {
@@ -128,13 +129,7 @@ bool Optimizer::AddUpdates(const Scope& scope, const Scope& ns,
     }
     const Scope cut = ns.NewSubScope(absl::StrCat("partition_", var->name()));
     for (int p = 0; p < var->num_partitions(); ++p) {
-      Variable* part = var->partition(p);
-      std::vector<int64_t> begin(var->shape().dims(), 0), size(var->shape().dims(), -1);
-      begin[0] = var->partition_offset(p);
-      size[0] = part->shape().dim_size(0);
-      parts.push_back(
-          {ops::Slice(cut, grad, ops::Const<int64_t>(cut, begin), ops::Const<int64_t>(cut, size)),
-           part});
+      parts.push_back({PartitionRows(cut, grad, *var, p), var->partition(p)});
     }
   }
   auto add = [&](Variable* var, const std::function<Node*(const Scope&)>& update) {

@@ -55,11 +55,7 @@ Node* PartitionedVariable::Write(const Scope& scope, Output value, WriteKind kin
   std::vector<Node*> writes;
   for (size_t i = 0; i < parts_.size(); ++i) {
     const Variable& p = *parts_[i];
-    std::vector<int64_t> begin(shape().dims(), 0), size(shape().dims(), -1);
-    begin[0] = offsets_[i];
-    size[0] = p.shape().dim_size(0);
-    Output rows = ops::Slice(scope, value, ops::Const<int64_t>(scope, begin),
-                             ops::Const<int64_t>(scope, size));
+    Output rows = PartitionRows(scope, value, *this, static_cast<int>(i));
     Node* w = kind == WriteKind::kAssign ? p.Assign(scope, rows)
               : kind == WriteKind::kAdd  ? p.AssignAdd(scope, rows)
                                          : p.AssignSub(scope, rows);
@@ -77,6 +73,14 @@ Node* PartitionedVariable::AssignAdd(const Scope& scope, Output value) const {
 }
 Node* PartitionedVariable::AssignSub(const Scope& scope, Output value) const {
   return Write(scope, value, WriteKind::kSub);
+}
+
+Output PartitionRows(const Scope& scope, Output value, const Variable& var, int p) {
+  std::vector<int64_t> begin(var.shape().dims(), 0), size(var.shape().dims(), -1);
+  begin[0] = var.partition_offset(p);
+  size[0] = var.partition(p)->shape().dim_size(0);
+  return ops::Slice(scope, value, ops::Const<int64_t>(scope, begin),
+                    ops::Const<int64_t>(scope, size));
 }
 
 absl::StatusOr<std::unique_ptr<Variable>> CreatePartitioned(const Scope& scope,

@@ -82,6 +82,11 @@ class PartitionedVariable : public Variable {
   std::vector<int64_t> offsets_;
 };
 
+// The rows of partition `p` of `var` (a partitioned variable, or a plain
+// one as its own partition 0) cut from `value`, a tensor of var's shape
+// (a whole value to write, a gradient to apply), in `scope`.
+Output PartitionRows(const Scope& scope, Output value, const Variable& var, int p);
+
 // Makes the variable `args` describes as `num_partitions` partitions:
 // partition p is made by `make(p, part_args)`, part_args being `args` with
 // the name "<name>/part_<p>", the partition's shape and an initializer of
