@@ -1,8 +1,6 @@
 #include "fit/loop.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/run_queue.h"
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
@@ -65,33 +64,6 @@ absl::Status ReportWorkerError(distribute::Strategy* strategy, const absl::Statu
   multi_worker->ReportError(mine);
   return mine;
 }
-
-namespace {
-
-// Seconds the calling thread has spent runnable but not running (the
-// kernel's run-queue delay, /proc/thread-self/schedstat); 0 where
-// unavailable. The file stays open per thread: each step costs one pread.
-double RunQueueSeconds() {
-  struct File {
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    ~File() {
-      if (fd >= 0) close(fd);
-    }
-  };
-  thread_local const File file;
-  const int fd = file.fd;
-  if (fd < 0) return 0;
-  char buf[128];
-  const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  unsigned long long running = 0, waiting = 0;
-  return std::sscanf(buf, "%llu %llu", &running, &waiting) == 2
-             ? static_cast<double>(waiting) * 1e-9
-             : 0;
-}
-
-}  // namespace
 
 Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds,
                            int num_workers) {
@@ -314,7 +286,8 @@ absl::Status TrainLoop::Step(int64_t step) {
   const double mark = recorder.completed_seconds();
   my_wait_ = mark - recorder_mark_;
   recorder_mark_ = mark;
-  const double cpu_mark = RunQueueSeconds();
+  CountThisThreadsRunQueueDelay();
+  const double cpu_mark = CountedRunQueueSeconds();
   my_cpu_wait_ = cpu_mark - cpu_mark_;
   cpu_mark_ = cpu_mark;
   recorder.SetActivity("between steps (metrics, callbacks, checkpoints)");

@@ -26,7 +26,9 @@
 // its own slots of one per worker, its time in cross-worker collectives
 // during the previous step (the flight recorder's,
 // runtime/collective/flight_recorder.h) and its time waiting for a CPU
-// then (the run-queue delay of the thread running the steps). The vector
+// then (the run-queue delay of the threads that do its steps: the loop's,
+// the executor's, the collectives' lanes and transports; base/run_queue.h).
+// The vector
 // is averaged over every replica of every worker with the loss's
 // all-reduce, so every worker learns after the same step that one of them
 // got SIGTERM, and every worker's waits (the metrics' "collective_wait_sec"

@@ -1,8 +1,8 @@
 // StragglerDetector: names the worker the others consistently wait for.
 // Each step the training loop learns, for every worker and the previous
 // step, its time in cross-worker collectives and its time waiting for a
-// CPU (runnable, not running: the kernel's run-queue delay of the thread
-// that runs the step), both travelling with the loss's all-reduce
+// CPU (runnable, not running: the kernel's run-queue delay of the threads
+// that do the step, base/run_queue.h), both travelling with the loss's all-reduce
 // (fit/loop.h). A worker slow in its own work (a slower device, a slow
 // disk under its input) reaches each collective last, so it waits there
 // least while the others wait for it; a worker starved of CPU (a hog on

@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "base/run_queue.h"
 #include "base/status.h"
 #include "kernels/cancellation.h"
 #include "kernels/eigen_views.h"
@@ -123,6 +124,7 @@ class Executor::StepState {
 
   // Runs ready nodes until none is left, then returns this loop's token.
   void RunLoop(Stack& stack) {
+    CountThisThreadsRunQueueDelay();
     ++inline_depth;
     OpKernelContext::Params params = BaseParams();
     Eigen::ThreadPoolInterface* const pool = args_.inter_op_pool;

@@ -5,7 +5,9 @@
 // collectives; with the hog on the chief's core instead, the chief is
 // named. (Without a hog this machine's two cores are not even enough for
 // "nobody is named" to hold: the detector reports real imbalance, which
-// the unit test covers.) Pinning needs 2 cores (the test
+// the unit test covers.) The chief's case needs the CPU wait of every
+// thread of its steps: its collectives' threads, not the loop's, lose the
+// time slices, and both workers wait in collectives alike. Pinning needs 2 cores (the test
 // skips with fewer); it runs alone (tag exclusive) since a busy machine is
 // what it measures.
 #include <signal.h>

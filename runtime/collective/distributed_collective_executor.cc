@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/run_queue.h"
 #include "base/status.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/algorithms/all_reduce_pipelined_ring.h"
@@ -547,6 +548,7 @@ void DistributedCollectiveExecutor::SubmitOrdered(uint64_t id,
 }
 
 void DistributedCollectiveExecutor::LaneLoop() {
+  CountThisThreadsRunQueueDelay();
   while (true) {
     bool await = false;
     {

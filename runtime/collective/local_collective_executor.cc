@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/run_queue.h"
 #include "base/status.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/reduction.h"
@@ -143,6 +144,7 @@ class LocalCollectiveExecutor::Helpers {
 
  private:
   void Loop() {
+    CountThisThreadsRunQueueDelay();
     for (;;) {
       // A few microseconds of pauses, then yield for up to 300 us: a
       // yielding helper gives its core to any thread that wants it (a rank

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "base/run_queue.h"
+
 namespace strata {
 
 WorkerPool::~WorkerPool() { Stop(); }
@@ -35,6 +37,7 @@ int WorkerPool::num_threads() const {
 }
 
 void WorkerPool::WorkerLoop() {
+  CountThisThreadsRunQueueDelay();
   MutexLock l(&mu_);
   for (;;) {
     while (queue_.empty() && !stop_) {

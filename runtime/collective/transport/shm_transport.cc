@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/run_queue.h"
 #include "base/status.h"
 #include "runtime/collective/transport/shared_workspace.h"
 #include "runtime/collective/transport/shm_segment.h"
@@ -545,6 +546,7 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
   }
 
   void ProgressLoop() {
+    CountThisThreadsRunQueueDelay();
     WaitWord& bell = doorbell(rank_);
     std::unique_ptr<Backoff> idle;
     Clock::time_point next_check = Clock::now();

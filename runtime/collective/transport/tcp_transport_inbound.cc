@@ -13,12 +13,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "base/run_queue.h"
 #include "runtime/collective/transport/tcp_transport_internal.h"
 
 namespace strata {
 namespace tcp_internal {
 
 void TcpTransport::Loop() {
+  CountThisThreadsRunQueueDelay();
   epoll_event events[64];
   const int64_t spin_ns = absl::ToInt64Nanoseconds(options_.poll_spin);
   absl::Time spin_until = absl::InfinitePast();
