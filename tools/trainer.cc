@@ -35,6 +35,12 @@ ABSL_FLAG(int64_t, embedding_levels, 16, "embedding: buckets per feature");
 ABSL_FLAG(std::string, variable_partitioner, "",
           "parameter_server: split large variables over the ps tasks: fixed:N or "
           "min_size:BYTES[:MAX] (default: none)");
+ABSL_FLAG(int32_t, pipeline_stages, 1,
+          "pipeline model parallelism: the model's layers split into this many stages, each on a "
+          "virtual CPU device of its own (--strategy=one_device)");
+ABSL_FLAG(int32_t, micro_batches, 1,
+          "pipeline: micro-batches per global batch (must divide --global_batch_size)");
+ABSL_FLAG(std::string, pipeline_schedule, "1f1b", "pipeline: 1f1b or gpipe");
 ABSL_FLAG(std::string, hidden, "128,64", "the MLP's hidden layer sizes, comma-separated");
 ABSL_FLAG(std::string, data, "digits",
           "digits, csv:PATH[,PATH...] (numbers only, label in the last column, optional header; a "
@@ -97,6 +103,9 @@ int main(int argc, char** argv) {
   c.lr_decay_steps = absl::GetFlag(FLAGS_lr_decay_steps);
   c.lr_decay_rate = absl::GetFlag(FLAGS_lr_decay_rate);
   c.global_batch_size = absl::GetFlag(FLAGS_global_batch_size);
+  c.pipeline_stages = absl::GetFlag(FLAGS_pipeline_stages);
+  c.micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  c.pipeline_schedule = absl::GetFlag(FLAGS_pipeline_schedule);
   c.epochs = absl::GetFlag(FLAGS_epochs);
   c.steps = absl::GetFlag(FLAGS_steps);
   c.seed = absl::GetFlag(FLAGS_seed);

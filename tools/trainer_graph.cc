@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "fit/loop.h"
 #include "fit/optimizers.h"
@@ -13,6 +14,7 @@
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "strategy/distributed_optimizer.h"
+#include "strategy/pipeline.h"
 #include "strategy/replica_context.h"
 #include "train/initializers.h"
 #include "train/layers.h"
@@ -129,7 +131,46 @@ absl::StatusOr<std::unique_ptr<train::Sequential>> MakeEmbeddingModel(const Trai
   return model;
 }
 
+// --pipeline_stages / --micro_batches: stage s on CPU device s, the layers
+// split as evenly as they go (the first stages get one more where they do
+// not divide).
+// `summary`: the shape, for the log.
+absl::StatusOr<distribute::PipelineOptions> PipelineFor(const TrainerConfig& c,
+                                                        const train::Sequential& model,
+                                                        std::string* summary) {
+  const int layers = static_cast<int>(model.layers().size());
+  const int stages = c.pipeline_stages;
+  if (stages > layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pipeline_stages=", stages, ": the model has only ", layers, " layers to split"));
+  }
+  distribute::PipelineOptions o;
+  int start = 0;
+  for (int s = 0; s < stages; ++s) {
+    o.stage_devices.push_back(absl::StrCat("/device:CPU:", s));
+    o.stage_starts.push_back(start);
+    start += layers / stages + (s < layers % stages ? 1 : 0);
+  }
+  o.micro_batches = c.micro_batches;
+  o.schedule = c.pipeline_schedule == "gpipe"
+                   ? distribute::PipelineSchedule::kGPipe
+                   : distribute::PipelineSchedule::kOneForwardOneBackward;
+  std::vector<std::string> parts;
+  for (int s = 0; s < stages; ++s) {
+    const int first = o.stage_starts[s];
+    const int last = (s + 1 < stages ? o.stage_starts[s + 1] : layers) - 1;
+    parts.push_back(absl::StrCat(
+        last > first ? absl::StrCat("layers ", first, "-", last) : absl::StrCat("layer ", first),
+        " on ", o.stage_devices[s]));
+  }
+  *summary = absl::StrCat("pipeline: ", stages, " stage(s) (", absl::StrJoin(parts, ", "), "), ",
+                          c.micro_batches, " micro-batch(es) of each batch, ", c.pipeline_schedule);
+  return o;
+}
+
 }  // namespace
+
+bool Pipelined(const TrainerConfig& c) { return c.pipeline_stages > 1 || c.micro_batches > 1; }
 
 absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, const TrainerData& d,
                                                        int64_t total_steps,
@@ -194,8 +235,25 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
   absl::StatusOr<std::unique_ptr<train::Optimizer>> optimizer = fit::MakeOptimizer(c.optimizer, lr, oo);
   if (!optimizer.ok()) return AnnotateStatus(optimizer.status(), "--optimizer: ");
   g->optimizer = *std::move(optimizer);
+  distribute::PipelineOptions po;
+  if (Pipelined(c)) {
+    STRATA_ASSIGN_OR_RETURN(po, PipelineFor(c, *g->model, &g->pipeline));
+  }
   auto step_fn = [&](distribute::ReplicaContext& ctx,
                      const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
+    if (Pipelined(c)) {
+      // One replica (--strategy=one_device): its weight of a partial batch is 1.
+      auto loss_fn = [](const Scope& scope, Output labels, Output logits) {
+        return train::SparseSoftmaxCrossEntropy(scope, labels, logits);
+      };
+      STRATA_ASSIGN_OR_RETURN(
+          distribute::PipelineStep p,
+          distribute::BuildPipelineTrainStep(ctx.scope(), g->model.get(), in[0], in[1], loss_fn,
+                                             g->optimizer.get(), po));
+      return distribute::ReplicaResult{
+          {fit::StackPreemptionFlag(ctx.scope(), p.loss, &g->preempt_feeds, s.num_workers())},
+          {p.train_op}};
+    }
     STRATA_ASSIGN_OR_RETURN(Output logits, g->model->Build(ctx.scope(), in[0]));
     Output loss = train::SparseSoftmaxCrossEntropy(ctx.scope().NewSubScope("loss"), in[1], logits);
     // This replica's share of the step's examples.

@@ -62,7 +62,13 @@ struct TrainGraph {
   // accumulated sum with `optimizer` once and zeroes the accumulators.
   std::unique_ptr<train::Optimizer> accumulate;
   Node* apply_op = nullptr;
+  // A pipeline's shape, for the log ("pipeline: 2 stages (layers 0-1 on
+  // /device:CPU:0, ...), 4 micro-batches, 1f1b"); empty without one.
+  std::string pipeline;
 };
+
+// Whether `c` asks for a pipeline (--pipeline_stages or --micro_batches > 1).
+bool Pipelined(const TrainerConfig& c);
 
 // `batches`: global batches, or with `per_worker_batches` this worker's
 // (FILE sharding: the pipeline over its own files; DATA: its part of each

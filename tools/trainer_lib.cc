@@ -93,6 +93,53 @@ bool SameBytes(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
 }
 
+// --pipeline_stages, --micro_batches, --pipeline_schedule.
+absl::Status ValidatePipeline(const TrainerConfig& c) {
+  auto bad = [](const std::string& flag, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
+  };
+  if (c.pipeline_stages < 1 || c.pipeline_stages > fit::kMaxCpuDevices) {
+    return bad("pipeline_stages",
+               absl::StrCat(c.pipeline_stages, " is not in [1, ", fit::kMaxCpuDevices, "]"));
+  }
+  if (c.micro_batches < 1) return bad("micro_batches", absl::StrCat(c.micro_batches, " is < 1"));
+  if (c.pipeline_schedule != "1f1b" && c.pipeline_schedule != "gpipe") {
+    return bad("pipeline_schedule", absl::StrCat("unknown schedule '", c.pipeline_schedule,
+                                                 "'; expected 1f1b or gpipe"));
+  }
+  if (!Pipelined(c)) return absl::OkStatus();
+  if (c.strategy != "one_device") {
+    return bad("pipeline_stages",
+               absl::StrCat(
+                   "a pipeline runs under --strategy=one_device (its stages on the process's CPU "
+                   "devices); with --strategy=",
+                   c.strategy,
+                   " it would need a pipeline x data mesh, which the trainer does not build yet"));
+  }
+  if (!c.devices.empty()) {
+    return bad("devices", absl::StrCat("a pipeline's stages are /cpu:0../cpu:",
+                                       c.pipeline_stages - 1, "; --devices does not apply"));
+  }
+  if (c.num_cpu_devices > 0 && c.num_cpu_devices < c.pipeline_stages) {
+    return bad("num_cpu_devices", absl::StrCat(c.num_cpu_devices, " CPU devices for ",
+                                               c.pipeline_stages, " pipeline stages (one each)"));
+  }
+  if (c.model == "embedding") {
+    return bad("pipeline_stages",
+               "--model=embedding (sparse updates) is not pipelined; use mlp or cnn");
+  }
+  if (c.dtype_policy != "float32") {
+    return bad("pipeline_stages", absl::StrCat("--dtype_policy=", c.dtype_policy,
+                                               " is not pipelined (loss scaling); use float32"));
+  }
+  if (c.global_batch_size % c.micro_batches != 0) {
+    return bad("micro_batches",
+               absl::StrCat(c.micro_batches,
+                            " does not divide --global_batch_size=", c.global_batch_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> ParseHidden(const std::string& text) {
@@ -155,6 +202,7 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
     return bad("save_every_steps", "needs --checkpoint_dir");
   }
   STRATA_RETURN_IF_ERROR(fit::ValidateStrategyConfig(c));
+  STRATA_RETURN_IF_ERROR(ValidatePipeline(c));
   if (c.trace_steps < 1) return bad("trace_steps", "must be >= 1");
   if (c.tensorboard_update_steps < 0) return bad("tensorboard_update_steps", "must be >= 0");
   absl::StatusOr<data::AutoShardPolicy> sharding = data::ParseAutoShardPolicy(c.input_sharding);
@@ -241,6 +289,14 @@ absl::Status PrepareData(const TrainerConfig& c, distribute::Strategy* strategy,
   p->steps_per_epoch =
       p->join ? p->uneven.steps
            : (result->train_examples + (p->keep_remainder ? c.global_batch_size - 1 : 0)) / c.global_batch_size;
+  const int64_t last_batch = result->train_examples % c.global_batch_size;
+  if (Pipelined(c) && p->keep_remainder && last_batch % c.micro_batches != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--micro_batches=", c.micro_batches, ": each epoch's last batch has ", last_batch,
+        " of the ", result->train_examples, " training examples, which do not split into ",
+        c.micro_batches,
+        " micro-batches; pass --drop_remainder or a --global_batch_size that leaves a multiple"));
+  }
   if (p->steps_per_epoch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--global_batch_size=", c.global_batch_size,
                                                    " is larger than the ", result->train_examples,
@@ -395,6 +451,7 @@ absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, con
                                  " test examples, ", p.data.num_features, " features, ",
                                  p.data.num_classes, " classes; ", result->total_steps, " steps of ",
                                  c.global_batch_size));
+  if (!g->pipeline.empty()) Log(log, c.quiet, g->pipeline);
   STRATA_RETURN_IF_ERROR(loop.Run());
   result->final_step = fr.final_step;
   result->train_seconds = fr.train_seconds;
@@ -522,10 +579,14 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
   const PolicyForRun policy_for_run(*policy);
   if (config.strategy == "parameter_server") return RunParameterServerRole(config, log);
   // The devices (and the cluster) first: a bad --devices or TF_CONFIG fails
-  // before the data is loaded.
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, fit::MakeStrategy(config));
+  // before the data is loaded. A pipeline's stages each get a CPU device.
+  TrainerConfig with_stages = config;
+  if (Pipelined(config))
+    with_stages.num_cpu_devices = std::max(config.num_cpu_devices, config.pipeline_stages);
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy,
+                          fit::MakeStrategy(with_stages));
   auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy.get());
-  if (multi_worker == nullptr) return Train(config, strategy.get(), log);
+  if (multi_worker == nullptr) return Train(with_stages, strategy.get(), log);
 
   TrainerConfig c = config;
   if (!multi_worker->is_chief()) {

@@ -137,6 +137,15 @@ struct TrainerConfig : fit::StrategyConfig {
   int64_t lr_decay_steps = 0;                // 0 = the run's total steps
   double lr_decay_rate = 0.1;                // exponential: rate per decay_steps
   int64_t global_batch_size = 32;
+  // Pipeline model parallelism in this process (strategy/pipeline.h): the
+  // model's layers split into pipeline_stages stages of as equal a layer
+  // count as can be, stage s on virtual CPU device s (so
+  // --num_cpu_devices is at least the stage count), each global batch cut
+  // into micro_batches micro-batches, scheduled "1f1b" or "gpipe". With one
+  // stage and one micro-batch, no pipeline. --strategy=one_device only.
+  int pipeline_stages = 1;
+  int micro_batches = 1;
+  std::string pipeline_schedule = "1f1b";
   // Each epoch's last partial global batch trains too, split over the
   // replicas and weighted by their shares, as Fit does (true: dropped).
   bool drop_remainder = false;

@@ -5,6 +5,7 @@
 #include "tools/trainer_lib.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -452,6 +453,130 @@ TEST(TrainerLibTest, ResumesAndRefusesAnotherConfigurationsCheckpoint) {
   auto refused = RunTrainer(other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "hidden=16")) << refused.status();
+}
+
+// The largest difference between two checkpoints' float tensors, which
+// must hold the same names and shapes.
+float MaxDifference(const std::string& a, const std::string& b) {
+  auto ca = CheckpointReader::Open(a);
+  auto cb = CheckpointReader::Open(b);
+  EXPECT_TRUE(ca.ok() && cb.ok()) << a << " " << b;
+  if (!ca.ok() || !cb.ok()) return 1e30f;
+  EXPECT_EQ((*ca)->tensors().size(), (*cb)->tensors().size());
+  float worst = 0;
+  for (const auto& [name, info] : (*ca)->tensors()) {
+    Tensor x, y;
+    EXPECT_TRUE((*ca)->Read(name, &x).ok()) << name;
+    EXPECT_TRUE((*cb)->Read(name, &y).ok()) << name;
+    EXPECT_EQ(x.shape(), y.shape()) << name;
+    if (x.dtype() != DT_FLOAT || x.shape() != y.shape()) continue;
+    for (int64_t i = 0; i < x.NumElements(); ++i) {
+      worst = std::max(worst, std::abs(x.data<float>()[i] - y.data<float>()[i]));
+    }
+  }
+  return worst;
+}
+
+// --pipeline_stages / --micro_batches: every shape of pipeline ends on the
+// one device's weights (1e-5), and a pipeline's checkpoint resumes without
+// one (and the other way round): the weights keep their names.
+TEST(TrainerLibTest, PipelinesTrainLikeOneDeviceAndShareItsCheckpoints) {
+  TrainerConfig one = Synthetic();
+  one.hidden = {16, 8};  // 3 layers
+  one.steps = 100;
+  one.optimizer = "momentum";
+  one.drop_remainder = true;
+  one.checkpoint_dir = TempDir("pipe_one");
+  auto base = RunTrainer(one);
+  ASSERT_TRUE(base.ok()) << base.status();
+  struct Shape {
+    int stages, micro_batches;
+    const char* schedule;
+  };
+  for (const Shape& shape : {Shape{2, 1, "1f1b"}, Shape{2, 4, "1f1b"}, Shape{3, 4, "gpipe"},
+                             Shape{3, 2, "1f1b"}, Shape{1, 5, "gpipe"}}) {
+    const std::string what =
+        absl::StrCat(shape.stages, "x", shape.micro_batches, " ", shape.schedule);
+    TrainerConfig c = one;
+    c.pipeline_stages = shape.stages;
+    c.micro_batches = shape.micro_batches;
+    c.pipeline_schedule = shape.schedule;
+    c.checkpoint_dir = TempDir(absl::StrCat("pipe_", shape.stages, "_", shape.micro_batches));
+    auto r = RunTrainer(c);
+    ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+    EXPECT_LT(MaxDifference(base->final_checkpoint, r->final_checkpoint), 1e-5f) << what;
+    EXPECT_NEAR(r->test_loss, base->test_loss, 1e-5) << what;
+  }
+  // 50 steps as 2 stages, then 50 on one device; and the other way round.
+  for (int first : {2, 1}) {
+    TrainerConfig c = one;
+    c.checkpoint_dir = TempDir(absl::StrCat("pipe_resume_", first));
+    c.steps = 50;
+    c.pipeline_stages = first;
+    c.micro_batches = 2;
+    ASSERT_TRUE(RunTrainer(c).ok());
+    c.steps = 100;
+    c.pipeline_stages = 3 - first;
+    c.micro_batches = first == 2 ? 1 : 4;
+    auto resumed = RunTrainer(c);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    EXPECT_EQ(resumed->start_step, 50);
+    EXPECT_LT(MaxDifference(base->final_checkpoint, resumed->final_checkpoint), 1e-5f) << first;
+  }
+}
+
+TEST(TrainerLibTest, PipelineFlagsAreChecked) {
+  struct Case {
+    void (*edit)(TrainerConfig*);
+    const char* error;
+  };
+  const Case cases[] = {
+      {[](TrainerConfig* c) { c->pipeline_stages = 0; }, "--pipeline_stages: 0 is not in [1, "},
+      {[](TrainerConfig* c) { c->micro_batches = 0; }, "--micro_batches: 0 is < 1"},
+      {[](TrainerConfig* c) { c->pipeline_schedule = "zb"; },
+       "--pipeline_schedule: unknown schedule 'zb'"},
+      {[](TrainerConfig* c) { c->micro_batches = 3; },
+       "--micro_batches: 3 does not divide --global_batch_size=20"},
+      {[](TrainerConfig* c) {
+         c->pipeline_stages = 2;
+         c->strategy = "mirrored";
+       },
+       "--pipeline_stages: a pipeline runs under --strategy=one_device"},
+      {[](TrainerConfig* c) {
+         c->pipeline_stages = 2;
+         c->num_cpu_devices = 1;
+       },
+       "--num_cpu_devices: 1 CPU devices for 2 pipeline stages"},
+      {[](TrainerConfig* c) {
+         c->pipeline_stages = 2;
+         c->devices = {"/cpu:1"};
+       },
+       "--devices: a pipeline's stages are /cpu:0../cpu:1"},
+      {[](TrainerConfig* c) {
+         c->pipeline_stages = 2;
+         c->model = "embedding";
+       },
+       "--pipeline_stages: --model=embedding"},
+      // Once the model and the data are known: more stages than the 2
+      // layers; 480 training examples in batches of 50 leave a last batch of
+      // 30, which 25 micro-batches do not split.
+      {[](TrainerConfig* c) { c->pipeline_stages = 3; },
+       "--pipeline_stages=3: the model has only 2 layers"},
+      {[](TrainerConfig* c) {
+         c->global_batch_size = 50;
+         c->micro_batches = 25;
+       },
+       "--micro_batches=25: each epoch's last batch has 30 of the 480 training examples"},
+  };
+  for (const Case& k : cases) {
+    TrainerConfig c = Synthetic();
+    c.steps = 2;
+    k.edit(&c);
+    absl::StatusOr<TrainerResult> r = RunTrainer(c);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << k.error << ": " << r.status();
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), k.error)) << r.status();
+  }
 }
 
 TEST(TrainerLibTest, EveryOptimizerAndScheduleTrains) {
