@@ -42,12 +42,24 @@ absl::Status CheckOptions(const train::Sequential& model, const PipelineOptions&
     }
   }
   if (o.micro_batches < 1) return bad("micro_batches must be >= 1, got ", o.micro_batches);
+  for (size_t r = 0; r < o.replica_stage_devices.size(); ++r) {
+    const std::vector<std::string>& row = o.replica_stage_devices[r];
+    if (static_cast<int>(row.size()) != stages) {
+      return bad("replica ", r + 1, " has ", row.size(), " stage devices (replica_stage_devices[",
+                 r, "]) for ", stages, " stages");
+    }
+    for (int s = 0; s < stages; ++s) {
+      if (row[s].empty()) return bad("replica ", r + 1, "'s stage ", s, " has no device");
+    }
+  }
   const PartialTensorShape shape = inputs.shape();
   if (shape.unknown_rank() || shape.dims() < 1)
     return bad("the inputs need a batch dimension, got ", shape.DebugString());
-  if (shape.dim_size(0) >= 0 && shape.dim_size(0) % o.micro_batches != 0) {
-    return bad("micro_batches = ", o.micro_batches, " does not divide the batch of ",
-               shape.dim_size(0));
+  const int64_t replicas = 1 + static_cast<int64_t>(o.replica_stage_devices.size());
+  if (shape.dim_size(0) >= 0 && shape.dim_size(0) % (replicas * o.micro_batches) != 0) {
+    return bad("micro_batches = ", o.micro_batches,
+               replicas > 1 ? absl::StrCat(" on each of ", replicas, " replicas") : "",
+               " does not divide the batch of ", shape.dim_size(0));
   }
   return absl::OkStatus();
 }
@@ -132,12 +144,15 @@ class PipelineBuilder {
         pipe_(scope.NewSubScope("pipeline")),
         o_(o),
         graph_(scope.graph()),
-        num_stages_(static_cast<int>(o.stage_devices.size())) {}
+        num_stages_(static_cast<int>(o.stage_devices.size())),
+        lanes_((1 + static_cast<int>(o.replica_stage_devices.size())) * o.micro_batches) {}
 
-  // The micro-batches (cut on the first stage's device, the labels on the
-  // last's), each through the stages in order; the weights are made by
-  // micro-batch 0, with the names they have without a pipeline. Sets the
-  // losses and their mean.
+  // The micro-batches of every replica ("lanes": replica r's micro-batch m
+  // is lane r * micro_batches + m; cut on the first stage's device, the
+  // labels on the last's), each through its replica's stages in order; the
+  // weights are made by lane 0, with the names they have without a
+  // pipeline, and every other replica's reads of them run beside them. Sets
+  // the losses and their mean.
   absl::Status Forward(train::Sequential* model, Output inputs, Output labels,
                        const PipelineLossFn& loss);
   // Each micro-batch's backward, from its own loss (weighted 1/M, so that it
@@ -150,12 +165,19 @@ class PipelineBuilder {
 
  private:
   Scope OnStage(int stage) const { return pipe_.WithDevice(o_.stage_devices[stage]); }
+  const std::string& DeviceOf(int replica, int stage) const {
+    return replica == 0 ? o_.stage_devices[stage] : o_.replica_stage_devices[replica - 1][stage];
+  }
 
   const Scope scope_;
   const Scope pipe_;
   const PipelineOptions& o_;
   Graph* const graph_;
   const int num_stages_;
+  const int lanes_;  // replicas x micro-batches
+  // Other replicas' reads and gradient sums, run beside the weights: not on
+  // their item's device, so not on its track of the trace.
+  absl::flat_hash_set<const Node*> beside_weights_;
   absl::flat_hash_map<std::string, Item> forward_item_;  // node name -> its forward item
   std::map<Item, std::vector<Node*>> nodes_;
   OutputList losses_;
@@ -164,7 +186,7 @@ class PipelineBuilder {
 
 absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, Output labels,
                                       const PipelineLossFn& loss) {
-  const int m_count = o_.micro_batches;
+  const int m_count = lanes_;
   const int num_layers = static_cast<int>(model->layers().size());
   OutputList xs = m_count == 1 ? OutputList{inputs}
                                : ops::Split(OnStage(0).WithOpName("micro_batches"),
@@ -175,12 +197,15 @@ absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, O
   STRATA_RETURN_IF_ERROR(scope_.status());
   for (int m = 0; m < m_count; ++m) {
     Output h = xs[m];
+    const int replica = m / o_.micro_batches;
+    const Scope lane = replica == 0
+                           ? pipe_.NewSubScope(absl::StrCat("micro_batch_", m))
+                           : pipe_.NewSubScope(absl::StrCat("replica_", replica))
+                                 .NewSubScope(absl::StrCat("micro_batch_", m % o_.micro_batches));
     for (int s = 0; s < num_stages_; ++s) {
       const int first = graph_->num_node_ids();
       const Scope where =
-          m == 0
-              ? scope_.WithDevice(o_.stage_devices[s])
-              : pipe_.NewSubScope(absl::StrCat("micro_batch_", m)).WithDevice(o_.stage_devices[s]);
+          m == 0 ? scope_.WithDevice(DeviceOf(0, s)) : lane.WithDevice(DeviceOf(replica, s));
       const int end = s + 1 < num_stages_ ? o_.stage_starts[s + 1] : num_layers;
       absl::StatusOr<Output> out = model->BuildLayers(where, h, o_.stage_starts[s], end);
       if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("pipeline stage ", s, ": "));
@@ -198,6 +223,15 @@ absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, O
       const Item item{false, m, s};
       for (Node* n : NewAncestors(ends, first)) {
         if (n->type_string() == "VarHandleOp") continue;  // a weight, made by micro-batch 0
+        // Another replica reads a weight beside it; only the value travels.
+        if (replica > 0 && n->type_string() == "ReadVariableOp") {
+          for (const Edge* e : n->in_edges()) {
+            if (!e->IsControlEdge() && e->src->type_string() == "VarHandleOp") {
+              n->set_requested_device(e->src->requested_device());
+              beside_weights_.insert(n);
+            }
+          }
+        }
         forward_item_[n->name()] = item;
         nodes_[item].push_back(n);
       }
@@ -241,9 +275,9 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Sequential* model,
   const int first_grad = graph_->num_node_ids();
   OutputList weights;
   const Scope last = OnStage(num_stages_ - 1);
-  for (int m = 0; m < o_.micro_batches; ++m) {
+  for (int m = 0; m < lanes_; ++m) {
     weights.push_back(train::ScalarConst(last.WithOpName(absl::StrCat("loss_weight_", m)),
-                                         mean_.type(), 1.0 / o_.micro_batches));
+                                         mean_.type(), 1.0 / lanes_));
   }
   OutputList grads;
   STRATA_RETURN_IF_ERROR(AddSymbolicGradients(pipe_, losses_, reads, weights, &grads));
@@ -270,6 +304,7 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Sequential* model,
                      mine[k]);
       const Item& f = forward_item_.at(t.reads[k].node()->name());
       nodes_[{true, f.micro_batch, f.stage}].push_back(sum.node());
+      if (f.micro_batch >= o_.micro_batches) beside_weights_.insert(sum.node());
     }
     pairs.push_back({sum, t.variable});
   }
@@ -283,28 +318,34 @@ absl::StatusOr<PipelineStep> PipelineBuilder::Schedule(Node* train_op) {
   PipelineStep step;
   step.train_op = train_op;
   step.loss = mean_;
-  step.stage_devices = o_.stage_devices;
+  const int m_count = o_.micro_batches;
   for (const auto& [item, members] : nodes_) {
-    const std::string label = absl::StrCat(item.backward ? "B" : "F", item.micro_batch);
-    for (const Node* n : members) step.item_of_node[n->name()] = label;
-  }
-  for (int s = 0; s < num_stages_; ++s) {
-    std::vector<std::string> names;
-    Node* previous_done = nullptr;
-    for (const auto& [backward, m] : StageSchedule(o_.schedule, s, num_stages_, o_.micro_batches)) {
-      names.push_back(absl::StrCat(backward ? "B" : "F", m));
-      const std::vector<Node*>& mine = nodes_[{backward, m, s}];
-      if (mine.empty()) continue;
-      if (previous_done != nullptr) {
-        for (Node* n : mine) graph_->AddControlEdge(previous_done, n);
-      }
-      previous_done =
-          ops::NoOp(OnStage(s)
-                        .WithOpName(absl::StrCat("stage_", s, "_", names.back(), "_done"))
-                        .WithControlDependencies(mine));
-      STRATA_RETURN_IF_ERROR(scope_.status());
+    const std::string label = absl::StrCat(item.backward ? "B" : "F", item.micro_batch % m_count);
+    for (const Node* n : members) {
+      if (!beside_weights_.contains(n)) step.item_of_node[n->name()] = label;
     }
-    step.schedule.push_back(std::move(names));
+  }
+  for (int r = 0; r < lanes_ / m_count; ++r) {
+    const Scope replica = r == 0 ? pipe_ : pipe_.NewSubScope(absl::StrCat("replica_", r));
+    for (int s = 0; s < num_stages_; ++s) {
+      std::vector<std::string> names;
+      Node* previous_done = nullptr;
+      for (const auto& [backward, m] : StageSchedule(o_.schedule, s, num_stages_, m_count)) {
+        names.push_back(absl::StrCat(backward ? "B" : "F", m));
+        const std::vector<Node*>& mine = nodes_[{backward, r * m_count + m, s}];
+        if (mine.empty()) continue;
+        if (previous_done != nullptr) {
+          for (Node* n : mine) graph_->AddControlEdge(previous_done, n);
+        }
+        previous_done =
+            ops::NoOp(replica.WithDevice(DeviceOf(r, s))
+                          .WithOpName(absl::StrCat("stage_", s, "_", names.back(), "_done"))
+                          .WithControlDependencies(mine));
+        STRATA_RETURN_IF_ERROR(scope_.status());
+      }
+      step.schedule.push_back(std::move(names));
+      step.stage_devices.push_back(DeviceOf(r, s));
+    }
   }
   return step;
 }

@@ -33,7 +33,9 @@
 // Sequential's layers feed each other in order). Errors (InvalidArgument):
 // no stage, a stage without a device, stage starts that are not increasing
 // from 0 within the model's layers (naming them), a micro-batch count
-// below 1 or that does not divide a batch of known size (naming the option).
+// below 1 or that does not divide a batch of known size (naming the option),
+// a replica whose device count is not the stage count, or a batch of known
+// size that replicas x micro-batches do not divide.
 // A batch whose size is known only when run and is not a multiple of the
 // micro-batch count fails that run naming the split.
 //
@@ -67,6 +69,15 @@ struct PipelineOptions {
   std::vector<int> stage_starts;
   int micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneForwardOneBackward;
+  // Data parallelism across pipelines (a pipeline x data mesh): replica r
+  // >= 1 of the pipeline runs its stages on replica_stage_devices[r - 1],
+  // one device per stage. The batch is split over the replicas in order,
+  // each replica's part into micro_batches; the weights stay on the first
+  // replica's stage devices, where every replica's reads of them run and
+  // its gradients are summed with the others' (in-graph replication, as
+  // TF1's between-device replicas: one copy, no collective), so the update
+  // is the whole batch's.
+  std::vector<std::vector<std::string>> replica_stage_devices;
 };
 
 // The mean loss of one micro-batch from its labels and the model's output,
@@ -76,10 +87,12 @@ using PipelineLossFn = std::function<Output(const Scope& scope, Output labels, O
 struct PipelineStep {
   Node* train_op = nullptr;
   Output loss;  // the batch's mean loss: the mean of the micro-batches'
-  // The schedule per stage, as it is imposed: "F3" / "B3" is the forward /
-  // backward of micro-batch 3.
+  // The schedule per stage of each replica (replica r's stage s at
+  // r * stages + s), as it is imposed: "F3" / "B3" is the forward /
+  // backward of the replica's micro-batch 3.
   std::vector<std::vector<std::string>> schedule;
-  // The work item of every node in one ("F3", "B3"), and each stage's device.
+  // The work item of every node in one ("F3", "B3"), and the device of each
+  // stage of each replica (indexed as `schedule`).
   absl::flat_hash_map<std::string, std::string> item_of_node;
   std::vector<std::string> stage_devices;
 };

@@ -121,10 +121,11 @@ PipelineOptions Options(int stages, std::vector<int> starts, int micro_batches,
 
 // Trains an MLP 12-16-16-16-5 (four Dense layers) with SGD for `steps`
 // steps of batch 16 and returns every weight, by name; stages = 0: no
-// pipeline at all (Build and Minimize on one device).
+// pipeline at all (Build and Minimize on one device). `replicas` > 1: a
+// pipeline x data mesh, replica r's stage s on CPU device r * stages + s.
 std::vector<std::pair<std::string, Tensor>> Train(int stages, int micro_batches,
                                                   PipelineSchedule schedule, int steps,
-                                                  std::vector<int> starts = {}) {
+                                                  std::vector<int> starts = {}, int replicas = 1) {
   Model m(16, kFeatures, {16, 16, 16}, kClasses, 0.3);
   Node* train_op = nullptr;
   if (stages == 0) {
@@ -135,7 +136,13 @@ std::vector<std::pair<std::string, Tensor>> Train(int stages, int micro_batches,
     if (starts.empty()) {
       for (int s = 0; s < stages; ++s) starts.push_back(s * 4 / stages);
     }
-    auto step = m.Pipeline(Options(stages, starts, micro_batches, schedule));
+    PipelineOptions o = Options(stages, starts, micro_batches, schedule);
+    for (int r = 1; r < replicas; ++r) {
+      o.replica_stage_devices.emplace_back();
+      for (int s = 0; s < stages; ++s)
+        o.replica_stage_devices.back().push_back(Device(r * stages + s));
+    }
+    auto step = m.Pipeline(o);
     EXPECT_TRUE(step.ok()) << step.status();
     if (!step.ok()) return {};
     train_op = step->train_op;
@@ -189,6 +196,38 @@ TEST(PipelineTest, EverySplitAndScheduleEndsOnOneDevicesWeights) {
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(got[i].first, want[i].first);  // named as without a pipeline
       ASSERT_EQ(got[i].second.shape(), want[i].second.shape());
+      for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
+        worst = std::max<double>(
+            worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
+      }
+    }
+    EXPECT_LT(worst, 1e-5);
+  }
+}
+
+// A pipeline x data mesh: 2 stages x 2 replicas and 1 stage x 4 replicas
+// (each replica a quarter or half of the batch, in order) end on one
+// device's weights; the weights stay where replica 0's stages are.
+TEST(PipelineTest, PipelinesReplicatedOverAMeshEndOnOneDevicesWeights) {
+  constexpr int kSteps = 200;
+  const auto want = Train(0, 1, PipelineSchedule::kGPipe, kSteps);
+  ASSERT_EQ(want.size(), 8u);
+  struct Case {
+    int stages, replicas, micro_batches;
+    PipelineSchedule schedule;
+  };
+  for (const Case& c :
+       {Case{2, 2, 1, PipelineSchedule::kGPipe}, Case{2, 2, 4, PipelineSchedule::kGPipe},
+        Case{2, 2, 4, PipelineSchedule::kOneForwardOneBackward},
+        Case{1, 4, 2, PipelineSchedule::kOneForwardOneBackward}}) {
+    SCOPED_TRACE(absl::StrCat(c.stages, " stages x ", c.replicas, " replicas, ", c.micro_batches,
+                              " micro-batches, ",
+                              c.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B"));
+    const auto got = Train(c.stages, c.micro_batches, c.schedule, kSteps, {}, c.replicas);
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].first, want[i].first);
       for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
         worst = std::max<double>(
             worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
@@ -343,44 +382,61 @@ TEST(PipelineTest, OneForwardOneBackwardBoundsActivationMemoryWhereGPipeGrows) {
 }
 
 // A traced step: each stage's items ran in its schedule's order, one after
-// the other, and the trace shows them on the stage's track.
+// the other, and the trace shows them on the stage's track; in a mesh of 2
+// stages x 2 replicas, each replica's stages on devices of their own.
 TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
-  for (PipelineSchedule schedule :
-       {PipelineSchedule::kGPipe, PipelineSchedule::kOneForwardOneBackward}) {
-    Model m(16, kFeatures, {64, 64, 64}, kClasses, 0.1);
-    auto step = m.Pipeline(Options(3, {0, 1, 2}, 4, schedule));
-    ASSERT_TRUE(step.ok()) << step.status();
-    std::unique_ptr<Session> session = m.Start(3);
-    ASSERT_NE(session, nullptr);
-    Data d = MakeData(16, 0);
-    StepTracer tracer;
-    RunOptions ro;
-    ro.tracer = &tracer;
-    ASSERT_TRUE(
-        session->Run(ro, {{"x", d.x}, {"y", d.y}}, {}, {step->train_op->name()}, nullptr, nullptr)
-            .ok());
-    const size_t kernels = tracer.num_events();
-    RecordPipelineItems(*step, &tracer);
-    const std::vector<TraceEvent> events = tracer.events();
-    for (int s = 0; s < 3; ++s) {
-      std::vector<std::pair<int64_t, const TraceEvent*>> items;
-      for (size_t i = kernels; i < events.size(); ++i) {
-        if (events[i].device == Device(s)) items.push_back({events[i].start_ns, &events[i]});
+  struct Mesh {
+    int stages, replicas;
+    std::vector<int> starts;
+  };
+  for (const Mesh& mesh : {Mesh{3, 1, {0, 1, 2}}, Mesh{2, 2, {0, 2}}})
+    for (PipelineSchedule schedule :
+         {PipelineSchedule::kGPipe, PipelineSchedule::kOneForwardOneBackward}) {
+      SCOPED_TRACE(absl::StrCat(mesh.stages, " stages x ", mesh.replicas, " replicas"));
+      Model m(16, kFeatures, {64, 64, 64}, kClasses, 0.1);
+      PipelineOptions o = Options(mesh.stages, mesh.starts, 4, schedule);
+      for (int r = 1; r < mesh.replicas; ++r) {
+        o.replica_stage_devices.emplace_back();
+        for (int s = 0; s < mesh.stages; ++s)
+          o.replica_stage_devices.back().push_back(Device(r * mesh.stages + s));
       }
-      std::sort(items.begin(), items.end());
-      std::vector<std::string> order;
-      for (size_t k = 0; k < items.size(); ++k) {
-        order.push_back(items[k].second->name);
-        EXPECT_EQ(items[k].second->op, "PipelineItem");
-        if (k > 0) {
-          EXPECT_LE(items[k - 1].second->end_ns, items[k].second->start_ns)
-              << "stage " << s << " item " << k;
+      auto step = m.Pipeline(o);
+      ASSERT_TRUE(step.ok()) << step.status();
+      const int devices = mesh.stages * mesh.replicas;
+      ASSERT_EQ(step->stage_devices.size(), static_cast<size_t>(devices));
+      std::unique_ptr<Session> session = m.Start(devices);
+      ASSERT_NE(session, nullptr);
+      Data d = MakeData(16, 0);
+      StepTracer tracer;
+      RunOptions ro;
+      ro.tracer = &tracer;
+      ASSERT_TRUE(
+          session->Run(ro, {{"x", d.x}, {"y", d.y}}, {}, {step->train_op->name()}, nullptr, nullptr)
+              .ok());
+      const size_t kernels = tracer.num_events();
+      RecordPipelineItems(*step, &tracer);
+      const std::vector<TraceEvent> events = tracer.events();
+      for (int s = 0; s < devices; ++s) {
+        EXPECT_EQ(step->stage_devices[s], Device(s));
+        std::vector<std::pair<int64_t, const TraceEvent*>> items;
+        for (size_t i = kernels; i < events.size(); ++i) {
+          if (events[i].device == Device(s)) items.push_back({events[i].start_ns, &events[i]});
         }
+        std::sort(items.begin(), items.end());
+        std::vector<std::string> order;
+        for (size_t k = 0; k < items.size(); ++k) {
+          order.push_back(items[k].second->name);
+          EXPECT_EQ(items[k].second->op, "PipelineItem");
+          if (k > 0) {
+            EXPECT_LE(items[k - 1].second->end_ns, items[k].second->start_ns)
+                << "stage " << s << " item " << k;
+          }
+        }
+        EXPECT_EQ(absl::StrJoin(order, " "), Order(schedule, s % mesh.stages, mesh.stages, 4))
+            << "device " << s;
       }
-      EXPECT_EQ(absl::StrJoin(order, " "), Order(schedule, s, 3, 4)) << "stage " << s;
+      EXPECT_TRUE(absl::StrContains(tracer.ToChromeTraceJson(), "\"B3\""));
     }
-    EXPECT_TRUE(absl::StrContains(tracer.ToChromeTraceJson(), "\"B3\""));
-  }
 }
 
 TEST(PipelineTest, BadOptionsAreNamed) {
@@ -414,6 +470,13 @@ TEST(PipelineTest, BadOptionsAreNamed) {
   expect(o, "stage 1 has no device");
   o.stage_devices.clear();
   expect(o, "no stage");
+  o = good;
+  o.replica_stage_devices = {{Device(2)}};
+  expect(o, "replica 1 has 1 stage devices (replica_stage_devices[0]) for 2 stages");
+  o.replica_stage_devices = {{Device(2), ""}};
+  expect(o, "replica 1's stage 1 has no device");
+  o.replica_stage_devices = {{Device(2), Device(3)}};
+  expect(o, "micro_batches = 4 on each of 2 replicas does not divide the batch of 12", 12);
 }
 
 }  // namespace
