@@ -87,6 +87,9 @@ ABSL_FLAG(int64_t, spin_us, -1,
           "choice)");
 ABSL_FLAG(int64_t, yield_us, 500, "shm: with --spin_us, microseconds a waiting rank yields");
 ABSL_FLAG(int64_t, chunk_kib, 256, "shm: all-reduce pipeline chunk, KiB");
+ABSL_FLAG(bool, shm_single_copy, true,
+          "shm: collectives may copy straight from a peer's memory where every rank may "
+          "(ShmTransportOptions::single_copy)");
 ABSL_FLAG(int64_t, piece_kib, 512, "tcp: the pipelined ring's piece, KiB");
 ABSL_FLAG(int64_t, tcp_send_window_kib, strata::kPipelinedRingSendWindowBytes >> 10,
           "tcp: the pipelined ring's window of first-step sends, KiB (0: no window)");
@@ -172,6 +175,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int n, const std::s
     options.spin_duration = absl::Microseconds(absl::GetFlag(FLAGS_spin_us));
     options.yield_duration = absl::Microseconds(absl::GetFlag(FLAGS_yield_us));
     options.chunk_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_chunk_kib)) << 10;
+    options.single_copy = absl::GetFlag(FLAGS_shm_single_copy);
     return ConnectShmTransport(rank, n, kv, options);
   }
   TcpTransportOptions options;

@@ -10,6 +10,11 @@
 //
 // One barrier per chunk (the next chunk fills the other set, and every rank
 // finished reading this set before it reached the barrier after that).
+// Where every rank may read the others' memory (SharedWorkspace::
+// peers_readable) and blocks are at least 32 KiB, each rank instead copies
+// every peer's block straight from the peer's input into its output
+// (process_vm_readv) between two barriers: each block crosses once, not
+// into the segment and out again.
 // Each rank writes its input once and reads every block once; nothing goes
 // through a ring. The first barrier also checks that every rank runs the
 // same all-gather (elements, dtype); a mismatch is InvalidArgument naming

@@ -3,6 +3,11 @@
 // the generic algorithms over the same transport.
 #include "runtime/collective/algorithms/all_reduce_shm.h"
 
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -187,43 +192,83 @@ TEST_P(AllReduceShmTest, ReduceScatterInTheWorkspaceAndAroundTheRing) {
   CheckReduceScatter<float>(GetParam(), "shm", 4, 50, MergeOp::kAdd, FinalOp::kId, 1024);
 }
 
+// Whether this process may read a child's memory (process_vm_readv): what
+// the transport's probe should find.
+bool CanReadAChild() {
+  static const volatile uint64_t word = 0x1234567887654321;
+  int ready[2];
+  if (pipe(ready) != 0) return false;
+  const pid_t child = fork();
+  if (child == 0) {
+    char c;
+    while (read(ready[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
+  uint64_t seen = 0;
+  iovec local{&seen, sizeof(seen)};
+  iovec remote{const_cast<uint64_t*>(&word), sizeof(seen)};
+  const bool ok = child > 0 && process_vm_readv(child, &local, 1, &remote, 1, 0) == sizeof(seen) &&
+                  seen == word;
+  const ssize_t woke = write(ready[1], "x", 1);  // the child exits either way, at the close
+  (void)woke;
+  close(ready[0]);
+  close(ready[1]);
+  if (child > 0) waitpid(child, nullptr, 0);
+  return ok;
+}
+
+// Through the segment, and (blocks of 32 KiB and more, where peers' memory
+// is readable) straight from the peers' inputs.
 TEST_P(AllReduceShmTest, AllGatherInTheWorkspace) {
-  for (const char* name : {"shm"}) {
-  for (int n : {1, 2, 3, 4}) {
-    for (int64_t block : {0, 1, 17, 20000}) {
-      for (size_t chunk : {size_t{1024}, size_t{256} << 10}) {
-        SCOPED_TRACE(absl::StrCat("all-gather ", name, ", ", n, " ranks, blocks of ", block, ", chunk ", chunk));
-        ShmTransportOptions options;
-        options.key_prefix = UniquePrefix("ag");
-        options.chunk_bytes = chunk;
-        auto statuses = RunRanks(GetParam(), n, options, [&](int rank, Transport& t) -> absl::Status {
-          AlgorithmParams p;
-          p.type = CollectiveType::kAllGather;
-          p.rank = rank;
-          p.size = n;
-          p.dtype = DT_INT32;
-          p.num_elements = block;
-          auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllGather, name, p);
-          if (!alg.ok()) return alg.status();
-          std::vector<int32_t> in(block), out(block * n, -1);
-          for (int64_t i = 0; i < block; ++i) in[i] = static_cast<int32_t>(rank * 1000000 + i);
-          for (int run = 0; run < 2; ++run) {
-            if (absl::Status s = (*alg)->Run(t, in.data(), out.data()); !s.ok()) return s;
-            for (int q = 0; q < n; ++q) {
-              for (int64_t i = 0; i < block; ++i) {
-                if (out[q * block + i] != q * 1000000 + i) {
-                  return absl::DataLossError(absl::StrCat("rank ", rank, " block ", q, " element ", i,
-                                                          ": got ", out[q * block + i]));
+  const bool readable = CanReadAChild();
+  for (bool single_copy : {true, false}) {
+    for (int n : {1, 2, 3, 4}) {
+      for (int64_t block : {0, 1, 17, 20000, 300000}) {
+        for (size_t chunk : {size_t{1024}, size_t{256} << 10}) {
+          SCOPED_TRACE(absl::StrCat("all-gather, single copy ", single_copy, ", ", n,
+                                    " ranks, blocks of ", block, ", chunk ", chunk));
+          ShmTransportOptions options;
+          options.key_prefix = UniquePrefix("ag");
+          options.chunk_bytes = chunk;
+          options.single_copy = single_copy;
+          const char* name = "shm";
+          auto statuses =
+              RunRanks(GetParam(), n, options, [&](int rank, Transport& t) -> absl::Status {
+                if (t.shared_workspace()->peers_readable() != (single_copy && readable)) {
+                  return absl::InternalError(
+                      absl::StrCat("peers_readable() is ", t.shared_workspace()->peers_readable()));
                 }
-              }
-            }
-          }
-          return absl::OkStatus();
-        });
-        for (int r = 0; r < n; ++r) EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+                AlgorithmParams p;
+                p.type = CollectiveType::kAllGather;
+                p.rank = rank;
+                p.size = n;
+                p.dtype = DT_INT32;
+                p.num_elements = block;
+                auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllGather, name, p);
+                if (!alg.ok()) return alg.status();
+                std::vector<int32_t> in(block), out(block * n, -1);
+                for (int64_t i = 0; i < block; ++i)
+                  in[i] = static_cast<int32_t>(rank * 1000000 + i);
+                for (int run = 0; run < 2; ++run) {
+                  if (absl::Status s = (*alg)->Run(t, in.data(), out.data()); !s.ok()) return s;
+                  for (int q = 0; q < n; ++q) {
+                    for (int64_t i = 0; i < block; ++i) {
+                      if (out[q * block + i] != q * 1000000 + i) {
+                        return absl::DataLossError(absl::StrCat("rank ", rank, " block ", q,
+                                                                " element ", i, ": got ",
+                                                                out[q * block + i]));
+                      }
+                    }
+                  }
+                }
+                return absl::OkStatus();
+              });
+          for (int r = 0; r < n; ++r)
+            EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+        }
       }
     }
-  }
   }
 }
 

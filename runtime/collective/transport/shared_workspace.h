@@ -50,6 +50,9 @@ struct WorkspaceDesc {
   MergeOp merge_op = MergeOp::kAdd;
   FinalOp final_op = FinalOp::kId;
   int32_t collective = 0;  // which collective (CollectiveType)
+  // This rank's own data, which peers may read with ReadPeer until the next
+  // barrier (not compared between ranks).
+  const void* buffer = nullptr;
 };
 
 class SharedWorkspace {
@@ -67,6 +70,18 @@ class SharedWorkspace {
   // InvalidArgument naming the first rank whose published descriptor differs
   // from `desc` (call after the barrier that follows PublishDesc).
   virtual absl::Status CheckDescs(const WorkspaceDesc& desc) = 0;
+  // Whether every rank may copy straight from every other's memory (Linux
+  // cross-memory attach), as probed when the transport connected: the same
+  // answer on every rank.
+  virtual bool peers_readable() const { return false; }
+  // With peers_readable(): copies `bytes` from `offset` bytes into the
+  // buffer rank `q` published with its descriptor (WorkspaceDesc::buffer)
+  // to `to`, between the barrier after PublishDesc and the next one. A
+  // failed read aborts the communicator and returns its status.
+  virtual absl::Status ReadPeer(int q, size_t offset, void* to, size_t bytes) {
+    (void)q, (void)offset, (void)to, (void)bytes;
+    return absl::FailedPreconditionError("this workspace cannot read its peers' memory");
+  }
   // Returns once every rank has called its matching Barrier(): writes to
   // the workspace before it are visible to every rank after it. Fails with
   // the abort status, or aborts the communicator on timeout / dead peer.

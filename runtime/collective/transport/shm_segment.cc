@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include <cctype>
 #include <cerrno>
@@ -19,6 +20,35 @@
 
 namespace strata {
 namespace shm {
+
+uint64_t CanaryAddress() {
+  static const volatile uint64_t canary = kCanaryValue;
+  return reinterpret_cast<uint64_t>(&canary);
+}
+
+bool ProbePeerMemory(int pid, uint64_t address) {
+  uint64_t seen = 0;
+  iovec local{&seen, sizeof(seen)};
+  iovec remote{reinterpret_cast<void*>(address), sizeof(seen)};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof(seen) && seen == kCanaryValue;
+}
+
+absl::Status ReadPeerMemory(int pid, uint64_t address, void* to, size_t bytes) {
+  char* into = static_cast<char*>(to);
+  while (bytes > 0) {
+    iovec local{into, bytes};
+    iovec remote{reinterpret_cast<void*>(address), bytes};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      return absl::UnavailableError(absl::StrCat("process_vm_readv from pid ", pid, ": ",
+                                                 n == 0 ? "no progress" : std::strerror(errno)));
+    }
+    into += n;
+    address += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
 
 // Field 22 of /proc/<pid>/stat (start time in clock ticks), or 0 when the
 // process is gone or a zombie (a killed child its parent has not reaped).

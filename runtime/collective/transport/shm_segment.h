@@ -32,7 +32,7 @@
 namespace strata {
 namespace shm {
 
-constexpr uint64_t kMagic = 0x3253485341545253;  // "SRTASHS2"
+constexpr uint64_t kMagic = 0x3353485341545253;  // "SRTASHS3"
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr uint64_t kCtrlSlots = 256;
@@ -67,7 +67,14 @@ struct alignas(kLine) RankLine {
   struct Desc {
     int64_t elements;
     int32_t dtype, merge, final_op, collective;
+    uint64_t buffer;  // WorkspaceDesc::buffer: where peers may read this rank's data
   } desc[2];
+  // The address of CanaryAddress()'s word in this rank's process, which the
+  // peers read at connect to learn whether they may read its memory.
+  uint64_t canary;
+  // 0: not probed yet; 1: this rank read every peer's canary; 2: it could
+  // not (or single copies are off).
+  std::atomic<uint32_t> readable;
   // How many of rank 0's announcements this rank has read.
   std::atomic<uint64_t> announcements_read;
 };
@@ -200,6 +207,18 @@ std::string SegmentName(const std::string& prefix);
 // Removes /dev/shm names of our format whose creator has exited and that are
 // older than a minute (a rank 0 killed while its peers attached leaves one).
 void RemoveLeftoverSegments();
+
+// Single copies between processes (Linux cross-memory attach): the address
+// of a word of this process that holds kCanaryValue, and whether the word at
+// `address` in process `pid` can be read and holds it.
+constexpr uint64_t kCanaryValue = 0x5952414e41435453;  // "STCANARY"
+uint64_t CanaryAddress();
+bool ProbePeerMemory(int pid, uint64_t address);
+
+// Copies `bytes` at `address` in process `pid` to `to` (process_vm_readv,
+// as many calls as it takes); Unavailable naming the errno when a read
+// fails or the process is gone.
+absl::Status ReadPeerMemory(int pid, uint64_t address, void* to, size_t bytes);
 
 // The last system call's error as a Status naming `what`.
 absl::Status SegmentErrno(const std::string& what);

@@ -66,8 +66,14 @@ struct PeerState {
 
 class ShmTransportImpl : public Transport, public SharedWorkspace {
  public:
-  ShmTransportImpl(int rank, const Layout& layout, char* base, const ShmTransportOptions& options)
-      : rank_(rank), layout_(layout), base_(base), options_(options), peers_(layout.n) {
+  ShmTransportImpl(int rank, const Layout& layout, char* base, const ShmTransportOptions& options,
+                   bool peers_readable)
+      : rank_(rank),
+        layout_(layout),
+        base_(base),
+        options_(options),
+        peers_readable_(peers_readable),
+        peers_(layout.n) {
     my_epoch_ = epoch(rank_).value.load(std::memory_order_acquire);
     progress_ = std::thread([this] { ProgressLoop(); });
   }
@@ -128,6 +134,22 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
     l.merge = static_cast<int32_t>(d.merge_op);
     l.final_op = static_cast<int32_t>(d.final_op);
     l.collective = d.collective;
+    l.buffer = reinterpret_cast<uint64_t>(d.buffer);
+  }
+
+  bool peers_readable() const override { return peers_readable_; }
+
+  absl::Status ReadPeer(int q, size_t offset, void* to, size_t bytes) override {
+    if (!peers_readable_ || q < 0 || q >= layout_.n) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm transport: rank ", rank_, " cannot read rank ", q, "'s memory"));
+    }
+    const RankLine& l = rank_line(q);
+    absl::Status s = ReadPeerMemory(l.pid, l.desc[descs_used_ & 1].buffer + offset, to, bytes);
+    if (s.ok()) return s;
+    Abort(absl::UnavailableError(absl::StrCat("shm transport: rank ", rank_, " reading rank ", q,
+                                              "'s buffer: ", s.message())));
+    return AbortStatus();
   }
 
   absl::Status CheckDescs(const WorkspaceDesc& d) override {
@@ -609,6 +631,7 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
   const Layout layout_;
   char* const base_;
   const ShmTransportOptions options_;
+  const bool peers_readable_;
   // The workspace caller's: barriers entered, slot sets and descriptors used.
   uint32_t my_epoch_;
   uint64_t sets_used_ = 0;
@@ -666,6 +689,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int size, KeyValueS
   RankLine* lines = reinterpret_cast<RankLine*>(base + layout.ranks);
   lines[rank].pid = getpid();
   lines[rank].start_time = ProcessStartTime(getpid());
+  lines[rank].canary = CanaryAddress();
   lines[rank].attached.store(1, std::memory_order_release);
   // Everyone waits for everyone, so rank 0 can unlink the name and every
   // rank returns with peers that can answer.
@@ -685,6 +709,28 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int size, KeyValueS
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  // Single copies: every rank probes every peer, then learns everyone's answer.
+  bool mine = options.single_copy;
+  for (int q = 0; q < size && mine; ++q) {
+    if (q != rank) mine = ProbePeerMemory(lines[q].pid, lines[q].canary);
+  }
+  lines[rank].readable.store(mine ? 1 : 2, std::memory_order_release);
+  bool peers_readable = true;
+  for (int q = 0; q < size; ++q) {
+    uint32_t r;
+    while ((r = lines[q].readable.load(std::memory_order_acquire)) == 0) {
+      if (Clock::now() >= deadline) {
+        if (rank == 0) shm_unlink(name.c_str());
+        munmap(base, layout.total);
+        return absl::DeadlineExceededError(
+            absl::StrCat("shm transport '", options.key_prefix, "': rank ", q,
+                         " attached but did not finish connecting within ",
+                         absl::FormatDuration(options.connect_timeout)));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    peers_readable = peers_readable && r == 1;
+  }
   if (rank == 0 && shm_unlink(name.c_str()) != 0) {
     munmap(base, layout.total);
     return SegmentErrno(absl::StrCat("shm_unlink(", name, ")"));
@@ -697,7 +743,8 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int size, KeyValueS
     resolved.spin_duration = fits ? absl::Milliseconds(20) : absl::ZeroDuration();
     resolved.yield_duration = fits ? absl::Microseconds(100) : absl::Milliseconds(2);
   }
-  return std::unique_ptr<Transport>(new ShmTransportImpl(rank, layout, base, resolved));
+  return std::unique_ptr<Transport>(
+      new ShmTransportImpl(rank, layout, base, resolved, peers_readable));
 }
 
 }  // namespace shm

@@ -91,6 +91,13 @@ struct ShmTransportOptions {
   // Polling costs CPU time: a caller whose other threads compute while a
   // collective waits may prefer less.
   bool adaptive_wait = true;
+  // Let collectives copy straight from a peer's memory (Linux cross-memory
+  // attach, process_vm_readv; SharedWorkspace::peers_readable) where every
+  // rank may: the all-gather then moves each block once instead of through
+  // the segment. Probed at connect (a peer's ptrace permission: same user,
+  // no Yama or seccomp restriction); any rank without it, or with this
+  // false, turns it off for all.
+  bool single_copy = true;
   absl::Duration spin_duration = absl::Microseconds(50);
   absl::Duration yield_duration = absl::Microseconds(500);
 };
