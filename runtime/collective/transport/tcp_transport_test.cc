@@ -265,6 +265,55 @@ void RingAllReduceOverThreads(const TcpTransportOptions& options) {
 
 TEST(TcpTransportTest, RingAllReduceOverThreads) { RingAllReduceOverThreads(Options()); }
 
+// The ring all-gather, its blocks moved by the waiting thread (up to 1 MiB,
+// DriveUntil) and by the I/O thread (larger), the caller driving or not.
+TEST(TcpTransportTest, RingAllGatherDrivenAndNot) {
+  for (bool caller_drives : {true, false}) {
+    for (int n : {2, 3}) {
+      InMemoryKeyValueStore kv;
+      TcpTransportOptions o = Options();
+      o.caller_drives = caller_drives;
+      auto t = ConnectThreads(n, kv, o);
+      for (auto& x : t) ASSERT_TRUE(x);
+      for (int64_t block : {int64_t{1}, int64_t{5000}, int64_t{300000}}) {
+        SCOPED_TRACE(
+            absl::StrCat(n, " ranks, blocks of ", block, ", caller drives ", caller_drives));
+        std::vector<absl::Status> status(n);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < n; ++r) {
+          threads.emplace_back([&, r] {
+            AlgorithmParams p;
+            p.type = CollectiveType::kAllGather;
+            p.rank = r;
+            p.size = n;
+            p.dtype = DT_INT32;
+            p.num_elements = block;
+            auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllGather, "ring", p);
+            if (!alg.ok()) {
+              status[r] = alg.status();
+              return;
+            }
+            std::vector<int32_t> in(block), out(block * n, -1);
+            for (int64_t i = 0; i < block; ++i) in[i] = static_cast<int32_t>(r * 1000000 + i);
+            for (int run = 0; run < 2 && status[r].ok(); ++run) {
+              status[r] = (*alg)->Run(*t[r], in.data(), out.data());
+              for (int64_t i = 0; i < block * n && status[r].ok(); ++i) {
+                if (out[i] != (i / block) * 1000000 + i % block) {
+                  status[r] =
+                      absl::DataLossError(absl::StrCat("rank ", r, " element ", i, ": ", out[i]));
+                }
+              }
+            }
+          });
+        }
+        for (auto& th : threads) th.join();
+        for (int r = 0; r < n; ++r)
+          EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+      }
+    }
+  }
+}
+
 TEST(TcpTransportTest, SizeMismatchIsRejectedNamingThePeer) {
   for (size_t bytes : {size_t{100}, size_t{1} << 20}) {
     for (bool recv_first : {true, false}) {

@@ -18,6 +18,22 @@ Transport::Callback PendingOps::Add() {
   };
 }
 
+absl::Status PendingOps::DriveAndWait(Transport& t, const std::function<void()>& start) {
+  // Held until `start` has posted everything, so that the count cannot
+  // reach 0 in between.
+  Transport::Callback posting = Add();
+  t.DriveUntil(
+      [&] {
+        start();
+        posting(absl::OkStatus());
+      },
+      [this] {
+        MutexLock l(&mu_);
+        return pending_ == 0;
+      });
+  return Wait();
+}
+
 absl::Status PendingOps::Wait() {
   MutexLock l(&mu_);
   while (pending_ > 0) all_done_.Wait(&mu_);

@@ -101,6 +101,10 @@ class PendingOps {
 
   Transport::Callback Add();
   absl::Status Wait();
+  // Runs `start` (which posts operations with callbacks from Add()) through
+  // t.DriveUntil, so that a transport that moves bytes on the waiting thread
+  // does so until every callback has run, then returns as Wait() does.
+  absl::Status DriveAndWait(Transport& t, const std::function<void()>& start);
 
  private:
   Mutex mu_;
