@@ -151,6 +151,12 @@ absl::StatusOr<distribute::PipelineOptions> PipelineFor(const TrainerConfig& c,
     o.stage_starts.push_back(start);
     start += layers / stages + (s < layers % stages ? 1 : 0);
   }
+  for (int r = 1; r < c.pipeline_replicas; ++r) {
+    o.replica_stage_devices.emplace_back();
+    for (int s = 0; s < stages; ++s) {
+      o.replica_stage_devices.back().push_back(absl::StrCat("/device:CPU:", r * stages + s));
+    }
+  }
   o.micro_batches = c.micro_batches;
   o.schedule = c.pipeline_schedule == "gpipe"
                    ? distribute::PipelineSchedule::kGPipe
@@ -163,8 +169,14 @@ absl::StatusOr<distribute::PipelineOptions> PipelineFor(const TrainerConfig& c,
         last > first ? absl::StrCat("layers ", first, "-", last) : absl::StrCat("layer ", first),
         " on ", o.stage_devices[s]));
   }
-  *summary = absl::StrCat("pipeline: ", stages, " stage(s) (", absl::StrJoin(parts, ", "), "), ",
-                          c.micro_batches, " micro-batch(es) of each batch, ", c.pipeline_schedule);
+  *summary = absl::StrCat(
+      "pipeline: ", stages, " stage(s) (", absl::StrJoin(parts, ", "), ")",
+      c.pipeline_replicas > 1 ? absl::StrCat(" x ", c.pipeline_replicas,
+                                             " replicas (replica r's stage s on /device:CPU:(r * ",
+                                             stages, " + s), each a part of every batch)")
+                              : "",
+      ", ", c.micro_batches, " micro-batch(es) of each ",
+      c.pipeline_replicas > 1 ? "replica's part" : "batch", ", ", c.pipeline_schedule);
   return o;
 }
 

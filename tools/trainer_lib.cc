@@ -108,13 +108,26 @@ absl::Status ValidatePipeline(const TrainerConfig& c) {
                                                  "'; expected 1f1b or gpipe"));
   }
   if (!Pipelined(c)) return absl::OkStatus();
-  if (c.strategy != "one_device") {
-    return bad("pipeline_stages",
-               absl::StrCat(
-                   "a pipeline runs under --strategy=one_device (its stages on the process's CPU "
-                   "devices); with --strategy=",
-                   c.strategy,
-                   " it would need a pipeline x data mesh, which the trainer does not build yet"));
+  if (c.strategy == "mirrored") {
+    if (c.num_cpu_devices < c.pipeline_stages || c.num_cpu_devices % c.pipeline_stages != 0) {
+      return bad(
+          "num_cpu_devices",
+          absl::StrCat(c.num_cpu_devices, " CPU devices do not make a mesh of replicas of ",
+                       c.pipeline_stages, " pipeline stages (a multiple of the stage count)"));
+    }
+    const int replicas = c.num_cpu_devices / c.pipeline_stages;
+    if (c.global_batch_size % (replicas * c.micro_batches) != 0) {
+      return bad("micro_batches", absl::StrCat(c.micro_batches, " on each of ", replicas,
+                                               " replicas does not divide --global_batch_size=",
+                                               c.global_batch_size));
+    }
+  } else if (c.strategy != "one_device") {
+    return bad(
+        "pipeline_stages",
+        absl::StrCat("a pipeline runs under --strategy=one_device or mirrored (its stages on the "
+                     "process's CPU devices); with --strategy=",
+                     c.strategy,
+                     " it would need a mesh across workers, which the trainer does not build yet"));
   }
   if (!c.devices.empty()) {
     return bad("devices", absl::StrCat("a pipeline's stages are /cpu:0../cpu:",
@@ -290,11 +303,11 @@ absl::Status PrepareData(const TrainerConfig& c, distribute::Strategy* strategy,
       p->join ? p->uneven.steps
            : (result->train_examples + (p->keep_remainder ? c.global_batch_size - 1 : 0)) / c.global_batch_size;
   const int64_t last_batch = result->train_examples % c.global_batch_size;
-  if (Pipelined(c) && p->keep_remainder && last_batch % c.micro_batches != 0) {
+  const int lanes = c.micro_batches * c.pipeline_replicas;
+  if (Pipelined(c) && p->keep_remainder && last_batch % lanes != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--micro_batches=", c.micro_batches, ": each epoch's last batch has ", last_batch,
-        " of the ", result->train_examples, " training examples, which do not split into ",
-        c.micro_batches,
+        " of the ", result->train_examples, " training examples, which do not split into ", lanes,
         " micro-batches; pass --drop_remainder or a --global_batch_size that leaves a multiple"));
   }
   if (p->steps_per_epoch < 1) {
@@ -441,11 +454,11 @@ absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, con
   fr.total_steps = result->total_steps;
   fit::TrainLoop loop(strategy, step, o, std::move(hooks), &fr);
   STRATA_RETURN_IF_ERROR(loop.StartFrom(std::move(reader)));
-  Log(log, c.quiet, absl::StrCat(
-                        c.strategy, " on ", absl::StrJoin(result->devices, ", "), " (",
-                        fit::NumCpuDevices(c), " CPU device", fit::NumCpuDevices(c) > 1 ? "s" : "", ", ",
-                        IntraOpThreads(loop.session()->device_mgr()),
-                        " intra-op thread(s) each)"));
+  Log(log, c.quiet,
+      absl::StrCat(c.pipeline_replicas > 1 ? "mirrored (a pipeline mesh in one graph)" : c.strategy,
+                   " on ", absl::StrJoin(result->devices, ", "), " (", fit::NumCpuDevices(c),
+                   " CPU device", fit::NumCpuDevices(c) > 1 ? "s" : "", ", ",
+                   IntraOpThreads(loop.session()->device_mgr()), " intra-op thread(s) each)"));
   Log(log, c.quiet, absl::StrCat(c.model, " with ", g->model->num_parameters(), " parameters; ",
                                  result->train_examples, " training and ", result->test_examples,
                                  " test examples, ", p.data.num_features, " features, ",
@@ -581,8 +594,15 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
   // The devices (and the cluster) first: a bad --devices or TF_CONFIG fails
   // before the data is loaded. A pipeline's stages each get a CPU device.
   TrainerConfig with_stages = config;
-  if (Pipelined(config))
+  if (Pipelined(config)) {
+    // A mesh: one graph over every replica's stages (the one_device
+    // strategy's session sees all the CPU devices).
+    if (config.strategy == "mirrored") {
+      with_stages.pipeline_replicas = config.num_cpu_devices / config.pipeline_stages;
+    }
+    with_stages.strategy = "one_device";
     with_stages.num_cpu_devices = std::max(config.num_cpu_devices, config.pipeline_stages);
+  }
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy,
                           fit::MakeStrategy(with_stages));
   auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy.get());

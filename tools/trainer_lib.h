@@ -142,10 +142,16 @@ struct TrainerConfig : fit::StrategyConfig {
   // count as can be, stage s on virtual CPU device s (so
   // --num_cpu_devices is at least the stage count), each global batch cut
   // into micro_batches micro-batches, scheduled "1f1b" or "gpipe". With one
-  // stage and one micro-batch, no pipeline. --strategy=one_device only.
+  // stage and one micro-batch, no pipeline. Under --strategy=one_device one
+  // pipeline; under --strategy=mirrored a pipeline x data mesh of
+  // num_cpu_devices / pipeline_stages replicas of the pipeline, replica r's
+  // stage s on CPU device r * pipeline_stages + s, each replica a part of
+  // every batch (strategy/pipeline.h's replica_stage_devices).
   int pipeline_stages = 1;
   int micro_batches = 1;
   std::string pipeline_schedule = "1f1b";
+  // Set by RunTrainer: the mesh's replicas (1 under one_device).
+  int pipeline_replicas = 1;
   // Each epoch's last partial global batch trains too, split over the
   // replicas and weighted by their shares, as Fit does (true: dropped).
   bool drop_remainder = false;

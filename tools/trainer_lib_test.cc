@@ -507,6 +507,19 @@ TEST(TrainerLibTest, PipelinesTrainLikeOneDeviceAndShareItsCheckpoints) {
     EXPECT_LT(MaxDifference(base->final_checkpoint, r->final_checkpoint), 1e-5f) << what;
     EXPECT_NEAR(r->test_loss, base->test_loss, 1e-5) << what;
   }
+  // --strategy=mirrored: a mesh of 2 stages x 2 replicas, and of 1 stage x
+  // 4 (data parallelism alone, through the pipeline's graph).
+  for (int stages : {2, 1}) {
+    TrainerConfig c = one;
+    c.strategy = "mirrored";
+    c.num_cpu_devices = 4;
+    c.pipeline_stages = stages;
+    c.micro_batches = stages == 2 ? 2 : 5;
+    c.checkpoint_dir = TempDir(absl::StrCat("pipe_mesh_", stages));
+    auto r = RunTrainer(c);
+    ASSERT_TRUE(r.ok()) << stages << " stages x " << 4 / stages << ": " << r.status();
+    EXPECT_LT(MaxDifference(base->final_checkpoint, r->final_checkpoint), 1e-5f) << stages;
+  }
   // 50 steps as 2 stages, then 50 on one device; and the other way round.
   for (int first : {2, 1}) {
     TrainerConfig c = one;
@@ -539,9 +552,22 @@ TEST(TrainerLibTest, PipelineFlagsAreChecked) {
        "--micro_batches: 3 does not divide --global_batch_size=20"},
       {[](TrainerConfig* c) {
          c->pipeline_stages = 2;
-         c->strategy = "mirrored";
+         c->strategy = "multi_worker_mirrored";
        },
-       "--pipeline_stages: a pipeline runs under --strategy=one_device"},
+       "--pipeline_stages: a pipeline runs under --strategy=one_device or mirrored"},
+      {[](TrainerConfig* c) {
+         c->pipeline_stages = 2;
+         c->strategy = "mirrored";
+         c->num_cpu_devices = 3;
+       },
+       "--num_cpu_devices: 3 CPU devices do not make a mesh of replicas of 2 pipeline stages"},
+      {[](TrainerConfig* c) {
+         c->pipeline_stages = 2;
+         c->micro_batches = 4;
+         c->strategy = "mirrored";
+         c->num_cpu_devices = 4;
+       },
+       "--micro_batches: 4 on each of 2 replicas does not divide --global_batch_size=20"},
       {[](TrainerConfig* c) {
          c->pipeline_stages = 2;
          c->num_cpu_devices = 1;
