@@ -263,12 +263,16 @@ absl::Status TrainLoop::Step(int64_t step) {
   RunOptions ro;
   ro.tracer = traced ? &tracer_ : nullptr;
   const int64_t t0 = traced ? StepTracer::NowNanos() : 0;
+  const size_t first_event = traced ? tracer_.num_events() : 0;
   std::vector<Tensor> out;
   std::vector<std::string> fetches = {g_.loss_and_flag.name()};
   const bool fetch_rate = tensorboard_ != nullptr && g_.learning_rate.ok();
   if (fetch_rate) fetches.push_back(g_.learning_rate.name());
   STRATA_RETURN_IF_ERROR(session_->Run(ro, feeds, fetches, {g_.train_op->name()}, &out, nullptr));
-  if (traced) tracer_.RecordSpan(absl::StrCat("step ", step + 1), t0, StepTracer::NowNanos());
+  if (traced) {
+    tracer_.RecordSpan(absl::StrCat("step ", step + 1), t0, StepTracer::NowNanos());
+    if (hooks_.traced_step) hooks_.traced_step(&tracer_, first_event);
+  }
   if (fetch_rate) learning_rate_ = *out[1].data<double>();
   const Tensor& v = out[0];
   auto at = [&](int64_t i) { return dt == DT_DOUBLE ? v.data<double>()[i] : v.data<float>()[i]; };

@@ -115,6 +115,10 @@ struct LoopHooks {
   std::function<absl::StatusOr<Logs>(Session*)> final_logs;
   // After each step and its checkpoint, if any (the metrics flushed first).
   std::function<void(int64_t step)> after_step;
+  // After each traced step (FitOptions::trace_out): the trace, and the
+  // index of the step's first event in it, to add events of the program's
+  // own (the trainer's pipeline items, distribute::RecordPipelineItems).
+  std::function<void(StepTracer* tracer, size_t first_event)> traced_step;
   std::string log_prefix = "fit";  // of the chief's log lines
   std::string nonfinite_hint;      // appended to a non-finite loss's error
 };

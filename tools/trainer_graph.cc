@@ -262,6 +262,7 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
           distribute::PipelineStep p,
           distribute::BuildPipelineTrainStep(ctx.scope(), g->model.get(), in[0], in[1], loss_fn,
                                              g->optimizer.get(), po));
+      g->pipeline_step = p;
       return distribute::ReplicaResult{
           {fit::StackPreemptionFlag(ctx.scope(), p.loss, &g->preempt_feeds, s.num_workers())},
           {p.train_op}};

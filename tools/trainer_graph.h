@@ -24,6 +24,7 @@
 #include "graph/scope.h"
 #include "runtime/session.h"
 #include "strategy/distributed_dataset.h"
+#include "strategy/pipeline.h"
 #include "strategy/strategy.h"
 #include "tools/trainer_data.h"
 #include "tools/trainer_lib.h"
@@ -65,6 +66,7 @@ struct TrainGraph {
   // A pipeline's shape, for the log ("pipeline: 2 stages (layers 0-1 on
   // /device:CPU:0, ...), 4 micro-batches, 1f1b"); empty without one.
   std::string pipeline;
+  distribute::PipelineStep pipeline_step;  // its step (train_op null without one)
 };
 
 // Whether `c` asks for a pipeline (--pipeline_stages or --micro_batches > 1).

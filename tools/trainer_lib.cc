@@ -450,6 +450,12 @@ absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, con
       }
     };
   }
+  if (g->pipeline_step.train_op != nullptr) {
+    // Each traced step's pipeline items on their stages' tracks.
+    hooks.traced_step = [g](StepTracer* tracer, size_t first_event) {
+      distribute::RecordPipelineItems(g->pipeline_step, tracer, first_event);
+    };
+  }
   fit::FitResult fr;
   fr.total_steps = result->total_steps;
   fit::TrainLoop loop(strategy, step, o, std::move(hooks), &fr);

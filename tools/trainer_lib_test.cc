@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -536,6 +537,32 @@ TEST(TrainerLibTest, PipelinesTrainLikeOneDeviceAndShareItsCheckpoints) {
     EXPECT_EQ(resumed->start_step, 50);
     EXPECT_LT(MaxDifference(base->final_checkpoint, resumed->final_checkpoint), 1e-5f) << first;
   }
+}
+
+// --trace_out with a pipeline: every traced step's forward and backward of
+// each micro-batch on each stage of each replica, as an item of its own.
+TEST(TrainerLibTest, APipelinesTraceShowsItsItems) {
+  TrainerConfig c = Synthetic();
+  c.steps = 15;
+  c.strategy = "mirrored";
+  c.num_cpu_devices = 4;
+  c.pipeline_stages = 2;
+  c.micro_batches = 2;
+  c.drop_remainder = true;
+  c.trace_out = TempDir("pipe_trace") + ".json";
+  c.trace_steps = 2;
+  auto r = RunTrainer(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->traced_steps, 2);
+  std::ifstream in(c.trace_out);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int items = 0;
+  for (size_t p = trace.find("\"op\":\"PipelineItem\""); p != std::string::npos;
+       p = trace.find("\"op\":\"PipelineItem\"", p + 1)) {
+    ++items;
+  }
+  EXPECT_EQ(items, 2 * 4 * 2 * 2);  // steps x stages of replicas x micro-batches x (F, B)
+  EXPECT_NE(trace.find("\"name\":\"B1\""), std::string::npos);
 }
 
 TEST(TrainerLibTest, PipelineFlagsAreChecked) {
