@@ -537,6 +537,20 @@ TEST(TrainerLibTest, PipelinesTrainLikeOneDeviceAndShareItsCheckpoints) {
     EXPECT_EQ(resumed->start_step, 50);
     EXPECT_LT(MaxDifference(base->final_checkpoint, resumed->final_checkpoint), 1e-5f) << first;
   }
+  // A mesh of 2 stages x 2 replicas resumed as 1 stage x 4 replicas.
+  TrainerConfig mesh = one;
+  mesh.checkpoint_dir = TempDir("pipe_resume_mesh");
+  mesh.steps = 50;
+  mesh.strategy = "mirrored";
+  mesh.num_cpu_devices = 4;
+  mesh.pipeline_stages = 2;
+  ASSERT_TRUE(RunTrainer(mesh).ok());
+  mesh.steps = 100;
+  mesh.pipeline_stages = 1;
+  auto resumed = RunTrainer(mesh);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->start_step, 50);
+  EXPECT_LT(MaxDifference(base->final_checkpoint, resumed->final_checkpoint), 1e-5f);
 }
 
 // --trace_out with a pipeline: every traced step's forward and backward of
