@@ -168,6 +168,26 @@ std::vector<std::pair<std::string, Tensor>> Train(int stages, int micro_batches,
   return out;
 }
 
+// The largest difference between two runs' weights, which must have the
+// same names (as without a pipeline) and shapes.
+double WorstDifference(const std::vector<std::pair<std::string, Tensor>>& got,
+                       const std::vector<std::pair<std::string, Tensor>>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  if (got.size() != want.size()) return 1e30;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first);
+    EXPECT_EQ(got[i].second.shape(), want[i].second.shape());
+    if (got[i].first != want[i].first || got[i].second.shape() != want[i].second.shape())
+      return 1e30;
+    for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
+      worst = std::max<double>(
+          worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
+    }
+  }
+  return worst;
+}
+
 TEST(PipelineTest, EverySplitAndScheduleEndsOnOneDevicesWeights) {
   constexpr int kSteps = 200;
   const auto want = Train(0, 1, PipelineSchedule::kGPipe, kSteps);
@@ -190,18 +210,8 @@ TEST(PipelineTest, EverySplitAndScheduleEndsOnOneDevicesWeights) {
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.stages, " stages, ", c.micro_batches, " micro-batches, ",
                               c.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B"));
-    const auto got = Train(c.stages, c.micro_batches, c.schedule, kSteps, c.starts);
-    ASSERT_EQ(got.size(), want.size());
-    double worst = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_EQ(got[i].first, want[i].first);  // named as without a pipeline
-      ASSERT_EQ(got[i].second.shape(), want[i].second.shape());
-      for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
-        worst = std::max<double>(
-            worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
-      }
-    }
-    EXPECT_LT(worst, 1e-5);
+    EXPECT_LT(WorstDifference(Train(c.stages, c.micro_batches, c.schedule, kSteps, c.starts), want),
+              1e-5);
   }
 }
 
@@ -223,17 +233,9 @@ TEST(PipelineTest, PipelinesReplicatedOverAMeshEndOnOneDevicesWeights) {
     SCOPED_TRACE(absl::StrCat(c.stages, " stages x ", c.replicas, " replicas, ", c.micro_batches,
                               " micro-batches, ",
                               c.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B"));
-    const auto got = Train(c.stages, c.micro_batches, c.schedule, kSteps, {}, c.replicas);
-    ASSERT_EQ(got.size(), want.size());
-    double worst = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_EQ(got[i].first, want[i].first);
-      for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
-        worst = std::max<double>(
-            worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
-      }
-    }
-    EXPECT_LT(worst, 1e-5);
+    EXPECT_LT(
+        WorstDifference(Train(c.stages, c.micro_batches, c.schedule, kSteps, {}, c.replicas), want),
+        1e-5);
   }
 }
 
@@ -322,17 +324,7 @@ TEST(PipelineTest, StagesOnTwoTasksEndOnOneDevicesWeights) {
   const auto want = Train(0, 1, PipelineSchedule::kGPipe, kSteps);
   for (PipelineSchedule schedule :
        {PipelineSchedule::kGPipe, PipelineSchedule::kOneForwardOneBackward}) {
-    const auto got = TrainOverTwoTasks(4, schedule, kSteps);
-    ASSERT_EQ(got.size(), want.size());
-    double worst = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_EQ(got[i].first, want[i].first);
-      for (int64_t k = 0; k < want[i].second.NumElements(); ++k) {
-        worst = std::max<double>(
-            worst, std::abs(got[i].second.data<float>()[k] - want[i].second.data<float>()[k]));
-      }
-    }
-    EXPECT_LT(worst, 1e-5);
+    EXPECT_LT(WorstDifference(TrainOverTwoTasks(4, schedule, kSteps), want), 1e-5);
   }
 }
 
