@@ -64,7 +64,9 @@ absl::Status CheckOptions(const train::Sequential& model, const PipelineOptions&
   return absl::OkStatus();
 }
 
-// Work item (backward?, micro-batch, stage) -> its nodes.
+// Work item (backward?, lane, stage) -> its nodes; a lane is replica r's
+// micro-batch m at r * micro_batches + m (the micro-batch itself without
+// replicas).
 struct Item {
   bool backward;
   int micro_batch;
