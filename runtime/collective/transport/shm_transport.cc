@@ -719,13 +719,16 @@ absl::StatusOr<std::unique_ptr<Transport>> Connect(int rank, int size, KeyValueS
   for (int q = 0; q < size; ++q) {
     uint32_t r;
     while ((r = lines[q].readable.load(std::memory_order_acquire)) == 0) {
-      if (Clock::now() >= deadline) {
+      // A peer that exited after attaching fails the connect at once.
+      const bool gone = ProcessStartTime(lines[q].pid) != lines[q].start_time;
+      if (gone || Clock::now() >= deadline) {
         if (rank == 0) shm_unlink(name.c_str());
         munmap(base, layout.total);
-        return absl::DeadlineExceededError(
-            absl::StrCat("shm transport '", options.key_prefix, "': rank ", q,
-                         " attached but did not finish connecting within ",
-                         absl::FormatDuration(options.connect_timeout)));
+        const std::string what = absl::StrCat("shm transport '", options.key_prefix, "': rank ", q);
+        return gone ? absl::UnavailableError(absl::StrCat(what, " exited while connecting"))
+                    : absl::DeadlineExceededError(
+                          absl::StrCat(what, " attached but did not finish connecting within ",
+                                       absl::FormatDuration(options.connect_timeout)));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }

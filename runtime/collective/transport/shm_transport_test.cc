@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "runtime/collective/file_key_value_store.h"
 #include "runtime/collective/transport/shared_workspace.h"
+#include "runtime/collective/transport/shm_segment.h"
 #include "runtime/collective/transport/shm_test_util.h"
 
 namespace strata {
@@ -225,6 +226,40 @@ TEST(ShmTransportConnectTest, MissingRankTimesOutNamingItAndLeavesNothing) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(t.status().message().find("rank 2 did not attach"), std::string::npos) << t.status();
   EXPECT_TRUE(shm_test::ShmEntries(options.key_prefix).empty());
+}
+
+// A peer that attached and then exited before it finished connecting (here
+// played by hand: its line names a child process, which exits) fails the
+// connect naming it, not after the connect timeout.
+TEST(ShmTransportConnectTest, APeerGoneAfterAttachingIsNamed) {
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  const uint64_t child_start = shm::ProcessStartTime(child);
+  InMemoryKeyValueStore kv;
+  ShmTransportOptions options;
+  options.key_prefix = UniquePrefix("gone");
+  options.connect_timeout = absl::Seconds(20);  // without the check: DeadlineExceeded after it
+  absl::StatusOr<std::unique_ptr<Transport>> t;
+  std::thread rank0([&] { t = ConnectShmTransport(0, 2, kv, options); });
+  absl::StatusOr<std::string> name = kv.Get(options.key_prefix + "/segment", absl::Seconds(10));
+  ASSERT_TRUE(name.ok()) << name.status();
+  auto mapped = shm::OpenSegment(*name, 2);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  shm::RankLine* lines = reinterpret_cast<shm::RankLine*>(mapped->first + mapped->second.ranks);
+  lines[1].pid = child;
+  lines[1].start_time = child_start;
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  lines[1].attached.store(1, std::memory_order_release);  // never finishes: readable stays 0
+  rank0.join();
+  munmap(mapped->first, mapped->second.total);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable) << t.status();
+  EXPECT_NE(t.status().message().find("rank 1 exited while connecting"), std::string::npos)
+      << t.status();
 }
 
 // A name left by a rank 0 that was killed before its peers attached is
