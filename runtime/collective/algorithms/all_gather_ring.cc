@@ -3,18 +3,12 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "runtime/collective/transport/transport.h"
 
 namespace strata {
 
 STRATA_REGISTER_COLLECTIVE_ALGORITHM(CollectiveType::kAllGather, "ring", AllGatherRing);
 
-namespace {
-
-// As the pipelined ring all-reduce's kPipelinedRingDriveMaxBytes: larger
-// blocks leave the sockets to the transport's I/O thread.
-constexpr int64_t kDriveMaxBytes = 1 << 20;
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> AllGatherRing::Create(const AlgorithmParams& p) {
   return std::unique_ptr<CollectiveAlgorithm>(new AllGatherRing(p));

@@ -69,11 +69,8 @@ inline constexpr size_t kPipelinedRingPieceBytes = 512 << 10;
 inline constexpr size_t kPipelinedRingSendWindowBytes = 2 << 20;
 
 // All-reduces of at most this many bytes wait in Transport::DriveUntil
-// (over TCP the calling thread moves the bytes, saving two thread wake-ups
-// per ring step); larger ones leave them to the transport's I/O thread,
-// which measured as fast on a quiet machine and up to 30% faster at 1-16 MiB
-// when other processes compete for the cores.
-inline constexpr int64_t kPipelinedRingDriveMaxBytes = 1 << 20;
+// (transport.h's kDriveMaxBytes).
+inline constexpr int64_t kPipelinedRingDriveMaxBytes = kDriveMaxBytes;
 
 // Receive slots of an in-place run: 2 of 512 KiB fill this machine's 1 MiB
 // L2 (1 and 3 measured alike within the noise, 4 slower at 16-64 MiB).
