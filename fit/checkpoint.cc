@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/state_ops.h"
 #include "train/initializers.h"
 
 namespace strata {
@@ -107,6 +108,74 @@ absl::Status Checkpoint::AddSharded(const Scope& save, const Scope& restore, tra
   return restore.status();
 }
 
+absl::Status Checkpoint::AddPartitioned(const Scope& save, const Scope& restore,
+                                        train::Variable* v) {
+  int64_t next_row = 0;
+  for (int p = 0; p < v->num_partitions(); ++p) {
+    const train::Variable* part = v->partition(p);
+    const TensorShape& shape = part->shape();
+    if (v->partition_offset(p) != next_row || shape.dims() != v->shape().dims() ||
+        shape.dims() == 0) {
+      return absl::InternalError(absl::StrCat("Checkpoint: partition ", p, " of '", v->name(),
+                                              "' is not the next rows of it"));
+    }
+    next_row += shape.dim_size(0);
+    Part r;
+    r.name = v->name();
+    r.dtype = v->dtype();
+    r.dims = shape.dims();
+    r.rows = shape.dim_size(0);
+    r.row_elements = shape.num_elements() / std::max<int64_t>(r.rows, 1);
+    r.element_offset = v->partition_offset(p) * r.row_elements;
+    r.row_bytes = r.row_elements * static_cast<int64_t>(DataTypeSize(v->dtype()));
+    // Save: rows [first, first + count) as a slice, on the partition's
+    // device, flattened.
+    const Scope on_part = save.WithDevice(part->device());
+    Output begin = ops::Placeholder(save.WithOpName(part->name() + "/begin"), DT_INT64,
+                                    PartialTensorShape({shape.dims()}));
+    Output size = ops::Placeholder(save.WithOpName(part->name() + "/size"), DT_INT64,
+                                   PartialTensorShape({shape.dims()}));
+    Output rows = ops::Slice(on_part, part->Read(save), begin, size);
+    r.read = ops::Reshape(on_part.WithOpName(part->name()), rows, ops::Const<int64_t>(save, {-1}))
+                 .name();
+    r.begin_feed = begin.name();
+    r.size_feed = size.name();
+    // Restore: zeros, then rows [first, limit) written from a flat feed.
+    const Scope to_part = restore.WithDevice(part->device());
+    std::vector<int64_t> dims(shape.dim_sizes().begin(), shape.dim_sizes().end());
+    Node* zero = part->Assign(restore, ops::Fill(to_part, ops::Const<int64_t>(to_part, dims),
+                                                 train::ScalarConst(to_part, v->dtype(), 0)));
+    Output first = ops::Placeholder(restore.WithOpName(part->name() + "/first"), DT_INT64,
+                                    PartialTensorShape({}));
+    Output limit = ops::Placeholder(restore.WithOpName(part->name() + "/limit"), DT_INT64,
+                                    PartialTensorShape({}));
+    Output values =
+        ops::Placeholder(restore.WithOpName(part->name()), v->dtype(), PartialTensorShape({-1}));
+    dims[0] = -1;
+    Node* write = ops::ResourceScatterUpdate(
+        to_part, part->handle(), ops::Range(to_part, first, limit, ops::Const<int64_t>(to_part, 1)),
+        ops::Reshape(to_part, values, ops::Const<int64_t>(to_part, dims)));
+    STRATA_RETURN_IF_ERROR(save.status());
+    STRATA_RETURN_IF_ERROR(restore.status());
+    if (zero == nullptr || write == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Checkpoint: partition '", part->name(), "' cannot be written"));
+    }
+    r.zero = zero->name();
+    r.first_feed = first.name();
+    r.limit_feed = limit.name();
+    r.values_feed = values.name();
+    r.write = write->name();
+    parts_.push_back(std::move(r));
+  }
+  if (next_row != v->shape().dim_size(0)) {
+    return absl::InternalError(absl::StrCat("Checkpoint: the partitions of '", v->name(), "' hold ",
+                                            next_row, " of its ", v->shape().dim_size(0), " rows"));
+  }
+  partitioned_.push_back({v->name(), v->dtype(), v->shape(), "", ""});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scope,
                                                                const std::vector<train::Variable*>& variables) {
   STRATA_RETURN_IF_ERROR(scope.status());
@@ -137,6 +206,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scop
       }
       continue;
     }
+    if (v->num_partitions() > 1) {
+      STRATA_RETURN_IF_ERROR(c->AddPartitioned(save, restore, v));
+      continue;
+    }
     Output read = v->Read(save);
     Output value = ops::Placeholder(restore.WithOpName(v->name()), v->dtype(), PartialTensorShape(v->shape()));
     Node* assign = v->Assign(restore, value);
@@ -148,7 +221,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scop
     assigns.push_back(assign);
   }
   names.clear();
-  for (const Entry& e : c->entries_) {
+  std::vector<Entry> saved = c->entries_;
+  saved.insert(saved.end(), c->partitioned_.begin(), c->partitioned_.end());
+  for (const Entry& e : saved) {
     if (!names.insert(e.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("Checkpoint: two tensors are saved as '", e.name, "'"));
@@ -162,8 +237,10 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Create(const Scope& scop
 }
 
 bool Checkpoint::Taken(const std::string& name) const {
-  for (const Entry& e : entries_) {
-    if (e.name == name) return true;
+  for (const std::vector<Entry>* list : {&entries_, &partitioned_}) {
+    for (const Entry& e : *list) {
+      if (e.name == name) return true;
+    }
   }
   for (const TrackedString& s : strings_) {
     if (s.key == name) return true;
@@ -252,11 +329,49 @@ absl::Status Checkpoint::ReadPieces(Session* session, std::vector<TensorPiece>* 
   return absl::OkStatus();
 }
 
+absl::Status Checkpoint::set_block_bytes(int64_t bytes) {
+  if (bytes < 1)
+    return absl::InvalidArgumentError(absl::StrCat("Checkpoint: block of ", bytes, " bytes"));
+  block_bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+int64_t Checkpoint::BlockRows(const Part& p) const {
+  return p.row_bytes == 0 ? std::max<int64_t>(p.rows, 1)
+                          : std::max<int64_t>(block_bytes_ / p.row_bytes, 1);
+}
+
+std::vector<StreamedPiece> Checkpoint::PartitionPieces(Session* session) const {
+  std::vector<StreamedPiece> out;
+  for (const Part& p : parts_) {
+    const int dims = p.dims;
+    auto read = [session, &p, dims](int64_t first, int64_t count, Tensor* values) {
+      // Element ranges are whole rows (the block is).
+      Tensor begin(DT_INT64, TensorShape{dims}), size(DT_INT64, TensorShape{dims});
+      for (int d = 0; d < dims; ++d) {
+        begin.data<int64_t>()[d] = 0;
+        size.data<int64_t>()[d] = -1;
+      }
+      begin.data<int64_t>()[0] = first / std::max<int64_t>(p.row_elements, 1);
+      size.data<int64_t>()[0] = count / std::max<int64_t>(p.row_elements, 1);
+      std::vector<Tensor> out;
+      STRATA_RETURN_IF_ERROR(
+          session->Run({{p.begin_feed, begin}, {p.size_feed, size}}, {p.read}, {}, &out));
+      *values = std::move(out[0]);
+      return absl::OkStatus();
+    };
+    out.push_back({p.name, p.dtype, p.element_offset, p.rows * p.row_elements,
+                   std::max<int64_t>(BlockRows(p) * p.row_elements, 1), read});
+  }
+  return out;
+}
+
 std::vector<SlicedTensor> Checkpoint::sliced_tensors() const {
   std::vector<SlicedTensor> out;
   for (const Entry& e : entries_) {
     if (e.read.empty()) out.push_back({e.name, e.dtype, e.shape});
   }
+  for (const Entry& e : partitioned_) out.push_back({e.name, e.dtype, e.shape});
   return out;
 }
 
@@ -276,7 +391,8 @@ absl::StatusOr<std::vector<double>> Checkpoint::ExchangeReports(Session* session
 }
 
 absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reader) const {
-  // Everything is read and checked before anything is assigned.
+  // Everything is checked before anything is assigned, and all but the
+  // partitions (restored a partition at a time, last) read.
   std::map<std::string, CheckpointReader::TensorInfo> expected;
   for (const Entry& e : entries_) expected[e.name] = {e.dtype, e.shape};
   for (const TrackedTensor& t : tensors_) expected[t.name] = t.info;
@@ -286,6 +402,19 @@ absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reade
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", reader.prefix(),
                                                       " does not fit this model: ", read.message()));
   }
+  for (const Entry& e : partitioned_) {
+    auto it = reader.tensors().find(e.name);
+    if (it == reader.tensors().end() || it->second.dtype != e.dtype ||
+        it->second.shape != e.shape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", reader.prefix(), " does not fit this model: tensor '", e.name, "': ",
+          it == reader.tensors().end()
+              ? "absent"
+              : absl::StrCat("the checkpoint has ", DataTypeString(it->second.dtype), " ",
+                             it->second.shape.DebugString()),
+          ", expected ", DataTypeString(e.dtype), " ", e.shape.DebugString()));
+    }
+  }
   std::map<std::string, std::string> strings;
   for (const TrackedString& s : strings_) {
     STRATA_ASSIGN_OR_RETURN(strings[s.key], ReadTrackedString(reader, s.key));
@@ -293,6 +422,7 @@ absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reade
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (const Entry& e : entries_) feeds.emplace_back(e.feed, values[e.name]);
   STRATA_RETURN_IF_ERROR(session->Run(feeds, {}, {restore_target_}, nullptr));
+  STRATA_RETURN_IF_ERROR(RestorePartitions(session, reader));
   for (const TrackedTensor& t : tensors_) {
     absl::Status s = t.restore(values[t.name]);
     if (!s.ok()) return AnnotateStatus(s, absl::StrCat("checkpoint ", reader.prefix(), ": state '", t.name, "': "));
@@ -300,6 +430,32 @@ absl::Status Checkpoint::Restore(Session* session, const CheckpointReader& reade
   for (const TrackedString& t : strings_) {
     absl::Status s = t.restore(strings[t.key]);
     if (!s.ok()) return AnnotateStatus(s, absl::StrCat("checkpoint ", reader.prefix(), ": state '", t.key, "': "));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpoint::RestorePartitions(Session* session, const CheckpointReader& reader) const {
+  // A block of rows at a time (Restore checked the tensors first; the
+  // checkpoint manager verified every byte when it opened the checkpoint).
+  for (const Part& p : parts_) {
+    const int64_t block = BlockRows(p);
+    absl::Status s = session->Run({}, {}, {p.zero}, nullptr);
+    for (int64_t first = 0; s.ok() && first < p.rows && p.row_elements > 0; first += block) {
+      const int64_t limit = std::min(p.rows, first + block);
+      Tensor rows;
+      s = reader.ReadElements(p.name, p.element_offset + first * p.row_elements,
+                              (limit - first) * p.row_elements, &rows);
+      if (s.ok()) {
+        s = session->Run({{p.first_feed, Tensor::Scalar<int64_t>(first)},
+                          {p.limit_feed, Tensor::Scalar<int64_t>(limit)},
+                          {p.values_feed, rows}},
+                         {}, {p.write}, nullptr);
+      }
+    }
+    if (!s.ok()) {
+      return AnnotateStatus(s, absl::StrCat("checkpoint ", reader.prefix(), ": restoring '", p.name,
+                                            "' at element ", p.element_offset, ": "));
+    }
   }
   return absl::OkStatus();
 }
@@ -338,15 +494,17 @@ absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(con
 absl::StatusOr<std::string> CheckpointManager::Save(Session* session, int64_t step) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, std::string> metadata;
+  CheckpointShards shards;
+  shards.tensors = checkpoint_->sliced_tensors();
   if (!checkpoint_->every_process_saves()) {
     STRATA_RETURN_IF_ERROR(checkpoint_->Collect(session, &tensors, &metadata));
-    return files_->Save(step, tensors, metadata);
+    STRATA_RETURN_IF_ERROR(WritePartitions(session, step, &shards.prefixes));
+    if (shards.prefixes.empty()) shards.tensors.clear();
+    return files_->Save(step, tensors, metadata, shards);
   }
   std::vector<TensorPiece> pieces;
   absl::Status read = checkpoint_->Collect(session, &tensors, &metadata, &pieces);
   STRATA_ASSIGN_OR_RETURN(std::vector<double> reports, WriteShard(session, step, read, pieces));
-  CheckpointShards shards;
-  shards.tensors = checkpoint_->sliced_tensors();
   for (size_t p = 0; p < reports.size() / 2; ++p) {
     if (reports[2 * p + 1] != 1) {
       return absl::AbortedError(absl::StrCat("checkpoint ", files_->ShardPrefix(step, "*"), ": worker ", p,
@@ -354,7 +512,19 @@ absl::StatusOr<std::string> CheckpointManager::Save(Session* session, int64_t st
     }
     shards.prefixes.push_back(files_->ShardPrefix(step, ShardName(reports[2 * p])));
   }
+  // After the exchange, so that a failure here keeps no worker waiting.
+  STRATA_RETURN_IF_ERROR(WritePartitions(session, step, &shards.prefixes));
   return files_->Save(step, tensors, metadata, shards);
+}
+
+absl::Status CheckpointManager::WritePartitions(Session* session, int64_t step,
+                                                std::vector<std::string>* prefixes) {
+  for (const StreamedPiece& piece : checkpoint_->PartitionPieces(session)) {
+    const std::string prefix = files_->ShardPrefix(step, ShardName(FreshShardName()));
+    STRATA_RETURN_IF_ERROR(SaveCheckpointShard(prefix, piece));
+    prefixes->push_back(prefix);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointManager::SaveShard(Session* session, int64_t step) {
@@ -368,19 +538,23 @@ std::string CheckpointManager::ShardName(double name) {
   return absl::StrFormat("%012x", static_cast<uint64_t>(name));
 }
 
+double CheckpointManager::FreshShardName() {
+  std::random_device random;
+  return static_cast<double>(((uint64_t{random()} << 32) ^ random()) & ((uint64_t{1} << 48) - 1));
+}
+
 absl::StatusOr<std::vector<double>> CheckpointManager::WriteShard(Session* session, int64_t step,
                                                                   absl::Status status,
                                                                   const std::vector<TensorPiece>& pieces) {
   // A fresh name per save (48 random bits: exact in the double the exchange
   // carries), so that the shards of a committed checkpoint of this step
   // stay untouched until the new one commits.
-  std::random_device random;
-  const uint64_t name = ((uint64_t{random()} << 32) ^ random()) & ((uint64_t{1} << 48) - 1);
-  if (status.ok()) status = SaveCheckpointShard(files_->ShardPrefix(step, ShardName(static_cast<double>(name))), pieces);
+  const double name = FreshShardName();
+  if (status.ok()) status = SaveCheckpointShard(files_->ShardPrefix(step, ShardName(name)), pieces);
   // Every process reports, even after a failure of its own, so that none
   // waits for it in the exchange.
   absl::StatusOr<std::vector<double>> reports =
-      checkpoint_->ExchangeReports(session, static_cast<double>(name), status.ok());
+      checkpoint_->ExchangeReports(session, name, status.ok());
   STRATA_RETURN_IF_ERROR(status);
   return reports;
 }

@@ -9,8 +9,9 @@
 //
 //   // After the step and the optimizer exist (so that the slots do), before
 //   // the Session is made:
-//   STRATA_ASSIGN_OR_RETURN(auto ckpt, fit::Checkpoint::Create(root, train::GlobalVariables(root)));
-//   ckpt->TrackString("input", [&] { return dataset->SaveState(); },
+//   STRATA_ASSIGN_OR_RETURN(auto ckpt, fit::Checkpoint::Create(root,
+//   train::GlobalVariables(root))); ckpt->TrackString("input", [&] { return dataset->SaveState();
+//   },
 //                     [&](const std::string& s) { return dataset->RestoreState(s); });
 //   STRATA_ASSIGN_OR_RETURN(auto session, Session::Create(root, options));
 //   STRATA_ASSIGN_OR_RETURN(auto manager, fit::CheckpointManager::Create(ckpt.get(), dir, 3));
@@ -37,6 +38,13 @@
 // slots whole from the shards, so it fits any replica count, sharded or
 // not. Scratch (ShardedContents::saved false: ZeRO's shard variables,
 // PowerSGD's state) is not saved; a restore runs its initializer.
+// A variable in partitions (train::PartitionedVariable: a table spread
+// over ps tasks) is saved as one tensor under its name, but no process
+// holds it whole: the saving process reads one partition at a time and
+// writes it to a shard of its own (the checkpoint is then sharded), and a
+// restore reads and assigns one partition's rows at a time, so it restores
+// into any partitioning or none, and an unpartitioned variable's checkpoint
+// into partitions.
 //
 // Errors: restoring a checkpoint that lacks a tracked variable or holds it
 // with another dtype or shape (a checkpoint of another model) is
@@ -110,7 +118,15 @@ class Checkpoint {
   bool every_process_saves() const { return every_process_saves_; }
   // This process's pieces of the sharded state (a worker's shard).
   absl::Status ReadPieces(Session* session, std::vector<TensorPiece>* pieces) const;
-  // The tensors the shards hold.
+  // The partitions of the partitioned variables, in order, as pieces of
+  // their variables read from `session` a block of rows at a time: what the
+  // saving process writes, each to a shard of its own. The pieces refer to
+  // this Checkpoint and `session`.
+  std::vector<StreamedPiece> PartitionPieces(Session* session) const;
+  // The most bytes of a partition read or restored at once (whole rows, at
+  // least one): 4 MiB unless set. InvalidArgument if < 1.
+  absl::Status set_block_bytes(int64_t bytes);
+  // The tensors the shards hold (the pieces' and the partitions').
   std::vector<SlicedTensor> sliced_tensors() const;
   // Every process's report (its shard's `name` and whether it was
   // `written`), gathered in process order as pairs of doubles: every
@@ -152,6 +168,25 @@ class Checkpoint {
     std::string read;
     int64_t element_offset;
   };
+  // A partition of a partitioned variable, read and written a block of
+  // rows at a time: where its elements lie in the variable's; the read of
+  // its rows [begin, begin + size) (feeds of every dimension's), flattened;
+  // its restore's assignment of zeros, then of rows [first, limit) from a
+  // flat feed of their values.
+  struct Part {
+    std::string name;  // the variable's
+    DataType dtype = DT_INVALID;
+    int dims = 0;
+    int64_t element_offset = 0;
+    int64_t rows = 0, row_elements = 0, row_bytes = 0;
+    std::string begin_feed, size_feed, read;
+    std::string zero, first_feed, limit_feed, values_feed, write;
+  };
+  absl::Status AddPartitioned(const Scope& save, const Scope& restore, train::Variable* v);
+  // How many of `p`'s rows a block holds.
+  int64_t BlockRows(const Part& p) const;
+  // Assigns every partition from `reader`, a block of rows at a time.
+  absl::Status RestorePartitions(Session* session, const CheckpointReader& reader) const;
   // The entries of sharded variable `v` (train::ShardedContents), and its
   // copies' assignments from them.
   absl::Status AddSharded(const Scope& save, const Scope& restore, train::Variable* v,
@@ -163,6 +198,9 @@ class Checkpoint {
   std::vector<train::Variable*> variables_;
   std::vector<Entry> entries_;  // `read` empty: a sliced tensor, in pieces_
   std::vector<Piece> pieces_;
+  std::vector<Entry> partitioned_;  // whole variables saved from parts_
+  std::vector<Part> parts_;
+  int64_t block_bytes_ = int64_t{4} << 20;
   std::string report_feed_, report_fetch_;
   bool every_process_saves_ = false;
   std::string restore_target_;
@@ -215,6 +253,11 @@ class CheckpointManager {
   absl::StatusOr<std::vector<double>> WriteShard(Session* session, int64_t step, absl::Status status,
                                                  const std::vector<TensorPiece>& pieces);
   static std::string ShardName(double name);
+  // A fresh shard name (48 random bits), as a double.
+  static double FreshShardName();
+  // Writes every partition of the partitioned variables to a shard of its
+  // own, one at a time, appending the shards' prefixes to `prefixes`.
+  absl::Status WritePartitions(Session* session, int64_t step, std::vector<std::string>* prefixes);
   const Checkpoint* const checkpoint_;
   const std::unique_ptr<::strata::CheckpointManager> files_;
 };

@@ -16,10 +16,11 @@
 #include "gtest/gtest.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/replica_context.h"
+#include "train/initializers.h"
 #include "train/losses.h"
 #include "train/models.h"
-#include "train/initializers.h"
 #include "train/optimizers.h"
+#include "train/partitioned_variable.h"
 
 namespace strata {
 namespace fit {
@@ -200,6 +201,118 @@ TEST(CheckpointTest, KeepsTheNewestAndSkipsACorruptOne) {
   EXPECT_EQ(restored->step, 2);
   ASSERT_EQ(restored->skipped.size(), 1u);
   EXPECT_EQ(restored->skipped[0].code(), absl::StatusCode::kDataLoss) << restored->skipped[0];
+}
+
+// A graph with a table [7, 3] in `parts` partitions (1: a plain variable)
+// on /cpu:0, /cpu:1, ..., a plain bias beside it, a Checkpoint of both, and
+// a read of the whole table.
+struct TableRun {
+  Scope root = Scope::NewRootScope();
+  Node* init = nullptr;
+  Output table;
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<Session> session;
+};
+
+std::unique_ptr<TableRun> BuildTable(int parts, float scale, int64_t block_bytes = 0) {
+  auto r = std::make_unique<TableRun>();
+  Tensor values(DT_FLOAT, TensorShape({7, 3}));
+  for (int i = 0; i < 21; ++i) values.data<float>()[i] = scale * static_cast<float>(i + 1);
+  train::Variable* table = nullptr;
+  {
+    train::VariableCreatorScope creator([parts](const Scope& scope, const train::VariableArgs& args,
+                                                const train::VariableCreatorFn& next) {
+      return train::CreatePartitioned(scope, args, args.shape.dims() == 2 ? parts : 1,
+                                      [&](int p, const train::VariableArgs& part) {
+                                        return next(scope.WithDevice("/cpu:" + std::to_string(p)),
+                                                    part);
+                                      });
+    });
+    table = train::CreateVariable(r->root, "table", TensorShape({7, 3}), DT_FLOAT,
+                                  train::ConstantTensor(values));
+    train::CreateVariable(r->root, "bias", TensorShape({3}), DT_FLOAT, train::Ones());
+  }
+  r->init = train::GlobalVariablesInitializer(r->root);
+  EXPECT_TRUE(r->root.ok()) << r->root.status();
+  if (!r->root.ok()) return nullptr;
+  EXPECT_EQ(table->num_partitions(), parts);
+  r->table = table->Read(r->root);
+  auto checkpoint = Checkpoint::Create(r->root, train::GlobalVariables(r->root));
+  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+  if (!checkpoint.ok()) return nullptr;
+  r->checkpoint = *std::move(checkpoint);
+  if (block_bytes > 0) EXPECT_TRUE(r->checkpoint->set_block_bytes(block_bytes).ok());
+  SessionOptions o;
+  o.devices.num_cpu_devices = 3;
+  auto session = Session::Create(r->root, o);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return nullptr;
+  r->session = *std::move(session);
+  return r;
+}
+
+std::vector<float> Table(TableRun& r) {
+  std::vector<Tensor> out;
+  EXPECT_TRUE(r.session->Run({}, {r.table.name()}, {}, &out).ok());
+  if (out.empty()) return {};
+  return std::vector<float>(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
+}
+
+TEST(CheckpointTest, APartitionedTableIsSavedByPartitionAndRestoresIntoAnyPartitioning) {
+  // Saved from 2 partitions, from 3 and from a plain variable; each restored
+  // into 3 partitions, 2 and a plain variable; read and written a row (12
+  // bytes) or 2 rows at a time, or whole.
+  for (int saved_parts : {2, 3, 1}) {
+    const std::string dir = *io::MakeTempDir("fit_checkpoint_partitioned");
+    auto saver = BuildTable(saved_parts, 1.0f, saved_parts == 2 ? 12 : 0);
+    ASSERT_NE(saver, nullptr);
+    auto manager = CheckpointManager::Create(saver->checkpoint.get(), dir, 1);
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    ASSERT_TRUE((*manager)->RestoreOrInitialize(saver->session.get(), saver->init).ok());
+    const std::vector<float> want = Table(*saver);
+    auto prefix = (*manager)->Save(saver->session.get(), 5);
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    auto reader = CheckpointReader::Open(*prefix);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    // One shard per partition, the table whole under its name.
+    EXPECT_EQ((*reader)->shard_prefixes().size(), saved_parts == 1 ? 0u : size_t(saved_parts));
+    ASSERT_TRUE((*reader)->Contains("table"));
+    EXPECT_EQ((*reader)->tensors().at("table").shape, TensorShape({7, 3}));
+    for (int restored_parts : {3, 2, 1}) {
+      auto restorer = BuildTable(restored_parts, -1.0f, restored_parts == 3 ? 30 : 0);
+      ASSERT_NE(restorer, nullptr);
+      auto again = CheckpointManager::Create(restorer->checkpoint.get(), dir, 1);
+      ASSERT_TRUE(again.ok()) << again.status();
+      auto restored = (*again)->RestoreOrInitialize(restorer->session.get(), restorer->init);
+      ASSERT_TRUE(restored.ok()) << restored.status();
+      EXPECT_EQ(restored->step, 5);
+      EXPECT_EQ(Table(*restorer), want) << saved_parts << " -> " << restored_parts;
+    }
+  }
+}
+
+TEST(CheckpointTest, APartitionedTableOfAnotherShapeIsRefusedByName) {
+  const std::string dir = *io::MakeTempDir("fit_checkpoint_partitioned_shape");
+  auto saver = BuildTable(2, 1.0f);
+  ASSERT_NE(saver, nullptr);
+  auto manager = CheckpointManager::Create(saver->checkpoint.get(), dir, 1);
+  ASSERT_TRUE(manager.ok());
+  ASSERT_TRUE((*manager)->RestoreOrInitialize(saver->session.get(), saver->init).ok());
+  // The checkpoint holds "table" as [21]: saved by a model whose table is
+  // flat, under the same name.
+  Tensor flat(DT_FLOAT, TensorShape({21}));
+  Tensor bias(DT_FLOAT, TensorShape({3}));
+  ASSERT_TRUE(
+      SaveCheckpoint(dir + "/ckpt-9", {{"table", flat}, {"bias", bias}}, {{"global_step", "9"}})
+          .ok());
+  auto again = CheckpointManager::Create(saver->checkpoint.get(), dir, 1);
+  ASSERT_TRUE(again.ok());
+  const std::vector<float> before = Table(*saver);
+  auto restored = (*again)->RestoreOrInitialize(saver->session.get(), saver->init);
+  ASSERT_FALSE(restored.ok());
+  EXPECT_EQ(restored.status().code(), absl::StatusCode::kFailedPrecondition) << restored.status();
+  EXPECT_TRUE(absl::StrContains(restored.status().message(), "'table'")) << restored.status();
+  EXPECT_EQ(Table(*saver), before);  // nothing assigned
 }
 
 TEST(CheckpointTest, ACheckpointOfAnotherModelIsRefusedByName) {

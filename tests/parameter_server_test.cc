@@ -16,7 +16,9 @@
 //     workers train, within 1e-5;
 //   - a cluster without ps tasks or without a chief is refused, naming it;
 //   - a 1M x 64 embedding table partitioned over 2 ps tasks trains with no
-//     task's peak resident memory reaching the table's size.
+//     task's peak resident memory reaching the table's size, its checkpoint
+//     (written and restored a partition at a time) included, and resumes
+//     over 3 ps tasks likewise.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -25,6 +27,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -134,29 +137,42 @@ TEST(ParameterServerTest, AMillionRowTableOverTwoPsTasksIsNeverWholeInAnyTask) {
   // 1M x 64 floats: 256 MB, split over the two ps tasks; the workers and
   // the chief look rows up and send rows back (sparse updates), so no task
   // ever holds the table whole.
+  // The chief's checkpoint, saved at the end, is written a partition at a
+  // time, and restored so into 3 ps tasks.
   const int64_t table_bytes = int64_t{1000000} * 64 * 4;
-  auto run = [](const std::string& partitioner, const std::string& length,
-                const std::string& name) {
-    return Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"},
+  const std::string ckpt = TempDir("ps_embedding_checkpoint_dir");
+  auto run = [&](int num_ps, const std::string& partitioner, const std::string& length,
+                 const std::string& name) {
+    return Launch({"--num_chiefs=1", "--num_workers=2", absl::StrCat("--num_ps=", num_ps)},
                   {"--model=embedding", "--vocabulary=1000000", "--embedding_dim=64",
                    "--variable_partitioner=" + partitioner, "--optimizer=sgd", "--learning_rate=5",
-                   length, "--prefetch=0", "--intra_op_threads=1"},
+                   length, "--prefetch=0", "--intra_op_threads=1", "--checkpoint_dir=" + ckpt},
                   name);
   };
-  Exit ps = run("fixed:2", "--epochs=20", "ps_embedding");
+  auto expect_never_whole = [&](const Exit& e, int num_ps) {
+    const auto peaks = PeakMemory(e.out + e.err);
+    ASSERT_EQ(peaks.size(), 3u + num_ps) << Describe(e);
+    for (const auto& [task, bytes] : peaks) {
+      EXPECT_GT(bytes, 0) << task;
+      EXPECT_LT(bytes, table_bytes) << task << " held " << bytes << " bytes at its peak";
+      // A ps task holds its part of the table.
+      if (absl::StrContains(task, "/job:ps/")) EXPECT_GT(bytes, table_bytes / num_ps) << task;
+    }
+  };
+  Exit ps = run(2, "fixed:2", "--epochs=20", "ps_embedding");
   ASSERT_EQ(ps.code, 0) << Describe(ps);
-  const auto peaks = PeakMemory(ps.out + ps.err);
-  ASSERT_EQ(peaks.size(), 5u) << Describe(ps);
-  for (const auto& [task, bytes] : peaks) {
-    EXPECT_GT(bytes, 0) << task;
-    EXPECT_LT(bytes, table_bytes) << task << " held " << bytes << " bytes at its peak";
-    // A ps task holds its half of the table.
-    if (absl::StrContains(task, "/job:ps/")) EXPECT_GT(bytes, table_bytes / 2) << task;
-  }
-  EXPECT_GT(LastAccuracy(ps.out + ps.err), 0.9) << Describe(ps);
+  expect_never_whole(ps, 2);
+  const double accuracy = LastAccuracy(ps.out + ps.err);
+  EXPECT_GT(accuracy, 0.9) << Describe(ps);
+  Exit resumed = run(3, "fixed:3", "--epochs=21", "ps_embedding_resumed");
+  ASSERT_EQ(resumed.code, 0) << Describe(resumed);
+  EXPECT_TRUE(absl::StrContains(resumed.out + resumed.err, "resumed from")) << Describe(resumed);
+  expect_never_whole(resumed, 3);
+  EXPECT_GT(LastAccuracy(resumed.out + resumed.err), accuracy - 0.02) << Describe(resumed);
   // The measure can tell: unpartitioned, the table's ps task holds it
   // whole (and each step reads all of it: two steps do).
-  Exit whole = run("", "--steps=2", "ps_embedding_whole");
+  ASSERT_TRUE(std::filesystem::remove_all(ckpt) > 0);
+  Exit whole = run(2, "", "--steps=2", "ps_embedding_whole");
   ASSERT_EQ(whole.code, 0) << Describe(whole);
   int64_t largest = 0;
   for (const auto& [task, bytes] : PeakMemory(whole.out + whole.err))

@@ -21,10 +21,11 @@
 // Reads and writes of the whole: Read concatenates the partitions' reads
 // (where the reading scope says: use it for small variables, a checkpoint,
 // an evaluation); Assign, AssignAdd and AssignSub cut the value into the
-// partitions' rows and write each where it lives (a checkpoint restores
-// through Assign, so a checkpoint of a partitioned variable holds the whole
-// tensor under the variable's name, and restores into any partitioning or
-// none). handle() is null: ops on the variable go through a partition.
+// partitions' rows and write each where it lives. A checkpoint
+// (fit/checkpoint.h) holds the whole tensor under the variable's name,
+// restorable into any partitioning or none, but reads and writes it by
+// partition, a block of rows at a time. handle() is null: ops on the
+// variable go through a partition.
 //
 // Thread-safety: as for train::Variable. Ownership: the partitioned variable
 // owns its partitions; the graph's collection owns it.

@@ -16,6 +16,7 @@ STRATA_NO_GRADIENT("AssignVariableOp");
 STRATA_NO_GRADIENT("AssignAddVariableOp");
 STRATA_NO_GRADIENT("AssignSubVariableOp");
 STRATA_NO_GRADIENT("ResourceScatterAdd");
+STRATA_NO_GRADIENT("ResourceScatterUpdate");
 STRATA_NO_GRADIENT("ResourceScatterSub");
 STRATA_NO_GRADIENT("VarIsInitializedOp");
 STRATA_NO_GRADIENT("DestroyResourceOp");

@@ -137,6 +137,15 @@ STRATA_REGISTER_OP("ResourceScatterSub")
     .SetIsStateful()
     .SetShapeFn(ResourceScatterShape);
 
+STRATA_REGISTER_OP("ResourceScatterUpdate")
+    .Input("resource: resource")
+    .Input("indices: Tindices")
+    .Input("updates: dtype")
+    .Attr("dtype: type")
+    .Attr("Tindices: {int32, int64}")
+    .SetIsStateful()
+    .SetShapeFn(ResourceScatterShape);
+
 STRATA_REGISTER_OP("VarIsInitializedOp")
     .Input("resource: resource")
     .Output("is_initialized: bool")
@@ -211,6 +220,14 @@ Node* ResourceScatterAdd(const Scope& s, Output resource, Output indices, Output
 
 Node* ResourceScatterSub(const Scope& s, Output resource, Output indices, Output updates) {
   return NodeBuilder(s, "ResourceScatterSub")
+      .Input(resource)
+      .Input(indices)
+      .Input(updates)
+      .Finalize();
+}
+
+Node* ResourceScatterUpdate(const Scope& s, Output resource, Output indices, Output updates) {
+  return NodeBuilder(s, "ResourceScatterUpdate")
       .Input(resource)
       .Input(indices)
       .Input(updates)

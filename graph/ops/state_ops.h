@@ -10,6 +10,8 @@
 //   ResourceScatterAdd(resource, indices: Tindices, updates: dtype)
 //   ResourceScatterSub(resource, indices: Tindices, updates: dtype)
 //       attrs dtype: {float, double, int32, int64, half, bfloat16}, Tindices: {int32, int64}
+//   ResourceScatterUpdate(resource, indices: Tindices, updates: dtype)
+//       attrs dtype: type, Tindices: {int32, int64}
 //   VarIsInitializedOp(resource) -> is_initialized: bool
 //   DestroyResourceOp(resource)                      attr ignore_lookup_error: bool = true
 //
@@ -89,6 +91,11 @@ Node* AssignSubVariableOp(const Scope& s, Output resource, Output value);
 // variable, FailedPrecondition. CPU kernels for float, double, int32, int64.
 Node* ResourceScatterAdd(const Scope& s, Output resource, Output indices, Output updates);
 Node* ResourceScatterSub(const Scope& s, Output resource, Output indices, Output updates);
+// ResourceScatterUpdate: var[indices[i...], ...] = updates[i..., ...] (or
+// the scalar), as ResourceScatterAdd otherwise (a row named twice gets one
+// of its updates). A large variable's rows are written a block at a time
+// so (a checkpoint's restore of a partition).
+Node* ResourceScatterUpdate(const Scope& s, Output resource, Output indices, Output updates);
 Output VarIsInitializedOp(const Scope& s, Output resource);
 Node* DestroyResourceOp(const Scope& s, Output resource, bool ignore_lookup_error = true);
 

@@ -1,9 +1,10 @@
 // GatherV2 (an embedding lookup), ResourceGather (the same from a
 // variable), UnsortedSegmentSum (its gradient's scatter-add) and
-// ResourceScatterAdd/Sub (a scatter-add into a variable) on the CPU. An
-// index out of range is InvalidArgument naming it and its position, as
-// TensorFlow's CPU kernels do, never a read or write outside the tensors;
-// the scatters check every index before writing any row.
+// ResourceScatterAdd/Sub/Update (rows of a variable added to, subtracted
+// from or written) on the CPU. An index out of range is InvalidArgument
+// naming it and its position, as TensorFlow's CPU kernels do, never a read
+// or write outside the tensors; the scatters check every index before
+// writing any row.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -127,12 +128,16 @@ class UnsortedSegmentSumOp : public OpKernel {
 // lock, in place unless a reader still holds the buffer (PrepareForUpdate
 // copies it then, so earlier reads stay snapshots). Every check comes before
 // the first write, so an error leaves the variable as it was.
-template <typename T, bool kAdd>
+enum class ScatterKind { kAdd, kSub, kUpdate };
+
+template <typename T, ScatterKind kKind>
 class ResourceScatterUpdateOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   absl::Status Compute(OpKernelContext& ctx) override {
-    const char* op = kAdd ? "ResourceScatterAdd" : "ResourceScatterSub";
+    const char* op = kKind == ScatterKind::kAdd   ? "ResourceScatterAdd"
+                     : kKind == ScatterKind::kSub ? "ResourceScatterSub"
+                                                  : "ResourceScatterUpdate";
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
     STRATA_RETURN_IF_ERROR(var->CheckDtype(input_type(2), op));
     const Tensor& indices = ctx.input(1);
@@ -178,10 +183,12 @@ class ResourceScatterUpdateOp : public OpKernel {
       const T* from = scalar ? u : u + static_cast<int64_t>(i) * inner;
       const int64_t step = scalar ? 0 : 1;
       for (int64_t k = 0; k < inner; ++k) {
-        if (kAdd) {
+        if constexpr (kKind == ScatterKind::kAdd) {
           row[k] += from[k * step];
-        } else {
+        } else if constexpr (kKind == ScatterKind::kSub) {
           row[k] -= from[k * step];
+        } else {
+          row[k] = from[k * step];
         }
       }
     }
@@ -199,13 +206,16 @@ REGISTER_SEGMENT_SUM(double);
 REGISTER_SEGMENT_SUM(int32_t);
 REGISTER_SEGMENT_SUM(int64_t);
 #undef REGISTER_SEGMENT_SUM
-#define REGISTER_SCATTER(T)                                                              \
-  STRATA_REGISTER_KERNEL(                                                                \
-      KernelBuilder("ResourceScatterAdd").Device(kDeviceCpu).TypeConstraint<T>("dtype"), \
-      ResourceScatterUpdateOp<T, true>);                                                 \
-  STRATA_REGISTER_KERNEL(                                                                \
-      KernelBuilder("ResourceScatterSub").Device(kDeviceCpu).TypeConstraint<T>("dtype"), \
-      ResourceScatterUpdateOp<T, false>)
+#define REGISTER_SCATTER(T)                                                                 \
+  STRATA_REGISTER_KERNEL(                                                                   \
+      KernelBuilder("ResourceScatterAdd").Device(kDeviceCpu).TypeConstraint<T>("dtype"),    \
+      ResourceScatterUpdateOp<T, ScatterKind::kAdd>);                                       \
+  STRATA_REGISTER_KERNEL(                                                                   \
+      KernelBuilder("ResourceScatterSub").Device(kDeviceCpu).TypeConstraint<T>("dtype"),    \
+      ResourceScatterUpdateOp<T, ScatterKind::kSub>);                                       \
+  STRATA_REGISTER_KERNEL(                                                                   \
+      KernelBuilder("ResourceScatterUpdate").Device(kDeviceCpu).TypeConstraint<T>("dtype"), \
+      ResourceScatterUpdateOp<T, ScatterKind::kUpdate>)
 REGISTER_SCATTER(float);
 REGISTER_SCATTER(double);
 REGISTER_SCATTER(int32_t);

@@ -302,12 +302,34 @@ TEST(VariableKernelsTest, ResourceScatterSubWithRankTwoIndicesAndAScalarUpdate) 
             (std::vector<int64_t>{15, 5, 106}));
 }
 
+TEST(VariableKernelsTest, ResourceScatterUpdateWritesTheNamedRowsAndKeepsEarlierReads) {
+  ResourceCpuDevice dev;
+  Tensor h = Table(&dev, "table");
+  auto before = Read(&dev, h);  // a snapshot holding the buffer
+  ASSERT_TRUE(before.ok());
+  // Rows 3 and 1 written; 0 and 2 untouched.
+  ASSERT_TRUE(Scatter(&dev, "ResourceScatterUpdate", h, Tensor::FromVector<int64_t>({3, 1}),
+                      Tensor::FromVector<float>({-1, -2, -3, 7, 8, 9}, TensorShape{2, 3}))
+                  .ok());
+  auto r = Read(&dev, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Values(*r), (std::vector<float>{0, 1, 2, 7, 8, 9, 6, 7, 8, -1, -2, -3}));
+  EXPECT_EQ(Values(*before), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  // A scalar fills every named row.
+  ASSERT_TRUE(Scatter(&dev, "ResourceScatterUpdate", h, Tensor::FromVector<int32_t>({0}),
+                      Tensor::Scalar<float>(5))
+                  .ok());
+  r = Read(&dev, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Values(*r), (std::vector<float>{5, 5, 5, 7, 8, 9, 6, 7, 8, -1, -2, -3}));
+}
+
 TEST(VariableKernelsTest, ResourceScatterRefusesABadIndexAndLeavesTheVariableUnchanged) {
   ResourceCpuDevice dev;
   Tensor h = Table(&dev, "table");
   const std::vector<float> before = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   // Index 4 comes after valid rows: none of them may have been updated.
-  for (const char* op : {"ResourceScatterAdd", "ResourceScatterSub"}) {
+  for (const char* op : {"ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterUpdate"}) {
     auto bad =
         Scatter(&dev, op, h, Tensor::FromVector<int32_t>({0, 2, 4}), Tensor::Scalar<float>(1));
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/checkpoint_reader.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -126,15 +127,9 @@ absl::StatusOr<std::string> CheckpointReader::GetMetadata(const std::string& key
   return it->second;
 }
 
-absl::Status CheckpointReader::Read(const std::string& name, Tensor* out) const {
-  auto it = entries_.find(name);
-  if (it == entries_.end()) {
-    return absl::NotFoundError(absl::StrCat("checkpoint '", prefix_, "' has no tensor '", name, "'"));
-  }
-  const Entry& e = it->second;
-  // Check the range against the real file before allocating, so a truncated
-  // file is reported (and never makes us allocate for bytes that are not
-  // there); a shard's pieces are checked likewise by the shard.
+absl::Status CheckpointReader::CheckExtent(const std::string& name, const Entry& e) const {
+  // Against the real file, so that a truncated file is reported (and never
+  // makes us allocate for bytes that are not there).
   if (e.slices.empty() && (e.offset > data_->size() || e.size > data_->size() - e.offset)) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint data file '", data_path_, "' is truncated: tensor '", name, "' needs bytes [",
@@ -149,8 +144,55 @@ absl::Status CheckpointReader::Read(const std::string& name, Tensor* out) const 
                                               "' at element ", s.element_offset));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointReader::Read(const std::string& name, Tensor* out) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint '", prefix_, "' has no tensor '", name, "'"));
+  }
+  const Entry& e = it->second;
+  STRATA_RETURN_IF_ERROR(CheckExtent(name, e));
   STRATA_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(CpuAllocator(), e.info.dtype, e.info.shape));
   STRATA_RETURN_IF_ERROR(ReadBytes(name, e, static_cast<char*>(t.raw_data())));
+  *out = std::move(t);
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointReader::ReadElements(const std::string& name, int64_t first, int64_t count,
+                                            Tensor* out) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint '", prefix_, "' has no tensor '", name, "'"));
+  }
+  const Entry& e = it->second;
+  const int64_t n = e.info.shape.num_elements();
+  if (first < 0 || count < 0 || first > n || count > n - first) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' of checkpoint '", prefix_,
+                                                   "' has ", n, " elements; elements [", first,
+                                                   ", ", first + count, ") were asked for"));
+  }
+  STRATA_RETURN_IF_ERROR(CheckExtent(name, e));
+  STRATA_ASSIGN_OR_RETURN(Tensor t,
+                          Tensor::Allocate(CpuAllocator(), e.info.dtype, TensorShape{count}));
+  char* dst = static_cast<char*>(t.raw_data());
+  const uint64_t element = DataTypeSize(e.info.dtype);
+  const uint64_t lo = static_cast<uint64_t>(first), hi = lo + static_cast<uint64_t>(count);
+  if (e.slices.empty()) {
+    STRATA_RETURN_IF_ERROR(ReadByteRange(name, e, lo * element, hi * element, dst));
+  }
+  for (const Slice& s : e.slices) {
+    const uint64_t begin = std::max(lo, s.element_offset);
+    const uint64_t end = std::min(hi, s.element_offset + s.num_elements);
+    if (begin >= end) continue;
+    const CheckpointReader& shard = *shards_[s.shard];
+    STRATA_RETURN_IF_ERROR(
+        shard.ReadByteRange(name, shard.entries_.at(name), (begin - s.element_offset) * element,
+                            (end - s.element_offset) * element, dst + (begin - lo) * element));
+  }
   *out = std::move(t);
   return absl::OkStatus();
 }
@@ -169,12 +211,36 @@ absl::Status CheckpointReader::ReadBytes(const std::string& name, const Entry& e
     if (!s.ok()) return AnnotateStatus(s, absl::StrCat("reading tensor '", name, "': "));
   }
   const uint32_t crc = e.size == 0 ? 0 : crc32c::Value(dst, e.size);
-  if (crc != e.crc) {
-    return absl::DataLossError(absl::StrFormat(
-        "checkpoint data file '%s': tensor '%s' is corrupt (CRC32C 0x%08x, index says 0x%08x)",
-        data_path_, name, crc, e.crc));
+  return crc == e.crc ? absl::OkStatus() : Corrupt(name, e, crc);
+}
+
+absl::Status CheckpointReader::ReadByteRange(const std::string& name, const Entry& e,
+                                             uint64_t begin, uint64_t end, char* dst) const {
+  if (verified()) {
+    absl::Status s =
+        begin < end ? data_->Read(e.offset + begin, end - begin, dst) : absl::OkStatus();
+    return s.ok() ? s : AnnotateStatus(s, absl::StrCat("reading tensor '", name, "': "));
   }
-  return absl::OkStatus();
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  std::string buf(std::min(kChunk, e.size), '\0');
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < e.size;) {
+    const uint64_t n = std::min(kChunk, e.size - off);
+    absl::Status s = data_->Read(e.offset + off, n, buf.data());
+    if (!s.ok()) return AnnotateStatus(s, absl::StrCat("reading tensor '", name, "': "));
+    crc = crc32c::Extend(crc, buf.data(), n);
+    const uint64_t lo = std::max(off, begin), hi = std::min(off + n, end);
+    if (lo < hi) std::memcpy(dst + (lo - begin), buf.data() + (lo - off), hi - lo);
+    off += n;
+  }
+  return crc == e.crc ? absl::OkStatus() : Corrupt(name, e, crc);
+}
+
+absl::Status CheckpointReader::Corrupt(const std::string& name, const Entry& e,
+                                       uint32_t crc) const {
+  return absl::DataLossError(absl::StrFormat(
+      "checkpoint data file '%s': tensor '%s' is corrupt (CRC32C 0x%08x, index says 0x%08x)",
+      data_path_, name, crc, e.crc));
 }
 
 absl::Status CheckpointReader::VerifyAll() const {
@@ -203,6 +269,7 @@ absl::Status CheckpointReader::VerifyAll() const {
     absl::Status s = shard->VerifyAll();
     if (!s.ok()) return AnnotateStatus(s, absl::StrCat("checkpoint '", prefix_, "': shard: "));
   }
+  verified_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 

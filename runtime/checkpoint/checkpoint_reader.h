@@ -26,6 +26,8 @@
 #ifndef STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_READER_H_
 #define STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_READER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,11 +74,22 @@ class CheckpointReader {
   // Reads one tensor into fresh host memory, checking its CRC32C.
   absl::Status Read(const std::string& name, Tensor* out) const;
 
+  // Reads elements [first, first + count) of tensor `name`, flattened, into
+  // a fresh 1-D tensor, holding no more of the tensor than those and a 1 MiB
+  // buffer (a large variable restored a block of rows at a time). After
+  // VerifyAll passed it reads just their bytes (every byte was checked
+  // then); before, the bytes around them (the whole tensor, or the slices
+  // that overlap the range) stream through their CRC32C check.
+  // InvalidArgument naming the tensor for a range outside it.
+  absl::Status ReadElements(const std::string& name, int64_t first, int64_t count,
+                            Tensor* out) const;
+
   // Checks the data file's size and its whole-file CRC32C (padding
   // included) in one sequential pass, and each shard's: OK means every byte
   // of the checkpoint is as written (the indexes were checked by Open);
   // DataLoss naming the file otherwise.
   absl::Status VerifyAll() const;
+  bool verified() const { return verified_.load(std::memory_order_acquire); }
 
   // Checks that every expected tensor exists with exactly that dtype and
   // shape, then reads them all. `out` is only written if everything
@@ -100,8 +113,17 @@ class CheckpointReader {
   CheckpointReader() = default;
   // Opens the shards `index` names and checks the slices against them.
   absl::Status OpenShards(const ::strata::proto::CheckpointIndex& index);
+  // DataLoss naming the file if `e`'s bytes (or its slices') lie beyond
+  // the end of their file: checked before allocating for them.
+  absl::Status CheckExtent(const std::string& name, const Entry& e) const;
   // Reads `e`'s bytes (of the data file, or of its slices) into `dst`.
   absl::Status ReadBytes(const std::string& name, const Entry& e, char* dst) const;
+  // Copies bytes [begin, end) of unsliced `e` into `dst`, streaming all of
+  // its bytes through the CRC32C check.
+  absl::Status ReadByteRange(const std::string& name, const Entry& e, uint64_t begin, uint64_t end,
+                             char* dst) const;
+  // DataLoss: tensor `name`'s bytes have CRC32C `crc`, not `e`'s.
+  absl::Status Corrupt(const std::string& name, const Entry& e, uint32_t crc) const;
 
   std::string prefix_;
   std::string data_path_;
@@ -113,6 +135,7 @@ class CheckpointReader {
   std::map<std::string, std::string> metadata_;
   uint32_t index_crc_ = 0;
   std::vector<std::unique_ptr<CheckpointReader>> shards_;
+  mutable std::atomic<bool> verified_{false};  // VerifyAll passed
 };
 
 }  // namespace strata

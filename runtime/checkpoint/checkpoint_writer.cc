@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/checkpoint_writer.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -47,15 +48,39 @@ absl::Status ValidateInputs(const std::string& prefix,
   return absl::OkStatus();
 }
 
+// A tensor to write: its bytes, given to `write`'s append in order (all of
+// them at once for a tensor in memory, a block at a time for a streamed
+// piece).
+using Append = std::function<absl::Status(absl::string_view)>;
+struct Source {
+  std::string name;
+  DataType dtype = DT_INVALID;
+  TensorShape shape;
+  std::function<absl::Status(const Append&)> write;
+};
+
+std::vector<Source> SourcesOf(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::vector<Source> out;
+  for (const auto& [name, t] : tensors) {
+    const Tensor* tensor = &t;
+    out.push_back({name, t.dtype(), t.shape(), [tensor](const Append& append) {
+                     const size_t n = tensor->TotalBytes();
+                     if (n == 0) return absl::OkStatus();
+                     return append(
+                         absl::string_view(static_cast<const char*>(tensor->raw_data()), n));
+                   }});
+  }
+  return out;
+}
+
 // Writes the data file `path`, filling the entries of `index` (sorted by
 // name) with byte ranges and CRCs.
-absl::Status WriteData(const std::string& path,
-                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+absl::Status WriteData(const std::string& path, const std::vector<Source>& sources,
                        proto::CheckpointIndex* index) {
-  std::vector<size_t> order(tensors.size());
+  std::vector<size_t> order(sources.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return tensors[a].first < tensors[b].first; });
+            [&](size_t a, size_t b) { return sources[a].name < sources[b].name; });
 
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<io::WritableFile> f, io::WritableFile::Create(path));
   static const std::string kZeros(fmt::kDataAlignment, '\0');
@@ -65,21 +90,32 @@ absl::Status WriteData(const std::string& path,
     return f->Append(bytes);
   };
   for (size_t i : order) {
-    const auto& [name, t] = tensors[i];
+    const Source& source = sources[i];
     // Align each tensor so a future reader can map the file and use the
     // bytes in place.
     const uint64_t pad = (fmt::kDataAlignment - f->size() % fmt::kDataAlignment) % fmt::kDataAlignment;
     STRATA_RETURN_IF_ERROR(append(absl::string_view(kZeros.data(), pad)));
-    const size_t n = t.TotalBytes();
-    const char* bytes = static_cast<const char*>(t.raw_data());
     auto* e = index->add_tensors();
-    e->set_name(name);
-    e->set_dtype(t.dtype());
-    t.shape().AsProto(e->mutable_shape());
+    e->set_name(source.name);
+    e->set_dtype(source.dtype);
+    source.shape.AsProto(e->mutable_shape());
     e->set_offset(f->size());
+    uint64_t n = 0;
+    uint32_t crc = 0;
+    STRATA_RETURN_IF_ERROR(source.write([&](absl::string_view bytes) {
+      crc = crc32c::Extend(crc, bytes.data(), bytes.size());
+      n += bytes.size();
+      return append(bytes);
+    }));
+    const uint64_t want =
+        static_cast<uint64_t>(source.shape.num_elements()) * DataTypeSize(source.dtype);
+    if (n != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint tensor '", source.name, "' gave ", n, " bytes; its ",
+          DataTypeString(source.dtype), " ", source.shape.DebugString(), " needs ", want));
+    }
     e->set_size(n);
-    e->set_crc32c(n == 0 ? 0 : crc32c::Value(bytes, n));
-    if (n > 0) STRATA_RETURN_IF_ERROR(append(absl::string_view(bytes, n)));
+    e->set_crc32c(crc);
   }
   index->set_data_size(f->size());
   index->set_data_crc32c(file_crc);
@@ -207,15 +243,10 @@ absl::Status AddShards(const std::string& prefix, const CheckpointShards& shards
   return absl::OkStatus();
 }
 
-}  // namespace
-
-namespace internal {
-
-absl::Status SaveCheckpointUntil(const std::string& prefix,
-                                 const std::vector<std::pair<std::string, Tensor>>& tensors,
-                                 const std::map<std::string, std::string>& metadata,
-                                 const CheckpointShards& shards, SaveStage stop) {
-  STRATA_RETURN_IF_ERROR(ValidateInputs(prefix, tensors));
+// The save of `sources` (checked by the caller); see SaveCheckpointUntil.
+absl::Status SaveSources(const std::string& prefix, const std::vector<Source>& sources,
+                         const std::map<std::string, std::string>& metadata,
+                         const CheckpointShards& shards, SaveStage stop) {
   const std::string dir = io::DirName(prefix);
   const std::string base = io::BaseName(prefix);
   STRATA_RETURN_IF_ERROR(io::CreateDirs(dir));
@@ -243,7 +274,7 @@ absl::Status SaveCheckpointUntil(const std::string& prefix,
     return AnnotateStatus(s, absl::StrCat("saving checkpoint '", prefix, "': "));
   };
 
-  absl::Status s = WriteData(data_tmp, tensors, &index);
+  absl::Status s = WriteData(data_tmp, sources, &index);
   if (!s.ok()) return fail(s);
   std::vector<std::string> shard_bases;
   if (!shards.prefixes.empty() || !shards.tensors.empty()) {
@@ -264,6 +295,18 @@ absl::Status SaveCheckpointUntil(const std::string& prefix,
   STRATA_RETURN_IF_ERROR(io::SyncDir(dir));
   if (stop == SaveStage::kCommitted) return Stopped(stop);
   return DeleteDataFilesExcept(dir, base, data_name, shard_bases);
+}
+
+}  // namespace
+
+namespace internal {
+
+absl::Status SaveCheckpointUntil(const std::string& prefix,
+                                 const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                 const std::map<std::string, std::string>& metadata,
+                                 const CheckpointShards& shards, SaveStage stop) {
+  STRATA_RETURN_IF_ERROR(ValidateInputs(prefix, tensors));
+  return SaveSources(prefix, SourcesOf(tensors), metadata, shards, stop);
 }
 
 }  // namespace internal
@@ -293,6 +336,43 @@ absl::Status SaveCheckpointShard(const std::string& shard_prefix, const std::vec
     metadata[absl::StrCat(fmt::kPieceOffsetKey, p.name)] = absl::StrCat(p.element_offset);
   }
   return SaveCheckpoint(shard_prefix, tensors, metadata);
+}
+
+absl::Status SaveCheckpointShard(const std::string& shard_prefix, const StreamedPiece& piece) {
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard '", shard_prefix, "': piece '", piece.name, "' ", parts...));
+  };
+  if (io::BaseName(shard_prefix).empty() || piece.name.empty())
+    return bad("has no file name or no name");
+  if (piece.element_offset < 0 || piece.num_elements < 0 || piece.block <= 0 || !piece.read) {
+    return bad("needs an offset and a count >= 0, a block > 0 and a read");
+  }
+  if (!DataTypeCanUseMemcpy(piece.dtype))
+    return bad("is ", DataTypeString(piece.dtype), ", not numeric");
+  Source source{
+      piece.name, piece.dtype, TensorShape{piece.num_elements}, [&](const Append& append) {
+        for (int64_t first = 0; first < piece.num_elements; first += piece.block) {
+          const int64_t count = std::min(piece.block, piece.num_elements - first);
+          Tensor values;
+          absl::Status s = piece.read(first, count, &values);
+          if (!s.ok())
+            return AnnotateStatus(
+                s, absl::StrCat("piece '", piece.name, "' at element ", first, ": "));
+          if (!values.IsInitialized() || values.dtype() != piece.dtype ||
+              values.NumElements() != count) {
+            return bad("read at element ", first, " gave ", values.DebugString(), ", not ", count,
+                       " elements of ", DataTypeString(piece.dtype));
+          }
+          STRATA_RETURN_IF_ERROR(append(
+              absl::string_view(static_cast<const char*>(values.raw_data()), values.TotalBytes())));
+        }
+        return absl::OkStatus();
+      }};
+  return SaveSources(
+      shard_prefix, {source},
+      {{absl::StrCat(fmt::kPieceOffsetKey, piece.name), absl::StrCat(piece.element_offset)}}, {},
+      SaveStage::kDone);
 }
 
 absl::Status DeleteCheckpoint(const std::string& prefix) {

@@ -32,6 +32,7 @@
 #define STRATA_RUNTIME_CHECKPOINT_CHECKPOINT_WRITER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -80,6 +81,25 @@ std::string ShardPrefix(const std::string& prefix, const std::string& name);
 // their offsets. InvalidArgument naming the piece for a name given twice, a
 // negative offset or a tensor that cannot be saved.
 absl::Status SaveCheckpointShard(const std::string& shard_prefix, const std::vector<TensorPiece>& pieces);
+
+// A piece made a block at a time, so that no more than a block of it is in
+// memory while its shard is written (a large variable read from the device
+// or task that holds it): `read(first, count, &values)` gives its elements
+// [first, first + count) (any shape of that many, of `dtype`), called for
+// consecutive ranges of `block` elements (the last one shorter) from 0.
+struct StreamedPiece {
+  std::string name;
+  DataType dtype = DT_INVALID;
+  int64_t element_offset = 0;
+  int64_t num_elements = 0;
+  int64_t block = 0;
+  std::function<absl::Status(int64_t first, int64_t count, Tensor* values)> read;
+};
+
+// Writes a shard holding one streamed piece. InvalidArgument naming the
+// piece for a bad offset, count, block or dtype, or a read that gives
+// other values than asked for; a read's own error, annotated.
+absl::Status SaveCheckpointShard(const std::string& shard_prefix, const StreamedPiece& piece);
 
 // Deletes a checkpoint: its index first (so it is no longer committed), then
 // its data files. OK if it does not exist.

@@ -115,6 +115,64 @@ TEST(ShardedCheckpointTest, ReadsSlicedTensorsWholeAndVerifiesEveryShard) {
   EXPECT_TRUE(absl::IsDataLoss(read) && absl::StrContains(read.message(), "'v'")) << read;
 }
 
+TEST(ShardedCheckpointTest, ReadsAnyRangeOfElementsFromSlicesOrAWholeTensor) {
+  const std::string dir = io::MakeTempDir("sharded_ranges").value();
+  Sharded s = WriteSharded(dir, "ckpt-5", 0.5f, "a");
+  s.whole.push_back({"big", Tensor::FromVector<float>(Iota(300000, 7))});  // over 1 MiB
+  ASSERT_TRUE(SaveCheckpoint(s.prefix, s.whole, {}, s.shards).ok());
+  auto r = CheckpointReader::Open(s.prefix);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Every range of "m" (slices 0-3, 4-11, 12-14) and of "w" (unsliced).
+  for (int first = 0; first <= 15; ++first) {
+    for (int count = 0; first + count <= 15; ++count) {
+      Tensor t;
+      ASSERT_TRUE((*r)->ReadElements("m", first, count, &t).ok()) << first << " " << count;
+      ASSERT_EQ(t.shape(), (TensorShape{count}));
+      for (int i = 0; i < count; ++i)
+        EXPECT_EQ(t.data<float>()[i], first + i + 0.5f) << first << " " << i;
+    }
+  }
+  Tensor t;
+  ASSERT_TRUE((*r)->ReadElements("w", 1, 2, &t).ok());
+  EXPECT_EQ(t.data<int32_t>()[0], 2);
+  EXPECT_EQ(t.data<int32_t>()[1], 3);
+  // A range across the 1 MiB chunks the whole tensor streams through.
+  ASSERT_TRUE((*r)->ReadElements("big", 262140, 10, &t).ok());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(t.data<float>()[i], 262147 + i) << i;
+  for (auto [first, count] :
+       {std::pair<int64_t, int64_t>{-1, 2}, {14, 2}, {0, 16}, {16, 0}, {3, -1}}) {
+    absl::Status bad = (*r)->ReadElements("m", first, count, &t);
+    EXPECT_TRUE(absl::IsInvalidArgument(bad) && absl::StrContains(bad.message(), "'m'")) << bad;
+  }
+  EXPECT_TRUE(absl::IsNotFound((*r)->ReadElements("nope", 0, 1, &t)));
+  // Verified whole first, a read takes just the range's bytes: the same.
+  ASSERT_TRUE((*r)->VerifyAll().ok());
+  ASSERT_TRUE((*r)->verified());
+  ASSERT_TRUE((*r)->ReadElements("big", 262140, 10, &t).ok());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(t.data<float>()[i], 262147 + i) << i;
+  ASSERT_TRUE((*r)->ReadElements("m", 2, 12, &t).ok());
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(t.data<float>()[i], 2 + i + 0.5f) << i;
+
+  // A byte flipped in the third shard: a range that reads none of that
+  // shard is unaffected; one that reads any of its slice, even elements
+  // other than the flipped one, is DataLoss naming the tensor.
+  std::string data_file;
+  for (const std::string& n : Files(dir)) {
+    if (absl::StartsWith(n, io::BaseName(s.shards.prefixes[2]) + ".data-"))
+      data_file = io::JoinPath(dir, n);
+  }
+  ASSERT_FALSE(data_file.empty());
+  std::string bytes = *io::ReadFileToString(data_file);
+  bytes[bytes.size() - 3] ^= 0x10;
+  ASSERT_TRUE(io::WriteFileAtomically(data_file, bytes).ok());
+  r = CheckpointReader::Open(s.prefix);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE((*r)->ReadElements("m", 0, 12, &t).ok());
+  EXPECT_TRUE((*r)->ReadElements("v", 0, 2, &t).ok());
+  absl::Status corrupt = (*r)->ReadElements("v", 2, 1, &t);
+  EXPECT_TRUE(absl::IsDataLoss(corrupt) && absl::StrContains(corrupt.message(), "'v'")) << corrupt;
+}
+
 TEST(ShardedCheckpointTest, AMissingShardOrOneOfAnotherSaveIsDataLossNamingIt) {
   const std::string dir = io::MakeTempDir("sharded").value();
   Sharded s = WriteSharded(dir, "ckpt-5", 0, "a");
