@@ -13,7 +13,8 @@
 //   - a checkpoint written with 2 ps tasks resumes on 1, a partitioned
 //     table's too (whole);
 //   - --max_staleness=0 (rounds) ends on the weights two synchronous
-//     workers train, within 1e-5;
+//     workers train, within 1e-5, also when stopped half way and resumed
+//     (the checkpoint holds the workers' input positions);
 //   - a cluster without ps tasks or without a chief is refused, naming it;
 //   - a 1M x 64 embedding table partitioned over 2 ps tasks trains with no
 //     task's peak resident memory reaching the table's size, its checkpoint
@@ -294,6 +295,26 @@ TEST(ParameterServerTest, AStalenessBoundOfZeroTrainsAsSynchronousWorkersDo) {
                                 ps_dir + (k == 0 ? "/ckpt-60" : "/ckpt-220"), 1e-5),
               k == 0 ? 5 : 4);
     EXPECT_NEAR(LastAccuracy(ps.out + ps.err), LastAccuracy(sync.out + sync.err), 1e-6);
+    if (k != 0) continue;
+    // Stopped after 30 steps and resumed from its checkpoint, which holds
+    // the workers' input positions: each goes on with the batches it would
+    // have read next, and the run ends on the same weights.
+    const std::string resumed_dir = TempDir("ps_rounds_resumed");
+    std::vector<std::string> resumed_flags = flags;
+    resumed_flags.push_back("--max_staleness=0");
+    resumed_flags.push_back("--checkpoint_dir=" + resumed_dir);
+    std::vector<std::string> half = resumed_flags;
+    std::replace(half.begin(), half.end(), std::string("--steps=60"), std::string("--steps=30"));
+    Exit first =
+        Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, half, "ps_rounds_half");
+    ASSERT_EQ(first.code, 0) << Describe(first);
+    Exit second = Launch({"--num_chiefs=1", "--num_workers=2", "--num_ps=2"}, resumed_flags,
+                         "ps_rounds_resumed_run");
+    ASSERT_EQ(second.code, 0) << Describe(second);
+    EXPECT_TRUE(absl::StrContains(second.out + second.err,
+                                  "input positions restored on 2 of 2 workers (2 saved)"))
+        << Describe(second);
+    EXPECT_GE(ExpectSameWeights(sync_dir + "/ckpt-60", resumed_dir + "/ckpt-60", 1e-5), 5);
   }
 }
 

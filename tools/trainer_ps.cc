@@ -41,6 +41,12 @@ namespace {
 constexpr char kStepFunction[] = "train_step";
 constexpr char kEndFunction[] = "end_job";
 constexpr char kReportFunction[] = "report_error";  // a task's error, to the chief
+// A worker's input position (its iterator's state, as bytes), read by the
+// chief for a checkpoint and given back when a run resumes from it.
+constexpr char kInputStateFunction[] = "input_state";
+constexpr char kRestoreInputFunction[] = "restore_input";
+// The checkpoint's record of the workers' input positions.
+constexpr char kMetaWorkerInputs[] = "worker_input_positions";
 
 // The cluster as this role sees it.
 struct PsCluster {
@@ -110,10 +116,13 @@ absl::StatusOr<PsCluster> ResolvePsCluster(const TrainerConfig& c) {
   return cl;
 }
 
-// Runs `function` on the task at `address` once; the call's failure or the
-// function's.
-absl::Status Call(const PsCluster& cl, const std::string& address, const std::string& function,
-                  const std::vector<Tensor>& args, absl::Duration timeout) {
+// Runs `function` on the task at `address` once; its results, or the
+// call's failure or the function's. `wait_for_ready`: wait (until the
+// timeout) for a task that is not up yet, rather than fail at once.
+absl::StatusOr<std::vector<Tensor>> CallFor(const PsCluster& cl, const std::string& address,
+                                            const std::string& function,
+                                            const std::vector<Tensor>& args, absl::Duration timeout,
+                                            bool wait_for_ready = true) {
   auto stub = WorkerService::NewStub(DialTask(address, cl.tls, kWorkerMaxMessageBytes));
   RunFunctionRequest request;
   request.set_function(function);
@@ -122,7 +131,7 @@ absl::Status Call(const PsCluster& cl, const std::string& address, const std::st
   }
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  ctx.set_wait_for_ready(true);
+  ctx.set_wait_for_ready(wait_for_ready);
   if (cl.token.has_value()) SignRpc(*cl.token, "RunFunction", request, &ctx);
   RunFunctionResponse response;
   const grpc::Status s = stub->RunFunction(&ctx, request, &response);
@@ -130,7 +139,56 @@ absl::Status Call(const PsCluster& cl, const std::string& address, const std::st
   if (response.code() != 0) {
     return absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
   }
-  return absl::OkStatus();
+  std::vector<Tensor> results;
+  for (const StepTensor& t : response.results()) {
+    STRATA_ASSIGN_OR_RETURN(Tensor v, DecodeStepTensor(t, CpuAllocator(), kWorkerMaxMessageBytes));
+    results.push_back(std::move(v));
+  }
+  return results;
+}
+
+absl::Status Call(const PsCluster& cl, const std::string& address, const std::string& function,
+                  const std::vector<Tensor>& args, absl::Duration timeout) {
+  return CallFor(cl, address, function, args, timeout).status();
+}
+
+// Bytes as a uint8 tensor (a function's argument or result), and back.
+Tensor BytesTensor(const std::string& bytes) {
+  return Tensor::FromVector(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+absl::StatusOr<std::string> TensorBytes(const std::vector<Tensor>& values,
+                                        const std::string& what) {
+  if (values.size() != 1 || values[0].dtype() != DT_UINT8 || values[0].dims() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is one uint8 vector"));
+  }
+  const auto* b = values[0].data<uint8_t>();
+  return std::string(b, b + values[0].NumElements());
+}
+
+// The workers' input positions as one checkpoint string: per worker, its
+// length, ':' and its bytes ("" for a worker whose position was not read:
+// it starts its order anew).
+std::string EncodePositions(const std::vector<std::string>& positions) {
+  std::string out;
+  for (const std::string& p : positions) absl::StrAppend(&out, p.size(), ":", p);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> DecodePositions(absl::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const size_t colon = text.find(':');
+    size_t n = 0;
+    if (colon == absl::string_view::npos || !absl::SimpleAtoi(text.substr(0, colon), &n) ||
+        n > text.size() - colon - 1) {
+      return absl::DataLossError(absl::StrCat("'", kMetaWorkerInputs, "' is garbled after ",
+                                              out.size(), " workers' positions"));
+    }
+    out.emplace_back(text.substr(colon + 1, n));
+    text.remove_prefix(colon + 1 + n);
+  }
+  return out;
 }
 
 // A status as a function's arguments (the job's end the chief tells the
@@ -426,6 +484,26 @@ absl::Status RunWorker(const TrainerConfig& c, const PsCluster& cl, JobEnd& end,
         if (++steps == c.crash_at_step) std::raise(SIGKILL);  // testing: a crash mid-closure
         return out;
       });
+  serving.service->RegisterFunction(
+      kInputStateFunction, [&](const std::vector<Tensor>&) -> absl::StatusOr<std::vector<Tensor>> {
+        MutexLock l(&step_mu);
+        STRATA_ASSIGN_OR_RETURN(std::string state, g.input->SaveState());
+        return std::vector<Tensor>{BytesTensor(state)};
+      });
+  serving.service->RegisterFunction(
+      kRestoreInputFunction,
+      [&](const std::vector<Tensor>& args) -> absl::StatusOr<std::vector<Tensor>> {
+        STRATA_ASSIGN_OR_RETURN(std::string state, TensorBytes(args, "an input position"));
+        MutexLock l(&step_mu);
+        absl::Status s = g.input->RestoreState(state);
+        if (!s.ok()) {
+          return AnnotateStatus(s,
+                                absl::StrCat(cl.me,
+                                             ": its input position (resume with the same --seed, "
+                                             "--global_batch_size and --prefetch): "));
+        }
+        return std::vector<Tensor>{};
+      });
   serving.service->RegisterFunction(kEndFunction, end.Function());
   Say(log, cl,
       absl::StrCat("serving steps at ", serving.server->address(), " (variables on ", cl.ps.size(),
@@ -458,6 +536,48 @@ absl::Status WaitForTasks(const TrainerConfig& c, const PsCluster& cl, const Rep
   return absl::OkStatus();
 }
 
+// The workers' input positions in the chief's checkpoints: read from each
+// worker when saving (between epochs: no step is running), given back to
+// each when resuming, so that a resumed run's workers go on with the
+// batches they would have read next (a worker that could not be reached
+// when saving, or beyond the saved count when resuming with more, starts
+// its order anew).
+absl::Status TrackWorkerInputs(const PsCluster& cl, TrainGraph& g, FILE* log) {
+  auto save = [&cl, log]() -> absl::StatusOr<std::string> {
+    std::vector<std::string> positions;
+    for (const auto& w : cl.workers) {
+      absl::StatusOr<std::vector<Tensor>> out = CallFor(
+          cl, w.address, kInputStateFunction, {}, absl::Seconds(10), /*wait_for_ready=*/false);
+      absl::StatusOr<std::string> state =
+          out.ok() ? TensorBytes(*out, absl::StrCat(w.task, "'s input position")) : out.status();
+      if (!state.ok()) {
+        Say(log, cl,
+            absl::StrCat("checkpoint: ", w.task,
+                         "'s input position not saved (it will start its "
+                         "order anew): ",
+                         state.status().message()));
+      }
+      positions.push_back(state.ok() ? *state : "");
+    }
+    return EncodePositions(positions);
+  };
+  auto restore = [&cl, log](const std::string& text) -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> positions, DecodePositions(text));
+    int restored = 0;
+    for (size_t i = 0; i < cl.workers.size() && i < positions.size(); ++i) {
+      if (positions[i].empty()) continue;
+      STRATA_RETURN_IF_ERROR(Call(cl, cl.workers[i].address, kRestoreInputFunction,
+                                  {BytesTensor(positions[i])}, absl::Seconds(30)));
+      ++restored;
+    }
+    Say(log, cl,
+        absl::StrCat("input positions restored on ", restored, " of ", cl.workers.size(),
+                     " workers (", positions.size(), " saved)"));
+    return absl::OkStatus();
+  };
+  return g.checkpoint->TrackString(kMetaWorkerInputs, save, restore);
+}
+
 // The chief's run: init, closures an epoch at a time, evaluation.
 absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster& cl,
                                          Client& client, const Reports& reports, FILE* log) {
@@ -475,6 +595,7 @@ absl::StatusOr<TrainerResult> Coordinate(const TrainerConfig& c, const PsCluster
   // number of ps tasks: variables are saved by name), else initialized.
   std::unique_ptr<fit::CheckpointManager> manager;
   int64_t done = 0;
+  if (!c.checkpoint_dir.empty()) STRATA_RETURN_IF_ERROR(TrackWorkerInputs(cl, g, log));
   if (c.checkpoint_dir.empty()) {
     STRATA_RETURN_IF_ERROR(client.session->Run({}, {}, {g.init->name()}, nullptr));
   } else {
