@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   ro.tasks = ps.ps_tasks;
   ro.job_token = ps.job_token;
   ro.tls = ps.tls;
+  if (ps.ps_timeout > absl::ZeroDuration()) {
+    ro.keepalive = std::min(absl::Seconds(1), ps.ps_timeout);
+    ro.keepalive_timeout = ps.ps_timeout;
+  }
   auto remote = GrpcRemoteTasks::Create(ro);
   if (!remote.ok()) return AnnotateStatus(remote.status(), "ParameterServerOptions: ");
   STRATA_ASSIGN_OR_RETURN(PreparedDevices local,

@@ -71,6 +71,11 @@ struct ParameterServerOptions {
   // gathers only the rows it needs from each and its gradient goes back as
   // rows to the partitions that own them. Unset: no variable is split.
   train::Partitioner variable_partitioner;
+  // > 0: a ps task that does not answer for this long while a step waits
+  // on it (frozen: SIGSTOP, a hung host) fails the step, Unavailable naming
+  // it (gRPC keepalive pings every second). Zero: only the step's deadline
+  // finds it.
+  absl::Duration ps_timeout = absl::ZeroDuration();
 };
 
 class ParameterServerStrategy : public Strategy {

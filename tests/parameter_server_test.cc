@@ -428,8 +428,15 @@ PsCluster StartPsCluster(const std::string& dir, const std::vector<std::string>&
   return c;
 }
 
-TEST(ParameterServerTest, AKilledPsTaskEndsEveryTaskNamingIt) {
-  const std::string dir = TempDir("ps_killed");
+// A ps task killed (its port then refuses), or frozen (SIGSTOP: its
+// kernel keeps the connections open, nothing answers; the workers' keepalive
+// pings find it): every other task ends non-zero naming it, within the
+// heartbeat timeout and 5 s (and the 1 s between pings).
+class LostPsTask : public ::testing::TestWithParam<int> {};
+
+TEST_P(LostPsTask, EndsEveryTaskNamingIt) {
+  const int signal = GetParam();
+  const std::string dir = TempDir(signal == SIGKILL ? "ps_killed" : "ps_stopped");
   const double heartbeat = 2;
   std::vector<std::string> flags = Flags(100000);
   flags.push_back(absl::StrCat("--heartbeat_timeout=", heartbeat));
@@ -442,18 +449,27 @@ TEST(ParameterServerTest, AKilledPsTaskEndsEveryTaskNamingIt) {
   }
   ASSERT_TRUE(absl::StrContains(ReadFile(c.tasks[0].stderr_path), "epoch 2"))
       << ReadFile(c.tasks[0].stderr_path);
-  const auto killed = Clock::now();
-  kill(c.tasks[4].pid, SIGKILL);  // ps:1
+  const auto lost = Clock::now();
+  kill(c.tasks[4].pid, signal);  // ps:1
   for (size_t i = 0; i < c.tasks.size(); ++i) {
-    Exit e = Wait(c.tasks[i]);
     if (i == 4) continue;
+    Exit e = Wait(c.tasks[i]);
     EXPECT_NE(e.code, 0) << c.names[i] << ": " << Describe(e);
     EXPECT_TRUE(absl::StrContains(e.err, "/job:ps/replica:0/task:1"))
         << c.names[i] << ": " << e.err;
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
-  EXPECT_LT(seconds, heartbeat + 5) << "the tasks took " << seconds << " s to end";
+  const double seconds = std::chrono::duration<double>(Clock::now() - lost).count();
+  EXPECT_LT(seconds, heartbeat + (signal == SIGKILL ? 5 : 6))
+      << "the tasks took " << seconds << " s to end";
+  if (signal != SIGKILL) kill(c.tasks[4].pid, SIGKILL);
+  Wait(c.tasks[4]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Signals, LostPsTask, ::testing::Values(SIGKILL, SIGSTOP),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == SIGKILL ? std::string("Killed")
+                                                        : std::string("Stopped");
+                         });
 
 TEST(ParameterServerTest, AWorkerWhoseInputFailsIsNamedByTheChiefAtOnce) {
   // worker:1 is given a file that does not exist: it fails at start and

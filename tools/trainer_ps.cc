@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -400,6 +401,7 @@ absl::StatusOr<std::unique_ptr<Client>> MakeClient(const TrainerConfig& c, const
   o.ps_tasks = cl.ps;
   o.job_token = cl.token;
   o.tls = cl.tls;
+  o.ps_timeout = absl::Seconds(c.heartbeat_timeout_seconds);
   STRATA_ASSIGN_OR_RETURN(o.variable_partitioner,
                           ParsePartitioner(c.variable_partitioner, static_cast<int>(cl.ps.size())));
   DeviceOptions machine;
@@ -700,9 +702,21 @@ absl::StatusOr<TrainerResult> RunChief(const TrainerConfig& c, const PsCluster& 
   }
   // Every other task's part ends with the chief's outcome (a lost task
   // does not answer; the others go on ending).
+  // All at once, each given the heartbeat timeout: a frozen task (one that
+  // holds its connections open but answers nothing) delays the others'
+  // ends by no more than that.
   const std::vector<Tensor> args = StatusArgs(r.status());
-  for (const auto& w : cl.workers) (void)Call(cl, w.address, kEndFunction, args, absl::Seconds(5));
-  for (const auto& p : cl.ps) (void)Call(cl, p.address, kEndFunction, args, absl::Seconds(5));
+  std::vector<std::string> addresses;
+  for (const auto& w : cl.workers) addresses.push_back(w.address);
+  for (const auto& p : cl.ps) addresses.push_back(p.address);
+  std::vector<std::thread> ends;
+  for (const std::string& address : addresses) {
+    ends.emplace_back([&cl, &args, &c, address] {
+      (void)Call(cl, address, kEndFunction, args,
+                 absl::Seconds(std::min<double>(5, c.heartbeat_timeout_seconds)));
+    });
+  }
+  for (std::thread& t : ends) t.join();
   if (r.ok() && !c.quiet) {
     Say(log, cl,
         absl::StrCat("done: ", r->final_step, " steps on ", cl.workers.size(),

@@ -76,6 +76,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(GrpcServerOptions 
   // gRPC turns SO_REUSEPORT on by default, which would let a second server
   // share a taken port silently instead of failing here.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Peers' keepalive pings (DialTask's keepalive) are welcome as often as
+  // every 100 ms, and never answered with GOAWAY ("too many pings").
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 100);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   // The coordination service answers with gRPC's callback API (its waiting
   // calls hold no thread); services added by their owners may be sync ones,
   // which run each call on a thread of its own: bound those threads, so

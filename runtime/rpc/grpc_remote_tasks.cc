@@ -120,7 +120,8 @@ absl::StatusOr<std::unique_ptr<GrpcRemoteTasks>> GrpcRemoteTasks::Create(
     }
     Peer p;
     p.address = t;
-    p.stub = WorkerService::NewStub(DialTask(t.address, options.tls, options.max_message_bytes));
+    p.stub = WorkerService::NewStub(DialTask(t.address, options.tls, options.max_message_bytes,
+                                             options.keepalive, options.keepalive_timeout));
     if (!r->peers_.emplace(t.task, std::move(p)).second) {
       return absl::InvalidArgumentError(what + " is named twice");
     }

@@ -50,6 +50,11 @@ struct GrpcRemoteTasksOptions {
   absl::Duration register_timeout = absl::Seconds(60);
   // Largest message received (a tensor crosses in one).
   int max_message_bytes = 1 << 30;
+  // > 0: while a step is open, each task is pinged every `keepalive`, and
+  // the step fails (Unavailable naming the task) when a ping goes
+  // unanswered for keepalive_timeout: a frozen task is found that soon.
+  absl::Duration keepalive = absl::ZeroDuration();
+  absl::Duration keepalive_timeout = absl::Seconds(20);
 };
 
 class GrpcRemoteTasks : public RemoteTasks {

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/time/time.h"
 #include "runtime/security/tls.h"
 
 namespace strata {
@@ -32,9 +33,17 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(
 // A channel to another task of the job at `address`, with `tls`'s
 // credentials, messages up to `max_message_bytes` both ways, and reconnect
 // attempts every 100 ms growing to 1 s (tasks start in any order: gRPC's
-// default backoff grows to 120 s while a peer is not up yet).
+// default backoff grows to 120 s while a peer is not up yet). With
+// `keepalive` > 0, while calls are open the channel pings the peer every
+// `keepalive` and fails them (UNAVAILABLE) when a ping goes unanswered for
+// `keepalive_timeout`: a peer that is frozen (SIGSTOP, a hung host) but
+// whose kernel still holds the connection open is found that soon, not
+// when a call's deadline passes. Strata's servers (GrpcServer) accept
+// pings that often.
 std::shared_ptr<grpc::Channel> DialTask(const std::string& address,
-                                        const std::optional<TlsConfig>& tls, int max_message_bytes);
+                                        const std::optional<TlsConfig>& tls, int max_message_bytes,
+                                        absl::Duration keepalive = absl::ZeroDuration(),
+                                        absl::Duration keepalive_timeout = absl::ZeroDuration());
 
 }  // namespace strata
 
