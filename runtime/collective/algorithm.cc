@@ -109,6 +109,7 @@ struct AutoChoice {
   const char* transport_kind;  // nullptr: any
   enum { kAny, kShared } address_space;
   const char* algorithm;
+  bool power_of_two_groups = false;  // only for groups of 2^k ranks
 };
 constexpr AutoChoice kAutoChoices[] = {
     // Over TCP, pieces pipelined through the ring, receives posted early.
@@ -127,6 +128,10 @@ constexpr AutoChoice kAutoChoices[] = {
     // peers' inputs by cross-memory attach (process_vm_readv, Open MPI's
     // single copy) measured 2-3x slower than either here.
     {CollectiveType::kAllGather, "shm", AutoChoice::kAny, "shm"},
+    // Over TCP, log2(n) exchanges instead of the ring's n-1 steps: 4
+    // processes on loopback, 4-64 KiB 0.51-0.59x -> 0.75-0.98x of Open MPI,
+    // >= 1 MiB 0.91-1.15x -> 1.09-1.29x (docs/perf/notes/crossprocess.md).
+    {CollectiveType::kAllGather, "tcp", AutoChoice::kAny, "recursive_doubling", true},
     {CollectiveType::kAllGather, nullptr, AutoChoice::kAny, "ring"},
     // Reduce-scatter as all-reduce's first half: in the segment over shared
     // memory, from the peers' inputs in one address space, else the ring.
@@ -147,10 +152,10 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
                                             int group_size, int64_t bytes_per_rank,
                                             bool same_address_space,
                                             const std::string& transport_kind) {
-  // Group size and bytes are kept in the signature for rows that would
-  // favour fewer hops for small messages; no row uses them today.
-  (void)group_size;
+  // Bytes are kept in the signature for rows that would favour fewer hops
+  // for small messages; no row uses them today.
   (void)bytes_per_rank;
+  const bool power_of_two = group_size >= 1 && (group_size & (group_size - 1)) == 0;
   std::string wanted;
   if (hint == "ring") {
     wanted = "ring";
@@ -175,6 +180,7 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
     if (c.type != type) continue;
     if (c.transport_kind != nullptr && transport_kind != c.transport_kind) continue;
     if (c.address_space == AutoChoice::kShared && !same_address_space) continue;
+    if (c.power_of_two_groups && !power_of_two) continue;
     if (!Registered(type, c.algorithm)) continue;
     return std::string(c.algorithm);
   }

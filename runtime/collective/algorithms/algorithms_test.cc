@@ -375,8 +375,12 @@ TEST(DirectReductionTest, AbortSkipsTheChunksNotYetTakenAndSaysWhy) {
   EXPECT_EQ(out[count - 1], -1.0f);
 }
 
-TEST(AllGatherRingTest, BlocksArriveInRankOrder) {
+class AllGatherTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AllGatherTest, BlocksArriveInRankOrder) {
+  const std::string algorithm = GetParam();
   for (int n : kRankCounts) {
+    if (algorithm == "recursive_doubling" && (n & (n - 1)) != 0) continue;
     for (int64_t count : {0, 1, 3, 1000}) {
       SCOPED_TRACE(absl::StrCat("n=", n, " count=", count));
       std::vector<std::vector<char>> in(n, std::vector<char>(count * 8 + 1));
@@ -388,7 +392,7 @@ TEST(AllGatherRingTest, BlocksArriveInRankOrder) {
       p.size = n;
       p.dtype = DT_INT64;
       p.num_elements = count;
-      auto status = RunRanks(CollectiveType::kAllGather, "ring", p, in, &out);
+      auto status = RunRanks(CollectiveType::kAllGather, algorithm, p, in, &out);
       for (int r = 0; r < n; ++r) {
         ASSERT_TRUE(status[r].ok()) << status[r];
         const int64_t* y = reinterpret_cast<const int64_t*>(out[r].data());
@@ -398,6 +402,19 @@ TEST(AllGatherRingTest, BlocksArriveInRankOrder) {
       }
     }
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, AllGatherTest,
+                         ::testing::Values("ring", "recursive_doubling"));
+
+TEST(AllGatherRecursiveDoublingTest, NeedsAPowerOfTwoRanks) {
+  AlgorithmParams p;
+  p.size = 3;
+  p.dtype = DT_FLOAT;
+  auto a = CreateCollectiveAlgorithm(CollectiveType::kAllGather, "recursive_doubling", p);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition) << a.status();
+  p.size = 8;
+  EXPECT_TRUE(CreateCollectiveAlgorithm(CollectiveType::kAllGather, "recursive_doubling", p).ok());
 }
 
 TEST(BroadcastTreeTest, EveryRootReachesEveryRank) {
@@ -441,6 +458,12 @@ TEST(AlgorithmRegistryTest, SelectionDependsOnlyOnGroupWideValues) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "direct", 4, 8, false), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 4, 8, true), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "reduce_to_one", 4, 8), "ring");
+  // Over TCP, groups of 2^k ranks gather by recursive doubling, others by the ring.
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 4, 8, false, "tcp"),
+            "recursive_doubling");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 1 << 26, false, "tcp"),
+            "recursive_doubling");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 3, 8, false, "tcp"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastRecv, "auto", 4, 8), "tree");
   EXPECT_EQ(SelectAlgorithm(CollectiveType::kAllReduce, "carrier_pigeon", 4, 8).status().code(),
             absl::StatusCode::kInvalidArgument);

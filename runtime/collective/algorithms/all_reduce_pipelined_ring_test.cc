@@ -267,7 +267,7 @@ TEST(PipelinedRingTest, SelectedForTcpUnderAutoOnly) {
   EXPECT_EQ(pick(CollectiveType::kAllReduce, "ring", "tcp"), "ring");
   EXPECT_NE(pick(CollectiveType::kAllReduce, "auto", "shm"), "pipelined_ring");
   EXPECT_NE(pick(CollectiveType::kAllReduce, "auto", "in_process"), "pipelined_ring");
-  EXPECT_EQ(pick(CollectiveType::kAllGather, "auto", "tcp"), "ring");
+  EXPECT_EQ(pick(CollectiveType::kAllGather, "auto", "tcp"), "recursive_doubling");
   EXPECT_THAT(pick(CollectiveType::kAllReduce, "bogus", "tcp"), HasSubstr("bogus"));
 }
 
