@@ -136,6 +136,9 @@ constexpr AutoChoice kAutoChoices[] = {
     // Reduce-scatter as all-reduce's first half: in the segment over shared
     // memory, from the peers' inputs in one address space, else the ring.
     {CollectiveType::kReduceScatter, "shm", AutoChoice::kAny, "shm"},
+    // Over TCP, log2(n) exchanges instead of the ring's n-1 steps (the same
+    // bytes), as all-gather's recursive doubling.
+    {CollectiveType::kReduceScatter, "tcp", AutoChoice::kAny, "recursive_halving", true},
     {CollectiveType::kReduceScatter, nullptr, AutoChoice::kShared, "direct"},
     {CollectiveType::kReduceScatter, nullptr, AutoChoice::kAny, "ring"},
     {CollectiveType::kBroadcastSend, nullptr, AutoChoice::kAny, "tree"},

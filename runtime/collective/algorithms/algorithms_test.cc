@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/types.h"
 #include "gtest/gtest.h"
@@ -187,8 +188,14 @@ void CheckReduceScatter(const std::string& alg, int n, int64_t block, MergeOp op
 
 class ReduceScatterTest : public ::testing::TestWithParam<std::string> {};
 
+// Whether `algorithm` runs on groups of n ranks (the recursive ones: 2^k).
+bool RunsOn(const std::string& algorithm, int n) {
+  return !absl::StartsWith(algorithm, "recursive_") || (n & (n - 1)) == 0;
+}
+
 TEST_P(ReduceScatterTest, EveryMergeOpFinalOpAndSizeMatchesTheReference) {
   for (int n : kRankCounts) {
+    if (!RunsOn(GetParam(), n)) continue;
     for (int64_t block : {0, 1, 5, 1001, 65537}) {
       for (MergeOp op : {MergeOp::kAdd, MergeOp::kMul, MergeOp::kMin, MergeOp::kMax}) {
         for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) CheckReduceScatter<float>(GetParam(), n, block, op, f);
@@ -199,6 +206,7 @@ TEST_P(ReduceScatterTest, EveryMergeOpFinalOpAndSizeMatchesTheReference) {
 
 TEST_P(ReduceScatterTest, EveryElementType) {
   for (int n : {3, 4}) {
+    if (!RunsOn(GetParam(), n)) continue;
     for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) {
       CheckReduceScatter<double>(GetParam(), n, 777, MergeOp::kAdd, f);
       CheckReduceScatter<int32_t>(GetParam(), n, 777, MergeOp::kAdd, f);
@@ -229,7 +237,17 @@ TEST_P(ReduceScatterTest, AnInputThatDoesNotSplitAndUnsupportedDtypesAreRefused)
   EXPECT_EQ(alg.status().code(), absl::StatusCode::kUnimplemented);
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, ReduceScatterTest, ::testing::Values("ring", "direct"));
+INSTANTIATE_TEST_SUITE_P(Algorithms, ReduceScatterTest,
+                         ::testing::Values("ring", "direct", "recursive_halving"));
+
+TEST(ReduceScatterRecursiveHalvingTest, NeedsAPowerOfTwoRanks) {
+  AlgorithmParams p;
+  p.size = 6;
+  p.dtype = DT_FLOAT;
+  p.num_elements = 12;
+  auto a = CreateCollectiveAlgorithm(CollectiveType::kReduceScatter, "recursive_halving", p);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition) << a.status();
+}
 
 TEST(ReduceScatterDirectTest, NeedsOneAddressSpace) {
   AlgorithmParams p;
@@ -380,7 +398,7 @@ class AllGatherTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(AllGatherTest, BlocksArriveInRankOrder) {
   const std::string algorithm = GetParam();
   for (int n : kRankCounts) {
-    if (algorithm == "recursive_doubling" && (n & (n - 1)) != 0) continue;
+    if (!RunsOn(algorithm, n)) continue;
     for (int64_t count : {0, 1, 3, 1000}) {
       SCOPED_TRACE(absl::StrCat("n=", n, " count=", count));
       std::vector<std::vector<char>> in(n, std::vector<char>(count * 8 + 1));
@@ -464,6 +482,9 @@ TEST(AlgorithmRegistryTest, SelectionDependsOnlyOnGroupWideValues) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 1 << 26, false, "tcp"),
             "recursive_doubling");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 3, 8, false, "tcp"), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 4, 8, false, "tcp"),
+            "recursive_halving");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 6, 8, false, "tcp"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastRecv, "auto", 4, 8), "tree");
   EXPECT_EQ(SelectAlgorithm(CollectiveType::kAllReduce, "carrier_pigeon", 4, 8).status().code(),
             absl::StatusCode::kInvalidArgument);

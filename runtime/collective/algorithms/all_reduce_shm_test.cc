@@ -321,7 +321,8 @@ TEST(AllReduceShmSelectTest, ShmKindPicksShmForEveryCollectiveButBroadcast) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 8, false, "tcp"),
             "recursive_doubling");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, false, "shm"), "shm");
-  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, false, "tcp"), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, false, "tcp"),
+            "recursive_halving");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 2, 8, true, ""), "direct");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastSend, "auto", 2, 8, false, "shm"), "tree");
 }

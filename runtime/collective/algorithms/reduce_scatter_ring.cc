@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "runtime/collective/reduction.h"
+#include "runtime/collective/transport/transport.h"
 
 namespace strata {
 
@@ -42,6 +43,10 @@ absl::Status ReduceScatterRing::Run(Transport& t, const void* input, void* outpu
     return absl::OkStatus();  // Div by 1 changes nothing
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
+  // Blocks of up to 1 MiB move on this thread where the transport lets it
+  // (TCP's DriveUntil), as the ring all-gather's: each step's hand-off from
+  // an I/O thread would cost two thread wake-ups.
+  const bool drive = static_cast<int64_t>(block_bytes) <= kDriveMaxBytes;
   for (int s = 0; s < n - 1; ++s) {
     const int send_b = (r - s - 1 + n) % n, recv_b = (r - s - 2 + 2 * n) % n;
     // The first step sends the input's own block; later ones the partial
@@ -50,9 +55,16 @@ absl::Status ReduceScatterRing::Run(Transport& t, const void* input, void* outpu
     const void* send = s == 0 ? own(send_b) : scratch_[(s - 1) % 2].raw_data();
     void* recv = s == n - 2 ? output : scratch_[s % 2].raw_data();
     PendingOps ops;
-    t.RecvAsync(left, s, recv, block_bytes, ops.Add());
-    t.SendAsync(right, s, send, block_bytes, ops.Add());
-    STRATA_RETURN_IF_ERROR(ops.Wait());
+    auto post = [&] {
+      t.RecvAsync(left, s, recv, block_bytes, ops.Add());
+      t.SendAsync(right, s, send, block_bytes, ops.Add());
+    };
+    if (drive) {
+      STRATA_RETURN_IF_ERROR(ops.DriveAndWait(t, post));
+    } else {
+      post();
+      STRATA_RETURN_IF_ERROR(ops.Wait());
+    }
     MergeInto(p_.merge_op, p_.dtype, recv, own(recv_b), block);
   }
   if (p_.final_op == FinalOp::kDiv) DivideBy(p_.dtype, output, block, n);
