@@ -631,8 +631,8 @@ def section_security(d, plots_dir):
 def section_collectives(d, plots_dir):
     out = ["`tools/bench/allreduce_peers.py --collective=reduce_scatter` and `--collective=allgather`: "
            "Strata's `cross_process_bench --collective` (over its shared-memory and TCP transports, the "
-           "algorithm SelectAlgorithm picks: `shm` in the segment for both; over TCP the ring for "
-           "reduce-scatter and, for all-gather, recursive doubling at 2 and 4 processes) beside Open MPI "
+           "algorithm SelectAlgorithm picks: `shm` in the segment for both; over TCP, at 2 and 4 "
+           "processes, recursive halving for reduce-scatter and recursive doubling for all-gather) beside Open MPI "
            "4.1's `MPI_Reduce_scatter_block` and `MPI_Allgather` (vader; its TCP btl over loopback), one "
            "schedule for all. A size is the whole tensor (reduce-scatter's input, all-gather's output); bus "
            "bandwidth = algbw x (n-1)/n; ratios Strata / Open MPI from the times. The cross-worker executor "
