@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/collective/algorithms/all_reduce_recursive_doubling.h"
 
 namespace strata {
 
@@ -110,9 +111,14 @@ struct AutoChoice {
   enum { kAny, kShared } address_space;
   const char* algorithm;
   bool power_of_two_groups = false;  // only for groups of 2^k ranks
+  int64_t max_bytes = -1;            // >= 0: only up to this many bytes per rank
 };
 constexpr AutoChoice kAutoChoices[] = {
-    // Over TCP, pieces pipelined through the ring, receives posted early.
+    // Over TCP, small tensors in log2(n) exchanges of the whole (4
+    // processes, 4-64 KiB: docs/perf/notes/crossprocess.md), larger ones
+    // in pieces pipelined through the ring, receives posted early.
+    {CollectiveType::kAllReduce, "tcp", AutoChoice::kAny, "recursive_doubling", true,
+     AllReduceRecursiveDoubling::kMaxBytes},
     {CollectiveType::kAllReduce, "tcp", AutoChoice::kAny, "pipelined_ring"},
     // Over shared memory, reduced in the segment itself (faster than the
     // ring over the same transport at every size).
@@ -155,9 +161,6 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
                                             int group_size, int64_t bytes_per_rank,
                                             bool same_address_space,
                                             const std::string& transport_kind) {
-  // Bytes are kept in the signature for rows that would favour fewer hops
-  // for small messages; no row uses them today.
-  (void)bytes_per_rank;
   const bool power_of_two = group_size >= 1 && (group_size & (group_size - 1)) == 0;
   std::string wanted;
   if (hint == "ring") {
@@ -184,6 +187,7 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
     if (c.transport_kind != nullptr && transport_kind != c.transport_kind) continue;
     if (c.address_space == AutoChoice::kShared && !same_address_space) continue;
     if (c.power_of_two_groups && !power_of_two) continue;
+    if (c.max_bytes >= 0 && bytes_per_rank > c.max_bytes) continue;
     if (!Registered(type, c.algorithm)) continue;
     return std::string(c.algorithm);
   }

@@ -15,6 +15,7 @@
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/algorithms/all_reduce_direct.h"
+#include "runtime/collective/algorithms/all_reduce_recursive_doubling.h"
 #include "runtime/collective/reduction.h"
 #include "runtime/collective/transport/in_process_transport.h"
 
@@ -119,10 +120,16 @@ void CheckAllReduce(const std::string& alg, int n, int64_t count, MergeOp op, Fi
 
 class AllReduceTest : public ::testing::TestWithParam<std::string> {};
 
+// Whether `algorithm` runs on groups of n ranks (the recursive ones: 2^k).
+bool RunsOn(const std::string& algorithm, int n) {
+  return !absl::StartsWith(algorithm, "recursive_") || (n & (n - 1)) == 0;
+}
+
 TEST_P(AllReduceTest, EveryMergeOpFinalOpAndSizeMatchesTheReference) {
   // Sizes: empty, one element, fewer elements than ranks, not divisible by
   // any rank count, and a large one.
   for (int n : kRankCounts) {
+    if (!RunsOn(GetParam(), n)) continue;
     for (int64_t count : {0, 1, 5, 1001, 65537}) {
       for (MergeOp op : {MergeOp::kAdd, MergeOp::kMul, MergeOp::kMin, MergeOp::kMax}) {
         for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) {
@@ -135,6 +142,7 @@ TEST_P(AllReduceTest, EveryMergeOpFinalOpAndSizeMatchesTheReference) {
 
 TEST_P(AllReduceTest, EveryElementType) {
   for (int n : {3, 4}) {
+    if (!RunsOn(GetParam(), n)) continue;
     for (FinalOp f : {FinalOp::kId, FinalOp::kDiv}) {
       CheckAllReduce<double>(GetParam(), n, 777, MergeOp::kAdd, f);
       CheckAllReduce<int32_t>(GetParam(), n, 777, MergeOp::kAdd, f);  // Div truncates
@@ -158,7 +166,8 @@ TEST_P(AllReduceTest, UnsupportedDtypeIsUnimplemented) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest,
-                         ::testing::Values("ring", "reduce_to_one", "direct"));
+                         ::testing::Values("ring", "reduce_to_one", "direct",
+                                           "recursive_doubling"));
 
 // Reduce-scatter: the reference all-reduce's block r on rank r.
 template <typename T>
@@ -187,11 +196,6 @@ void CheckReduceScatter(const std::string& alg, int n, int64_t block, MergeOp op
 }
 
 class ReduceScatterTest : public ::testing::TestWithParam<std::string> {};
-
-// Whether `algorithm` runs on groups of n ranks (the recursive ones: 2^k).
-bool RunsOn(const std::string& algorithm, int n) {
-  return !absl::StartsWith(algorithm, "recursive_") || (n & (n - 1)) == 0;
-}
 
 TEST_P(ReduceScatterTest, EveryMergeOpFinalOpAndSizeMatchesTheReference) {
   for (int n : kRankCounts) {
@@ -485,6 +489,15 @@ TEST(AlgorithmRegistryTest, SelectionDependsOnlyOnGroupWideValues) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 4, 8, false, "tcp"),
             "recursive_halving");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 6, 8, false, "tcp"), "ring");
+  // Small all-reduces over TCP by recursive doubling (2^k ranks), up to its bound.
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4,
+                             AllReduceRecursiveDoubling::kMaxBytes, false, "tcp"),
+            "recursive_doubling");
+  EXPECT_NE(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 4,
+                             AllReduceRecursiveDoubling::kMaxBytes + 1, false, "tcp"),
+            "recursive_doubling");
+  EXPECT_NE(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 3, 8, false, "tcp"),
+            "recursive_doubling");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kBroadcastRecv, "auto", 4, 8), "tree");
   EXPECT_EQ(SelectAlgorithm(CollectiveType::kAllReduce, "carrier_pigeon", 4, 8).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -316,7 +316,8 @@ TEST(AllReduceShmSelectTest, ShmKindPicksShmForEveryCollectiveButBroadcast) {
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "nccl", 4, 1 << 26, false, "shm"), "shm");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "shared_memory", 2, 8, false, "shm"), "shm");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "ring", 2, 8, false, "shm"), "ring");
-  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 2, 8, false, "tcp"), "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllReduce, "auto", 2, 8, false, "tcp"),
+            "recursive_doubling");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 8, false, "shm"), "shm");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 8, false, "tcp"),
             "recursive_doubling");
