@@ -26,7 +26,6 @@ absl::Status AllGatherRecursiveDoubling::Run(Transport& t, const void* input, vo
   // Step k: the aligned run of 2^k blocks holding this rank's goes to
   // r ^ 2^k, whose run arrives beside it. Blocks up to 1 MiB move on this
   // thread where the transport lets it (TCP's DriveUntil).
-  const bool drive = static_cast<int64_t>(block_bytes) <= kDriveMaxBytes;
   for (int k = 0, dist = 1; dist < n; ++k, dist <<= 1) {
     const int peer = r ^ dist;
     const size_t run_bytes = dist * block_bytes;
@@ -37,12 +36,7 @@ absl::Status AllGatherRecursiveDoubling::Run(Transport& t, const void* input, vo
       t.RecvAsync(peer, k, theirs, run_bytes, ops.Add());
       t.SendAsync(peer, k, mine, run_bytes, ops.Add());
     };
-    if (drive) {
-      STRATA_RETURN_IF_ERROR(ops.DriveAndWait(t, post));
-    } else {
-      post();
-      STRATA_RETURN_IF_ERROR(ops.Wait());
-    }
+    STRATA_RETURN_IF_ERROR(ops.PostAndWait(t, static_cast<int64_t>(block_bytes), post));
   }
   return absl::OkStatus();
 }

@@ -25,19 +25,13 @@ absl::Status AllGatherRing::Run(Transport& t, const void* input, void* output) {
   // to 1 MiB move on this thread where the transport lets it (TCP's
   // DriveUntil): handing each step from its I/O thread to this one costs two
   // thread wake-ups.
-  const bool drive = static_cast<int64_t>(block_bytes) <= kDriveMaxBytes;
   for (int s = 0; s < n - 1; ++s) {
     PendingOps ops;
     auto post = [&] {
       t.RecvAsync(left, s, block((r - s - 1 + 2 * n) % n), block_bytes, ops.Add());
       t.SendAsync(right, s, block((r - s + n) % n), block_bytes, ops.Add());
     };
-    if (drive) {
-      STRATA_RETURN_IF_ERROR(ops.DriveAndWait(t, post));
-    } else {
-      post();
-      STRATA_RETURN_IF_ERROR(ops.Wait());
-    }
+    STRATA_RETURN_IF_ERROR(ops.PostAndWait(t, static_cast<int64_t>(block_bytes), post));
   }
   return absl::OkStatus();
 }

@@ -40,12 +40,7 @@ absl::Status AllReduceRecursiveDoubling::Run(Transport& t, const void* input, vo
     };
     // Up to 1 MiB moves on this thread where the transport lets it (TCP's
     // DriveUntil).
-    if (static_cast<int64_t>(bytes) <= kDriveMaxBytes) {
-      STRATA_RETURN_IF_ERROR(ops.DriveAndWait(t, post));
-    } else {
-      post();
-      STRATA_RETURN_IF_ERROR(ops.Wait());
-    }
+    STRATA_RETURN_IF_ERROR(ops.PostAndWait(t, static_cast<int64_t>(bytes), post));
     MergeInto(p_.merge_op, p_.dtype, output, scratch_.raw_data(), p_.num_elements);
   }
   if (p_.final_op == FinalOp::kDiv) DivideBy(p_.dtype, output, p_.num_elements, n);

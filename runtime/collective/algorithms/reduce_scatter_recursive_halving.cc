@@ -62,12 +62,7 @@ absl::Status ReduceScatterRecursiveHalving::Run(Transport& t, const void* input,
     };
     // Up to 1 MiB moves on this thread where the transport lets it (TCP's
     // DriveUntil).
-    if (static_cast<int64_t>(bytes) <= kDriveMaxBytes) {
-      STRATA_RETURN_IF_ERROR(ops.DriveAndWait(t, post));
-    } else {
-      post();
-      STRATA_RETURN_IF_ERROR(ops.Wait());
-    }
+    STRATA_RETURN_IF_ERROR(ops.PostAndWait(t, static_cast<int64_t>(bytes), post));
     MergeInto(p_.merge_op, p_.dtype, incoming, keep, half * block);
     partial = incoming;
     lo = keep_lo;

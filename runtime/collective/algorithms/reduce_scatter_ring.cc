@@ -46,7 +46,6 @@ absl::Status ReduceScatterRing::Run(Transport& t, const void* input, void* outpu
   // Blocks of up to 1 MiB move on this thread where the transport lets it
   // (TCP's DriveUntil), as the ring all-gather's: each step's hand-off from
   // an I/O thread would cost two thread wake-ups.
-  const bool drive = static_cast<int64_t>(block_bytes) <= kDriveMaxBytes;
   for (int s = 0; s < n - 1; ++s) {
     const int send_b = (r - s - 1 + n) % n, recv_b = (r - s - 2 + 2 * n) % n;
     // The first step sends the input's own block; later ones the partial
@@ -59,12 +58,7 @@ absl::Status ReduceScatterRing::Run(Transport& t, const void* input, void* outpu
       t.RecvAsync(left, s, recv, block_bytes, ops.Add());
       t.SendAsync(right, s, send, block_bytes, ops.Add());
     };
-    if (drive) {
-      STRATA_RETURN_IF_ERROR(ops.DriveAndWait(t, post));
-    } else {
-      post();
-      STRATA_RETURN_IF_ERROR(ops.Wait());
-    }
+    STRATA_RETURN_IF_ERROR(ops.PostAndWait(t, static_cast<int64_t>(block_bytes), post));
     MergeInto(p_.merge_op, p_.dtype, recv, own(recv_b), block);
   }
   if (p_.final_op == FinalOp::kDiv) DivideBy(p_.dtype, output, block, n);

@@ -18,6 +18,13 @@ Transport::Callback PendingOps::Add() {
   };
 }
 
+absl::Status PendingOps::PostAndWait(Transport& t, int64_t bytes,
+                                     const std::function<void()>& start) {
+  if (bytes <= kDriveMaxBytes) return DriveAndWait(t, start);
+  start();
+  return Wait();
+}
+
 absl::Status PendingOps::DriveAndWait(Transport& t, const std::function<void()>& start) {
   // Held until `start` has posted everything, so that the count cannot
   // reach 0 in between.

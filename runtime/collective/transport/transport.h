@@ -113,6 +113,10 @@ class PendingOps {
   // t.DriveUntil, so that a transport that moves bytes on the waiting thread
   // does so until every callback has run, then returns as Wait() does.
   absl::Status DriveAndWait(Transport& t, const std::function<void()>& start);
+  // Posts with `start` and waits: through DriveAndWait when `bytes` (the
+  // caller's measure of its messages: a block) is at most kDriveMaxBytes,
+  // else leaving them to the transport's threads (Wait).
+  absl::Status PostAndWait(Transport& t, int64_t bytes, const std::function<void()>& start);
 
  private:
   Mutex mu_;
