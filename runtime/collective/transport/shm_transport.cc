@@ -267,6 +267,9 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
       if (now >= next_check) {
         next_check = now + std::chrono::milliseconds(100);
         if (absl::Status s = CheckPeer(peer); !s.ok()) {
+          // The peer may have rung w and then closed (or exited) since the
+          // load above: its close is ordered after the ring, so look again.
+          if (done(w.value.load(std::memory_order_acquire))) return absl::OkStatus();
           Abort(s);
           return AbortStatus();
         }
@@ -299,6 +302,7 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
 
   // Unavailable if rank q closed its end or its process is gone.
   absl::Status CheckPeer(int q) {
+    if (options_.before_peer_check) options_.before_peer_check(q);
     RankLine& l = rank_line(q);
     if (l.attached.load(std::memory_order_acquire) == 2) {
       return absl::UnavailableError(absl::StrCat("shm transport: rank ", q,
@@ -545,7 +549,16 @@ class ShmTransportImpl : public Transport, public SharedWorkspace {
     for (int q = 0; q < layout_.n; ++q) {
       const PeerState& p = peers_[q];
       if (q == rank_ || !p.Pending()) continue;
-      if (absl::Status s = CheckPeer(q); !s.ok()) return Abort(s);
+      if (absl::Status s = CheckPeer(q); !s.ok()) {
+        // What q wrote before it closed (or exited) since the last pass is
+        // still in the segment: take it, and fail only ops left waiting.
+        DrainControl(q);
+        PullData(q);
+        FlushOutbox(q);
+        PushData(q);
+        if (peers_[q].Pending()) return Abort(s);
+        continue;
+      }
       auto expired = [&](const Op& op) -> bool {
         if (now < op.deadline) return false;
         Abort(absl::DeadlineExceededError(absl::StrCat(

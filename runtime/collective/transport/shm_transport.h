@@ -50,6 +50,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -100,6 +101,9 @@ struct ShmTransportOptions {
   bool single_copy = true;
   absl::Duration spin_duration = absl::Microseconds(50);
   absl::Duration yield_duration = absl::Microseconds(500);
+  // For tests: called by a waiting thread just before it checks whether
+  // rank q closed or exited, so that a test can let q finish in between.
+  std::function<void(int q)> before_peer_check;
 };
 
 // Connects rank `rank` of `size` (1 <= size <= 64) on this host. Rank 0
