@@ -14,52 +14,73 @@
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "train/initializers.h"
+#include "train/variable.h"
 
 namespace strata {
 namespace distribute {
 namespace {
 
-absl::Status CheckOptions(const train::Sequential& model, const PipelineOptions& o,
-                          const Output& inputs) {
-  auto bad = [](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat("pipeline: ", parts...));
-  };
+absl::Status Bad(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("pipeline: ", message));
+}
+
+// The options every model shares: the stages' devices, the micro-batches,
+// the replicas, and `inputs`' batch.
+absl::Status CheckOptions(const PipelineOptions& o, const OutputList& inputs) {
+  const int stages = static_cast<int>(o.stage_devices.size());
+  if (stages == 0) return Bad("no stage (stage_devices is empty)");
+  for (int s = 0; s < stages; ++s) {
+    if (o.stage_devices[s].empty()) return Bad(absl::StrCat("stage ", s, " has no device"));
+  }
+  if (o.micro_batches < 1) {
+    return Bad(absl::StrCat("micro_batches must be >= 1, got ", o.micro_batches));
+  }
+  for (size_t r = 0; r < o.replica_stage_devices.size(); ++r) {
+    const std::vector<std::string>& row = o.replica_stage_devices[r];
+    if (static_cast<int>(row.size()) != stages) {
+      return Bad(absl::StrCat("replica ", r + 1, " has ", row.size(),
+                              " stage devices (replica_stage_devices[", r, "]) for ", stages,
+                              " stages"));
+    }
+    for (int s = 0; s < stages; ++s) {
+      if (row[s].empty())
+        return Bad(absl::StrCat("replica ", r + 1, "'s stage ", s, " has no device"));
+    }
+  }
+  if (inputs.empty()) return Bad("no inputs");
+  const int64_t replicas = 1 + static_cast<int64_t>(o.replica_stage_devices.size());
+  for (const Output& input : inputs) {
+    if (!input.ok()) return Bad("an input is a null Output");
+    const PartialTensorShape shape = input.shape();
+    if (shape.unknown_rank() || shape.dims() < 1) {
+      return Bad(absl::StrCat("the inputs need a batch dimension, got ", shape.DebugString(),
+                              " for '", input.name(), "'"));
+    }
+    if (shape.dim_size(0) >= 0 && shape.dim_size(0) % (replicas * o.micro_batches) != 0) {
+      return Bad(
+          absl::StrCat("micro_batches = ", o.micro_batches,
+                       replicas > 1 ? absl::StrCat(" on each of ", replicas, " replicas") : "",
+                       " does not divide the batch of ", shape.dim_size(0)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A Sequential's stage_starts: from layer 0, increasing, each stage a layer or more.
+absl::Status CheckStageStarts(const train::Sequential& model, const PipelineOptions& o) {
   const int stages = static_cast<int>(o.stage_devices.size());
   const int layers = static_cast<int>(model.layers().size());
-  if (stages == 0) return bad("no stage (stage_devices is empty)");
-  for (int s = 0; s < stages; ++s) {
-    if (o.stage_devices[s].empty()) return bad("stage ", s, " has no device");
-  }
   if (static_cast<int>(o.stage_starts.size()) != stages) {
-    return bad(o.stage_starts.size(), " stage_starts for ", stages, " stage_devices");
+    return Bad(absl::StrCat(o.stage_starts.size(), " stage_starts for ", stages, " stage_devices"));
   }
   for (int s = 0; s < stages; ++s) {
     const int end = s + 1 < stages ? o.stage_starts[s + 1] : layers;
     if ((s == 0 && o.stage_starts[0] != 0) || o.stage_starts[s] >= end || end > layers) {
-      return bad("stage_starts[", s, "] = ", o.stage_starts[s],
-                 ": stages must start at layer 0 and each hold ", "at least one of the model's ",
-                 layers, " layers, in order");
+      return Bad(absl::StrCat("stage_starts[", s, "] = ", o.stage_starts[s],
+                              ": stages must start at layer 0 and each hold at least one of the "
+                              "model's ",
+                              layers, " layers, in order"));
     }
-  }
-  if (o.micro_batches < 1) return bad("micro_batches must be >= 1, got ", o.micro_batches);
-  for (size_t r = 0; r < o.replica_stage_devices.size(); ++r) {
-    const std::vector<std::string>& row = o.replica_stage_devices[r];
-    if (static_cast<int>(row.size()) != stages) {
-      return bad("replica ", r + 1, " has ", row.size(), " stage devices (replica_stage_devices[",
-                 r, "]) for ", stages, " stages");
-    }
-    for (int s = 0; s < stages; ++s) {
-      if (row[s].empty()) return bad("replica ", r + 1, "'s stage ", s, " has no device");
-    }
-  }
-  const PartialTensorShape shape = inputs.shape();
-  if (shape.unknown_rank() || shape.dims() < 1)
-    return bad("the inputs need a batch dimension, got ", shape.DebugString());
-  const int64_t replicas = 1 + static_cast<int64_t>(o.replica_stage_devices.size());
-  if (shape.dim_size(0) >= 0 && shape.dim_size(0) % (replicas * o.micro_batches) != 0) {
-    return bad("micro_batches = ", o.micro_batches,
-               replicas > 1 ? absl::StrCat(" on each of ", replicas, " replicas") : "",
-               " does not divide the batch of ", shape.dim_size(0));
   }
   return absl::OkStatus();
 }
@@ -155,18 +176,25 @@ class PipelineBuilder {
   // weights are made by lane 0, with the names they have without a
   // pipeline, and every other replica's reads of them run beside them. Sets
   // the losses and their mean.
-  absl::Status Forward(train::Sequential* model, Output inputs, Output labels,
-                       const PipelineLossFn& loss);
+  absl::Status Forward(const std::vector<PipelineStageFn>& stages, const OutputList& inputs,
+                       Output labels, const PipelineLossFn& loss);
   // Each micro-batch's backward, from its own loss (weighted 1/M, so that it
   // depends on no other micro-batch), the gradients summed per weight in
   // micro-batch order, and the optimizer's update.
-  absl::StatusOr<Node*> Backward(train::Sequential* model, train::Optimizer* optimizer);
+  absl::StatusOr<Node*> Backward(train::Optimizer* optimizer);
   // Each stage's items in the schedule's order, each waiting for the one
   // before it (a NoOp after every node of that item).
   absl::StatusOr<PipelineStep> Schedule(Node* train_op);
 
  private:
   Scope OnStage(int stage) const { return pipe_.WithDevice(o_.stage_devices[stage]); }
+  // The stage whose function made node `id`; -1 for nodes made outside them.
+  int StageOf(int id) const;
+  // InvalidArgument if a node of `item` (`mine`, made from id `first` on)
+  // reads a tensor of another stage that was not `passed` to it, the whole
+  // batch, or another stage's weight, or makes a weight after micro-batch 0.
+  absl::Status CheckCrossings(const Item& item, const std::vector<Node*>& mine, int first,
+                              const OutputList& passed) const;
   const std::string& DeviceOf(int replica, int stage) const {
     return replica == 0 ? o_.stage_devices[stage] : o_.replica_stage_devices[replica - 1][stage];
   }
@@ -182,23 +210,36 @@ class PipelineBuilder {
   absl::flat_hash_set<const Node*> beside_weights_;
   absl::flat_hash_map<std::string, Item> forward_item_;  // node name -> its forward item
   std::map<Item, std::vector<Node*>> nodes_;
+  // (first node id, stage) of each stage function's call, in call order.
+  std::vector<std::pair<int, int>> builds_;
+  // The inputs and labels before the cut into micro-batches.
+  absl::flat_hash_set<std::pair<const Node*, int>> whole_batch_;
   OutputList losses_;
   Output mean_;
 };
 
-absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, Output labels,
+absl::Status PipelineBuilder::Forward(const std::vector<PipelineStageFn>& stages,
+                                      const OutputList& inputs, Output labels,
                                       const PipelineLossFn& loss) {
   const int m_count = lanes_;
-  const int num_layers = static_cast<int>(model->layers().size());
-  OutputList xs = m_count == 1 ? OutputList{inputs}
-                               : ops::Split(OnStage(0).WithOpName("micro_batches"),
-                                            ops::Const(pipe_, 0), inputs, m_count);
+  std::vector<OutputList> xs(m_count);  // each lane's inputs
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    OutputList cut =
+        m_count == 1 ? OutputList{inputs[i]}
+                     : ops::Split(OnStage(0).WithOpName(i == 0 ? "micro_batches"
+                                                               : absl::StrCat("micro_batches_", i)),
+                                  ops::Const(pipe_, 0), inputs[i], m_count);
+    STRATA_RETURN_IF_ERROR(scope_.status());
+    for (int m = 0; m < m_count; ++m) xs[m].push_back(cut[m]);
+  }
   OutputList ys = m_count == 1 ? OutputList{labels}
                                : ops::Split(OnStage(num_stages_ - 1).WithOpName("micro_labels"),
                                             ops::Const(pipe_, 0), labels, m_count);
   STRATA_RETURN_IF_ERROR(scope_.status());
+  for (const Output& whole : inputs) whole_batch_.insert({whole.node(), whole.index()});
+  whole_batch_.insert({labels.node(), labels.index()});
   for (int m = 0; m < m_count; ++m) {
-    Output h = xs[m];
+    OutputList h = xs[m];
     const int replica = m / o_.micro_batches;
     const Scope lane = replica == 0
                            ? pipe_.NewSubScope(absl::StrCat("micro_batch_", m))
@@ -206,24 +247,34 @@ absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, O
                                  .NewSubScope(absl::StrCat("micro_batch_", m % o_.micro_batches));
     for (int s = 0; s < num_stages_; ++s) {
       const int first = graph_->num_node_ids();
+      builds_.push_back({first, s});
       const Scope where =
           m == 0 ? scope_.WithDevice(DeviceOf(0, s)) : lane.WithDevice(DeviceOf(replica, s));
-      const int end = s + 1 < num_stages_ ? o_.stage_starts[s + 1] : num_layers;
-      absl::StatusOr<Output> out = model->BuildLayers(where, h, o_.stage_starts[s], end);
+      absl::StatusOr<OutputList> out = stages[s](where, h);
       if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("pipeline stage ", s, ": "));
-      h = *out;
-      OutputList ends = {h};
+      STRATA_RETURN_IF_ERROR(where.status());
+      if (out->empty() || (s + 1 == num_stages_ && out->size() != 1)) {
+        return Bad(absl::StrCat("stage ", s, " returned ", out->size(), " tensors; ",
+                                s + 1 == num_stages_ ? "the last stage returns the model's output"
+                                                     : "a stage passes on one tensor or more"));
+      }
+      for (const Output& o : *out) {
+        if (!o.ok()) return Bad(absl::StrCat("stage ", s, " returned a null Output"));
+      }
+      OutputList ends = *out;
       if (s + 1 == num_stages_) {
-        Output l = loss(where.NewSubScope("loss"), ys[m], h);
+        Output l = loss(where.NewSubScope("loss"), ys[m], (*out)[0]);
         STRATA_RETURN_IF_ERROR(where.status());
-        if (!l.ok()) {
-          return absl::InvalidArgumentError("pipeline: the loss function returned a null Output");
-        }
+        if (!l.ok()) return Bad("the loss function returned a null Output");
         losses_.push_back(l);
         ends.push_back(l);
       }
       const Item item{false, m, s};
-      for (Node* n : NewAncestors(ends, first)) {
+      const std::vector<Node*> mine = NewAncestors(ends, first);
+      OutputList passed = h;
+      if (s + 1 == num_stages_) passed.push_back(ys[m]);  // the loss's labels
+      STRATA_RETURN_IF_ERROR(CheckCrossings(item, mine, first, passed));
+      for (Node* n : mine) {
         if (n->type_string() == "VarHandleOp") continue;  // a weight, made by micro-batch 0
         // Another replica reads a weight beside it; only the value travels.
         if (replica > 0 && n->type_string() == "ReadVariableOp") {
@@ -237,6 +288,7 @@ absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, O
         forward_item_[n->name()] = item;
         nodes_[item].push_back(n);
       }
+      h = *std::move(out);
     }
   }
   const Scope last = OnStage(num_stages_ - 1);
@@ -246,8 +298,49 @@ absl::Status PipelineBuilder::Forward(train::Sequential* model, Output inputs, O
   return scope_.status();
 }
 
-absl::StatusOr<Node*> PipelineBuilder::Backward(train::Sequential* model,
-                                                train::Optimizer* optimizer) {
+int PipelineBuilder::StageOf(int id) const {
+  auto after = std::upper_bound(builds_.begin(), builds_.end(), std::make_pair(id, num_stages_));
+  return after == builds_.begin() ? -1 : std::prev(after)->second;
+}
+
+absl::Status PipelineBuilder::CheckCrossings(const Item& item, const std::vector<Node*>& mine,
+                                             int first, const OutputList& passed) const {
+  const int s = item.stage;
+  absl::flat_hash_set<std::pair<const Node*, int>> declared;
+  for (const Output& o : passed) declared.insert({o.node(), o.index()});
+  for (const Node* n : mine) {
+    if (n->type_string() == "VarHandleOp" && item.micro_batch > 0) {
+      return Bad(absl::StrCat("stage ", s, " made weight '", n->name(), "' again for micro-batch ",
+                              item.micro_batch,
+                              ": a stage function makes its weights on its first call and reuses "
+                              "them (hold the layers outside it)"));
+    }
+    for (const Edge* e : n->in_edges()) {
+      if (e->IsControlEdge() || e->src->id() >= first) continue;
+      const std::pair<const Node*, int> tensor{e->src, e->src_output};
+      if (declared.contains(tensor)) continue;
+      const std::string name = absl::StrCat(e->src->name(), ":", e->src_output);
+      if (whole_batch_.contains(tensor)) {
+        return Bad(absl::StrCat("stage ", s, " reads '", name,
+                                "', the whole batch: a stage gets its micro-batch from the stage "
+                                "before it (stage 0 from the inputs)"));
+      }
+      const int t = StageOf(e->src->id());
+      if (t < 0 || t == s) continue;  // made outside the model, or by this stage
+      if (e->src->type_string() == "VarHandleOp") {
+        return Bad(absl::StrCat("stage ", s, " reads weight '", e->src->name(), "' of stage ", t,
+                                ": a weight belongs to the stage that made it"));
+      }
+      return Bad(absl::StrCat("stage ", s, " reads '", name, "', made by stage ", t,
+                              ", which was not passed to it: only the tensors a stage returns "
+                              "cross to the next (return it from stage ",
+                              s - 1, "'s function)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Node*> PipelineBuilder::Backward(train::Optimizer* optimizer) {
   // Every read of every trainable weight, in micro-batch order.
   struct Target {
     train::Variable* variable;
@@ -255,7 +348,7 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Sequential* model,
   };
   std::vector<Target> targets;
   OutputList reads;
-  for (train::Variable* v : model->trainable_variables()) {
+  for (train::Variable* v : train::TrainableVariables(scope_)) {
     Target t{v, {}};
     for (const Edge* e : v->handle().node()->out_edges()) {
       if (!e->IsControlEdge() && e->dst->type_string() == "ReadVariableOp" &&
@@ -354,6 +447,33 @@ absl::StatusOr<PipelineStep> PipelineBuilder::Schedule(Node* train_op) {
 
 }  // namespace
 
+absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope,
+                                                    const std::vector<PipelineStageFn>& stages,
+                                                    const OutputList& inputs, Output labels,
+                                                    const PipelineLossFn& loss,
+                                                    train::Optimizer* optimizer,
+                                                    const PipelineOptions& options) {
+  STRATA_RETURN_IF_ERROR(scope.status());
+  if (optimizer == nullptr || !loss || !labels.ok()) {
+    return Bad("labels, a loss and an optimizer are needed");
+  }
+  STRATA_RETURN_IF_ERROR(CheckOptions(options, inputs));
+  if (!options.stage_starts.empty()) {
+    return Bad("stage_starts splits a Sequential's layers; with stage functions leave it empty");
+  }
+  if (stages.size() != options.stage_devices.size()) {
+    return Bad(absl::StrCat(stages.size(), " stage functions for ", options.stage_devices.size(),
+                            " stage_devices"));
+  }
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (!stages[s]) return Bad(absl::StrCat("stage ", s, "'s function is empty"));
+  }
+  PipelineBuilder b(scope, options);
+  STRATA_RETURN_IF_ERROR(b.Forward(stages, inputs, labels, loss));
+  STRATA_ASSIGN_OR_RETURN(Node * train_op, b.Backward(optimizer));
+  return b.Schedule(train_op);
+}
+
 absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::Sequential* model,
                                                     Output inputs, Output labels,
                                                     const PipelineLossFn& loss,
@@ -361,13 +481,26 @@ absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::S
                                                     const PipelineOptions& options) {
   STRATA_RETURN_IF_ERROR(scope.status());
   if (model == nullptr || optimizer == nullptr || !loss || !inputs.ok() || !labels.ok()) {
-    return absl::InvalidArgumentError(
-        "pipeline: a model, inputs, labels, a loss and an optimizer are needed");
+    return Bad("a model, inputs, labels, a loss and an optimizer are needed");
   }
-  STRATA_RETURN_IF_ERROR(CheckOptions(*model, options, inputs));
+  STRATA_RETURN_IF_ERROR(CheckOptions(options, {inputs}));
+  STRATA_RETURN_IF_ERROR(CheckStageStarts(*model, options));
+  // Stage s applies layers [stage_starts[s], stage_starts[s + 1]) to the one tensor it gets.
+  std::vector<PipelineStageFn> stages;
+  const int num_stages = static_cast<int>(options.stage_starts.size());
+  for (int s = 0; s < num_stages; ++s) {
+    const int begin = options.stage_starts[s];
+    const int end =
+        s + 1 < num_stages ? options.stage_starts[s + 1] : static_cast<int>(model->layers().size());
+    stages.push_back([model, begin, end](const Scope& where,
+                                         const OutputList& in) -> absl::StatusOr<OutputList> {
+      STRATA_ASSIGN_OR_RETURN(Output out, model->BuildLayers(where, in[0], begin, end));
+      return OutputList{out};
+    });
+  }
   PipelineBuilder b(scope, options);
-  STRATA_RETURN_IF_ERROR(b.Forward(model, inputs, labels, loss));
-  STRATA_ASSIGN_OR_RETURN(Node * train_op, b.Backward(model, optimizer));
+  STRATA_RETURN_IF_ERROR(b.Forward(stages, {inputs}, labels, loss));
+  STRATA_ASSIGN_OR_RETURN(Node * train_op, b.Backward(optimizer));
   return b.Schedule(train_op);
 }
 

@@ -1,6 +1,6 @@
-// Pipeline model parallelism in one process: a Sequential model's layers
-// split into stages, each stage on its own device, the batch cut into
-// micro-batches that flow through the stages, scheduled as GPipe (every
+// Pipeline model parallelism: a model split into stages (a Sequential's
+// layer spans, or one function per stage), each stage on its own device,
+// the batch cut into micro-batches that flow through the stages, scheduled as GPipe (every
 // forward, then every backward) or 1F1B (one forward, one backward: a stage
 // holds the activations of at most as many micro-batches as there are
 // stages after it, whatever the micro-batch count), as in DeepSpeed's
@@ -29,8 +29,16 @@
 // pipeline ("dense/kernel"), on their stage's device: checkpoints of a
 // pipelined model and of the same model unsplit are interchangeable.
 //
-// Only the boundary tensor crosses from one stage to the next (a
-// Sequential's layers feed each other in order). Errors (InvalidArgument):
+// A model that is not a Sequential (skip connections, several inputs,
+// anything written as code) is split by giving one function per stage
+// (PipelineStageFn): each builds its stage from the tensors the stage
+// before it returned, and returns the tensors the next stage gets. Only
+// those cross: a stage that reads another stage's tensor it was not
+// passed, another stage's weight, or the whole batch instead of its
+// micro-batch fails naming the tensor and the stages, as does a stage that
+// makes new weights for each micro-batch.
+//
+// Errors (InvalidArgument):
 // no stage, a stage without a device, stage starts that are not increasing
 // from 0 within the model's layers (naming them), a micro-batch count
 // below 1 or that does not divide a batch of known size (naming the option),
@@ -110,6 +118,27 @@ void RecordPipelineItems(const PipelineStep& step, StepTracer* tracer, size_t fi
 // been built yet.
 absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope, train::Sequential* model,
                                                     Output inputs, Output labels,
+                                                    const PipelineLossFn& loss,
+                                                    train::Optimizer* optimizer,
+                                                    const PipelineOptions& options);
+
+// One stage of a model written as code: builds the stage in `scope` (its
+// device) from the tensors the stage before it returned (the micro-batch's
+// inputs for stage 0) and returns the tensors the next stage gets (the
+// model's output, one tensor, for the last stage). Called once per
+// micro-batch and replica, in order; the weights are made by the first
+// call and reused by the later ones (as train::Layer objects the function
+// holds do: a layer builds its weights on its first Apply).
+using PipelineStageFn =
+    std::function<absl::StatusOr<OutputList>(const Scope& scope, const OutputList& inputs)>;
+
+// The same for a model given as one function per stage (options.stage_starts
+// empty; one stage function per stage device): `inputs` (one or more
+// tensors with the batch along dimension 0) are cut into micro-batches and
+// given to stage 0. Every trainable variable the forward reads is trained.
+absl::StatusOr<PipelineStep> BuildPipelineTrainStep(const Scope& scope,
+                                                    const std::vector<PipelineStageFn>& stages,
+                                                    const OutputList& inputs, Output labels,
                                                     const PipelineLossFn& loss,
                                                     train::Optimizer* optimizer,
                                                     const PipelineOptions& options);

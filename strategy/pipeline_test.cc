@@ -15,13 +15,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
+#include "graph/ops/nn_ops.h"
 #include "gtest/gtest.h"
 #include "runtime/collective/transport/in_process_transport.h"
 #include "runtime/remote_rendezvous.h"
 #include "runtime/session.h"
 #include "runtime/trace.h"
 #include "train/initializers.h"
+#include "train/layers.h"
 #include "train/losses.h"
 #include "train/models.h"
 #include "train/optimizers.h"
@@ -429,6 +433,214 @@ TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
       }
       EXPECT_TRUE(absl::StrContains(tracer.ToChromeTraceJson(), "\"B3\""));
     }
+}
+
+// A model written as code rather than a Sequential: two inputs (x
+// [batch, 12] and z [batch, 4]), residual blocks whose skip tensors and z
+// cross the stage boundaries beside the main one:
+//   block 0: h = d0(x)                                -> {h, h, z}
+//   block 1, 2: h' = d1(h) + skip (d2)                -> {h', h, z}
+//   block 3: logits = d3(h) + e3(skip) + f3(z)        -> {logits}
+// Stage s runs blocks [starts[s], starts[s + 1]).
+struct ResidualNet {
+  static constexpr int kExtra = 4;
+  absl::StatusOr<OutputList> Block(int b, const Scope& s, const OutputList& in) {
+    if (b == 0) {
+      STRATA_ASSIGN_OR_RETURN(Output h, d0.Apply(s, in[0]));
+      return OutputList{h, h, in[1]};
+    }
+    if (b < 3) {
+      STRATA_ASSIGN_OR_RETURN(Output h, (b == 1 ? d1 : d2).Apply(s, in[0]));
+      return OutputList{ops::Add(s, h, in[1]), in[0], in[2]};
+    }
+    STRATA_ASSIGN_OR_RETURN(Output a, d3.Apply(s, in[0]));
+    STRATA_ASSIGN_OR_RETURN(Output b2, e3.Apply(s, in[1]));
+    STRATA_ASSIGN_OR_RETURN(Output c, f3.Apply(s, in[2]));
+    return OutputList{ops::Add(s, ops::Add(s, a, b2), c)};
+  }
+  std::vector<PipelineStageFn> Stages(const std::vector<int>& starts) {
+    std::vector<PipelineStageFn> fns;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const int begin = starts[k], end = k + 1 < starts.size() ? starts[k + 1] : 4;
+      fns.push_back([this, begin, end](const Scope& s, const OutputList& in) {
+        absl::StatusOr<OutputList> h = in;
+        for (int b = begin; b < end && h.ok(); ++b) h = Block(b, s, *h);
+        return h;
+      });
+    }
+    return fns;
+  }
+  train::Dense d0{"d0", 16, train::Activation::kRelu, 11};
+  train::Dense d1{"d1", 16, train::Activation::kRelu, 12};
+  train::Dense d2{"d2", 16, train::Activation::kRelu, 13};
+  train::Dense d3{"d3", kClasses, train::Activation::kNone, 14};
+  train::Dense e3{"e3", kClasses, train::Activation::kNone, 15};
+  train::Dense f3{"f3", kClasses, train::Activation::kNone, 16};
+};
+
+// Trains ResidualNet 100 steps (batch 16, SGD) split at `starts` (empty: no
+// pipeline, Minimize on one device) and returns every weight, by name.
+std::vector<std::pair<std::string, Tensor>> TrainResidual(std::vector<int> starts,
+                                                          int micro_batches,
+                                                          PipelineSchedule schedule,
+                                                          int replicas = 1) {
+  Model m(16, kFeatures, {16}, kClasses, 0.2);
+  ResidualNet net;
+  Output z = ops::Placeholder(m.root.WithOpName("z"), DT_FLOAT,
+                              PartialTensorShape({16, ResidualNet::kExtra}));
+  Node* train_op = nullptr;
+  if (starts.empty()) {
+    const Scope on = m.root.WithDevice(Device(0));
+    auto logits = net.Stages({0})[0](on, {m.x, z});
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    if (!logits.ok()) return {};
+    auto op = train::Minimize(on, CrossEntropy(on, m.y, (*logits)[0]), &m.sgd);
+    EXPECT_TRUE(op.ok()) << op.status();
+    if (!op.ok()) return {};
+    train_op = *op;
+  } else {
+    const int stages = static_cast<int>(starts.size());
+    PipelineOptions o = Options(stages, {}, micro_batches, schedule);
+    for (int r = 1; r < replicas; ++r) {
+      o.replica_stage_devices.emplace_back();
+      for (int s = 0; s < stages; ++s)
+        o.replica_stage_devices.back().push_back(Device(r * stages + s));
+    }
+    auto step =
+        BuildPipelineTrainStep(m.root, net.Stages(starts), {m.x, z}, m.y, CrossEntropy, &m.sgd, o);
+    EXPECT_TRUE(step.ok()) << step.status();
+    if (!step.ok()) return {};
+    train_op = step->train_op;
+  }
+  const std::vector<train::Variable*> weights = train::TrainableVariables(m.root);
+  std::vector<std::string> reads;
+  for (train::Variable* v : weights) reads.push_back(v->Read(m.root.WithDevice(Device(0))).name());
+  std::unique_ptr<Session> session = m.Start(4);
+  if (session == nullptr) return {};
+  for (int i = 0; i < 100; ++i) {
+    Data d = MakeData(16, i);
+    Tensor zs(DT_FLOAT, TensorShape{16, ResidualNet::kExtra});
+    for (int k = 0; k < zs.NumElements(); ++k) zs.data<float>()[k] = 0.3f * std::cos(0.37f * k + i);
+    absl::Status s =
+        session->Run({{"x", d.x}, {"y", d.y}, {"z", zs}}, {}, {train_op->name()}, nullptr);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return {};
+  }
+  std::vector<Tensor> values;
+  EXPECT_TRUE(session->Run({}, reads, {}, &values).ok());
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < values.size(); ++i) out.push_back({weights[i]->name(), values[i]});
+  return out;
+}
+
+// Stage functions: several tensors cross each boundary (a skip connection,
+// a second input passed along), and every split, schedule and mesh ends on
+// the unsplit model's weights.
+TEST(PipelineTest, StageFunctionsOfAModelWithSkipConnectionsEndOnOneDevicesWeights) {
+  const auto want = TrainResidual({}, 1, PipelineSchedule::kGPipe);
+  ASSERT_EQ(want.size(), 12u);
+  struct Case {
+    std::vector<int> starts;
+    int micro_batches, replicas;
+    PipelineSchedule schedule;
+  };
+  for (const Case& c :
+       {Case{{0}, 1, 1, PipelineSchedule::kGPipe}, Case{{0, 2}, 4, 1, PipelineSchedule::kGPipe},
+        Case{{0, 1, 2, 3}, 8, 1, PipelineSchedule::kOneForwardOneBackward},
+        Case{{0, 3}, 2, 2, PipelineSchedule::kOneForwardOneBackward}}) {
+    SCOPED_TRACE(absl::StrCat(c.starts.size(), " stages x ", c.replicas, " replicas, ",
+                              c.micro_batches, " micro-batches"));
+    EXPECT_LT(
+        WorstDifference(TrainResidual(c.starts, c.micro_batches, c.schedule, c.replicas), want),
+        1e-5);
+  }
+}
+
+// Layers for stage functions that misuse them, made anew for each graph.
+struct TwoStageNet {
+  absl::StatusOr<OutputList> Stage0(const Scope& s, const OutputList& in) {
+    STRATA_ASSIGN_OR_RETURN(Output h, a.Apply(s, in[0]));
+    leaked = h;  // for a stage 1 that reads what it was not passed
+    STRATA_ASSIGN_OR_RETURN(Output h2, b.Apply(s, h));
+    return OutputList{h2};
+  }
+  absl::StatusOr<OutputList> Head(const Scope& s, Output h) {
+    STRATA_ASSIGN_OR_RETURN(Output logits, c.Apply(s, h));
+    return OutputList{logits};
+  }
+  train::Dense a{"a", 16, train::Activation::kRelu, 1}, b{"b", 16, train::Activation::kRelu, 2},
+      c{"c", kClasses, train::Activation::kNone, 3};
+  Output leaked;
+  std::vector<std::unique_ptr<train::Dense>> fresh;
+};
+
+// A stage that reads what it was not passed fails naming the tensor and
+// the stages; so do other misuses of stage functions.
+TEST(PipelineTest, StageFunctionsThatCrossUndeclaredAreNamed) {
+  // Stage 0 is TwoStageNet::Stage0; stage 1 is `last`, or only stage 0 if null.
+  using StageFn = std::function<absl::StatusOr<OutputList>(Model&, TwoStageNet&, const Scope&,
+                                                           const OutputList&)>;
+  auto build = [](const StageFn& last, PipelineOptions o) {
+    Model m(16, kFeatures, {16}, kClasses, 0.1);
+    TwoStageNet net;
+    std::vector<PipelineStageFn> fns = {
+        [&](const Scope& s, const OutputList& in) { return net.Stage0(s, in); }};
+    if (last)
+      fns.push_back([&](const Scope& s, const OutputList& in) { return last(m, net, s, in); });
+    return BuildPipelineTrainStep(m.root, fns, {m.x}, m.y, CrossEntropy, &m.sgd, o).status();
+  };
+  auto expect = [&](const StageFn& last, const std::string& says, PipelineOptions o) {
+    absl::Status s = build(last, o);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), says)) << s;
+  };
+  const PipelineOptions two = Options(2, {}, 4, PipelineSchedule::kOneForwardOneBackward);
+  const StageFn good = [](Model&, TwoStageNet& net, const Scope& s, const OutputList& in) {
+    return net.Head(s, in[0]);
+  };
+  EXPECT_TRUE(build(good, two).ok());
+  // Stage 1 uses a tensor of stage 0 that stage 0 kept to itself.
+  expect([](Model&, TwoStageNet& net, const Scope& s,
+            const OutputList& in) { return net.Head(s, ops::Add(s, in[0], net.leaked)); },
+         "stage 1 reads 'a/Relu:0', made by stage 0, which was not passed to it", two);
+  // Stage 1 reads the batch instead of its micro-batch.
+  expect(
+      [](Model& m, TwoStageNet& net, const Scope& s, const OutputList& in) {
+        return net.Head(s, ops::Add(s, in[0], ops::Mean(s, m.x, ops::Const(s, {0, 1}))));
+      },
+      "stage 1 reads 'x:0', the whole batch", two);
+  // Stage 1 applies layer b, whose weights stage 0 made.
+  expect(
+      [](Model&, TwoStageNet& net, const Scope& s,
+         const OutputList& in) -> absl::StatusOr<OutputList> {
+        STRATA_ASSIGN_OR_RETURN(Output h, net.b.Apply(s, in[0]));
+        return net.Head(s, h);
+      },
+      "stage 1 reads weight 'b/", two);
+  // A stage that makes a new layer on every call.
+  expect(
+      [](Model&, TwoStageNet& net, const Scope& s,
+         const OutputList& in) -> absl::StatusOr<OutputList> {
+        net.fresh.push_back(std::make_unique<train::Dense>(kClasses));
+        STRATA_ASSIGN_OR_RETURN(Output logits, net.fresh.back()->Apply(s, in[0]));
+        return OutputList{logits};
+      },
+      "again for micro-batch 1", two);
+  expect(
+      [](Model&, TwoStageNet& net, const Scope& s,
+         const OutputList& in) -> absl::StatusOr<OutputList> {
+        STRATA_ASSIGN_OR_RETURN(OutputList out, net.Head(s, in[0]));
+        out.push_back(in[0]);
+        return out;
+      },
+      "stage 1 returned 2 tensors; the last stage returns the model's output", two);
+  expect(nullptr, "1 stage functions for 2 stage_devices", two);
+  PipelineOptions with_starts = two;
+  with_starts.stage_starts = {0, 1};
+  expect(good, "stage_starts splits a Sequential", with_starts);
+  PipelineOptions three = two;
+  three.micro_batches = 3;
+  expect(good, "micro_batches = 3 does not divide the batch of 16", three);
 }
 
 TEST(PipelineTest, BadOptionsAreNamed) {
