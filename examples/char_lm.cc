@@ -6,6 +6,7 @@
 //   bazel-bin/examples/char_lm --strategy=mirrored --num_cpu_devices=2
 //   tools/launch --num_workers=2 -- bazel-bin/examples/char_lm --strategy=multi_worker_mirrored
 //   bazel-bin/examples/char_lm --epochs=10 --dropout=0.1         # residual dropout
+//   bazel-bin/examples/char_lm --pipeline_stages=2 --micro_batches=4 --num_cpu_devices=2
 //
 // Windows of --seq characters predict the next character at each position;
 // the last tenth of the text validates. It reports the validation loss
@@ -27,6 +28,12 @@ ABSL_FLAG(int64_t, seq, 32, "characters per window");
 ABSL_FLAG(int64_t, blocks, 2, "transformer blocks");
 ABSL_FLAG(double, dropout, 0, "residual dropout rate in the blocks (training only); 0: none");
 ABSL_FLAG(int64_t, sample, 200, "characters sampled after training");
+ABSL_FLAG(int32_t, pipeline_stages, 1,
+          "split the model into this many pipeline stages on CPU devices 0..S-1 (the blocks shared "
+          "out in order, the embeddings on the first, the head on the last; needs "
+          "--num_cpu_devices >= S and --strategy=one_device)");
+ABSL_FLAG(int32_t, micro_batches, 1, "micro-batches each batch is cut into for the pipeline");
+ABSL_FLAG(std::string, pipeline_schedule, "1f1b", "the pipeline's schedule: 1f1b or gpipe");
 
 namespace {
 
@@ -46,9 +53,57 @@ strata::data::DatasetPtr Windows(const std::vector<int32_t>& ids, int64_t seq) {
   return *strata::data::FromTensors({x, y});
 }
 
+// The model as --pipeline_stages stages: stage s runs blocks [s B / S,
+// (s + 1) B / S), the first also the embeddings, the last also the head.
+absl::StatusOr<std::vector<strata::distribute::PipelineStageFn>> Stages(
+    strata::train::TransformerLm* lm, int stages) {
+  if (stages < 1 || stages > lm->num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat("--pipeline_stages=", stages,
+                                                   ": between 1 and the ", lm->num_blocks(),
+                                                   " blocks (--blocks)"));
+  }
+  std::vector<strata::distribute::PipelineStageFn> fns;
+  for (int s = 0; s < stages; ++s) {
+    const int64_t begin = s * lm->num_blocks() / stages, end = (s + 1) * lm->num_blocks() / stages;
+    const bool first = s == 0, last = s + 1 == stages;
+    fns.push_back([=](const Scope& scope,
+                      const strata::OutputList& in) -> absl::StatusOr<strata::OutputList> {
+      Output h = in[0];
+      if (first) {
+        STRATA_ASSIGN_OR_RETURN(h, lm->Embed(scope, h));
+      }
+      STRATA_ASSIGN_OR_RETURN(h, lm->Blocks(scope, h, begin, end));
+      if (last) {
+        STRATA_ASSIGN_OR_RETURN(h, lm->Head(scope, h));
+      }
+      return strata::OutputList{h};
+    });
+  }
+  return fns;
+}
+
 absl::Status Main(const char* argv0) {
-  STRATA_ASSIGN_OR_RETURN(auto strategy, strata::fit::MakeStrategy(*strata::fit::StrategyConfigFromFlags()));
+  STRATA_ASSIGN_OR_RETURN(strata::fit::StrategyConfig config,
+                          strata::fit::StrategyConfigFromFlags());
+  const int stages = absl::GetFlag(FLAGS_pipeline_stages),
+            micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  const bool pipelined = stages > 1 || micro_batches > 1;
+  if (pipelined && (config.strategy != "one_device" || config.num_cpu_devices < stages)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pipeline_stages=", stages,
+                     " runs under --strategy=one_device with --num_cpu_devices >= ", stages));
+  }
+  if (absl::GetFlag(FLAGS_pipeline_schedule) != "1f1b" &&
+      absl::GetFlag(FLAGS_pipeline_schedule) != "gpipe") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pipeline_schedule=", absl::GetFlag(FLAGS_pipeline_schedule), ": 1f1b or gpipe"));
+  }
+  STRATA_ASSIGN_OR_RETURN(auto strategy, strata::fit::MakeStrategy(config));
   STRATA_ASSIGN_OR_RETURN(strata::fit::FitOptions options, strata::fit::FitOptionsFromFlags());
+  options.pipeline.micro_batches = micro_batches;
+  options.pipeline.schedule = absl::GetFlag(FLAGS_pipeline_schedule) == "gpipe"
+                                  ? strata::distribute::PipelineSchedule::kGPipe
+                                  : strata::distribute::PipelineSchedule::kOneForwardOneBackward;
   STRATA_ASSIGN_OR_RETURN(auto optimizer, strata::fit::OptimizerFromFlags());
   STRATA_ASSIGN_OR_RETURN(std::string path, strata::FindDataFile("data/text/gpl-3.txt", "text", absl::GetFlag(FLAGS_text), argv0));
   std::stringstream text;
@@ -73,7 +128,11 @@ absl::Status Main(const char* argv0) {
                                    .seed = 1,
                                    .dropout = absl::GetFlag(FLAGS_dropout)});
   strata::fit::Model model;
-  model.predict = [&lm](const Scope& s, Output x) { return lm.Build(s, x); };
+  if (pipelined) {
+    STRATA_ASSIGN_OR_RETURN(model.stages, Stages(&lm, stages));
+  } else {
+    model.predict = [&lm](const Scope& s, Output x) { return lm.Build(s, x); };
+  }
   model.loss = [v](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
     Output flat = ops::Reshape(s, p, ops::Const<int32_t>(s, {-1, static_cast<int32_t>(v)}));
     return strata::train::SparseSoftmaxCrossEntropy(s, ops::Reshape(s, y, ops::Const<int32_t>(s, {-1})), flat);

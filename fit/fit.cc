@@ -104,11 +104,54 @@ struct FitGraph {
   std::unique_ptr<Checkpoint> checkpoint;
 };
 
+// The model's predictions for `features`: `predict`, or its stages one
+// after the other where it has only those.
+absl::StatusOr<Output> Predict(const Model& model, const Scope& scope, Output features) {
+  if (model.predict) return model.predict(scope, features);
+  OutputList h = {features};
+  for (size_t s = 0; s < model.stages.size(); ++s) {
+    absl::StatusOr<OutputList> out = model.stages[s](scope, h);
+    if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("stage ", s, ": "));
+    h = *std::move(out);
+  }
+  if (h.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the last stage returned ", h.size(), " tensors instead of the predictions"));
+  }
+  return h[0];
+}
+
+// The pipelined step of Model::stages on `scope`'s replica (strategy/pipeline.h).
+absl::StatusOr<distribute::PipelineStep> BuildPipelinedStep(const Scope& scope, const Model& model,
+                                                            train::Optimizer* optimizer,
+                                                            const std::vector<Output>& in,
+                                                            const FitOptions& o) {
+  distribute::PipelineOptions po = o.pipeline;
+  if (po.stage_devices.empty()) {
+    for (size_t s = 0; s < model.stages.size(); ++s) {
+      po.stage_devices.push_back(absl::StrCat("/device:CPU:", s));
+    }
+  }
+  auto loss = [&model](const Scope& s, Output labels, Output predictions) -> Output {
+    absl::StatusOr<Output> l = model.loss(s, labels, predictions);
+    absl::Status checked = l.ok() ? CheckScalar(*l, "the loss") : l.status();
+    if (!checked.ok()) {
+      s.UpdateStatus(AnnotateStatus(checked, "Fit: the loss: "));
+      return Output();
+    }
+    return *l;
+  };
+  absl::StatusOr<distribute::PipelineStep> p =
+      distribute::BuildPipelineTrainStep(scope, model.stages, {in[0]}, in[1], loss, optimizer, po);
+  if (!p.ok()) return AnnotateStatus(p.status(), "Fit: the model's stages: ");
+  return p;
+}
+
 absl::Status BuildEvaluation(const Model& model, const std::vector<ComponentSpec>& specs, FitGraph* g) {
   const Scope eval = g->root.NewSubScope("eval");
   g->eval_x = ops::Placeholder(eval.WithOpName("x"), specs[0].dtype, BatchOf(specs[0].shape));
   g->eval_y = ops::Placeholder(eval.WithOpName("y"), specs[1].dtype, BatchOf(specs[1].shape));
-  absl::StatusOr<Output> p = model.predict(eval, g->eval_x);
+  absl::StatusOr<Output> p = Predict(model, eval, g->eval_x);
   if (!p.ok()) return AnnotateStatus(p.status(), "Fit: the model (evaluation): ");
   g->eval_prediction = *p;
   absl::StatusOr<Output> l = model.loss(eval.NewSubScope("loss"), g->eval_y, *p);
@@ -155,6 +198,13 @@ absl::StatusOr<std::unique_ptr<FitGraph>> BuildGraph(distribute::Strategy* strat
   auto step_fn = [&](distribute::ReplicaContext& ctx,
                      const std::vector<Output>& in) -> absl::StatusOr<distribute::ReplicaResult> {
     train::TrainingPhase training(true);  // Dropout drops, BatchNormalization uses the batch's statistics
+    if (!model.stages.empty()) {          // one replica: its share of a partial batch is all of it
+      STRATA_ASSIGN_OR_RETURN(distribute::PipelineStep p,
+                              BuildPipelinedStep(ctx.scope(), model, optimizer, in, o));
+      return distribute::ReplicaResult{
+          {StackPreemptionFlag(ctx.scope(), p.loss, &g->preempt_feeds, strategy->num_workers())},
+          {p.train_op}};
+    }
     absl::StatusOr<Output> p = model.predict(ctx.scope(), in[0]);
     if (!p.ok()) return AnnotateStatus(p.status(), "Fit: the model: ");
     if (!p->ok()) return absl::InvalidArgumentError("Fit: the model returned a null prediction");
@@ -276,10 +326,39 @@ class FitPredictor : public Predictor {
   const std::unique_ptr<Session> s_;
 };
 
+// A pipelined model's options: one replica, micro-batches that divide
+// every batch of an epoch (its last partial one too, when it trains).
+absl::Status CheckPipelined(const distribute::Strategy& strategy, const FitOptions& o,
+                            int64_t examples) {
+  if (strategy.num_replicas_in_sync() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Fit: a model of stages trains under a strategy of one replica (its stages are the "
+        "devices), not ",
+        strategy.num_replicas_in_sync()));
+  }
+  const int m = o.pipeline.micro_batches;
+  if (m < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Fit: pipeline.micro_batches must be >= 1, got ", m));
+  }
+  const int64_t last = examples > 0 && !o.drop_remainder ? examples % o.global_batch_size : 0;
+  if (o.global_batch_size % m != 0 || last % m != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Fit: pipeline.micro_batches = ", m, " does not divide ",
+                     o.global_batch_size % m != 0
+                         ? absl::StrCat("global_batch_size ", o.global_batch_size)
+                         : absl::StrCat("an epoch's last batch of ", last,
+                                        " examples (set drop_remainder, or another batch size)")));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FitResult> FitOnce(distribute::Strategy* strategy, const Model& model, train::Optimizer* optimizer,
                                   data::DatasetPtr train, data::DatasetPtr validation, const FitOptions& o) {
   if (strategy == nullptr || optimizer == nullptr) return absl::InvalidArgumentError("Fit: no strategy or optimizer");
-  if (!model.predict || !model.loss) return absl::InvalidArgumentError("Fit: the model needs predict and loss");
+  if ((!model.predict && model.stages.empty()) || !model.loss) {
+    return absl::InvalidArgumentError("Fit: the model needs predict (or stages) and loss");
+  }
   STRATA_RETURN_IF_ERROR(ValidateOptions(o, *strategy));
   STRATA_ASSIGN_OR_RETURN(std::vector<ComponentSpec> specs, PeekSpecs(train, "training"));
   if (validation != nullptr) {
@@ -302,6 +381,7 @@ absl::StatusOr<FitResult> FitOnce(distribute::Strategy* strategy, const Model& m
   if (o.steps == 0 && steps_per_epoch == 0) {
     return absl::InvalidArgumentError("Fit: the training data's size is unknown: set steps");
   }
+  if (!model.stages.empty()) STRATA_RETURN_IF_ERROR(CheckPipelined(*strategy, o, examples));
   FitResult result;
   result.total_steps = o.steps > 0 ? o.steps : o.epochs * steps_per_epoch;
   STRATA_ASSIGN_OR_RETURN(data::DatasetPtr batches, TrainBatches(train, o));

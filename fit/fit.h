@@ -102,6 +102,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/scope.h"
+#include "strategy/pipeline.h"
 #include "strategy/strategy.h"
 #include "train/data/dataset.h"
 #include "train/optimizers.h"
@@ -122,6 +123,15 @@ struct Model {
   std::function<absl::StatusOr<Output>(const Scope& scope, Output features)> predict;
   std::function<absl::StatusOr<Output>(const Scope& scope, Output labels, Output predictions)> loss;
   std::vector<Metric> metrics;
+  // Pipeline model parallelism (strategy/pipeline.h): the model as one
+  // function per stage, each building its stage from the tensors the one
+  // before returned (stage 0 from the features; the last returns the
+  // predictions). When set, the step runs the stages on
+  // FitOptions::pipeline's devices with its micro-batches and schedule
+  // (under a strategy of one replica whose machine has those devices), and
+  // `predict` may be left empty: evaluation and the Predictor then run the
+  // stages one after the other.
+  std::vector<distribute::PipelineStageFn> stages;
 };
 
 // Hooks into the loop, as Keras callbacks. Every worker calls its own with
@@ -185,6 +195,12 @@ struct FitOptions {
   // replica, one per local replica with several.
   int inter_op_threads = 0;
   std::vector<Callback*> callbacks;
+  // For Model::stages: stage s on pipeline.stage_devices[s] (empty: CPU
+  // device s, "/device:CPU:<s>"), the global batch cut into
+  // pipeline.micro_batches, which must divide it (and an epoch's last
+  // partial batch, without drop_remainder); pipeline.schedule. Its
+  // stage_starts and replica_stage_devices stay empty.
+  distribute::PipelineOptions pipeline;
 };
 
 // The trained model, for predictions after Fit (as Keras's model.predict):

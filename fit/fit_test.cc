@@ -469,6 +469,152 @@ TEST(FitTest, EarlyStoppingWaitsForItsPatience) {
   EXPECT_FALSE(fresh.RestoreState("garbage").ok());
 }
 
+// A regression model written as two stages with a skip connection (the
+// features cross the boundary beside the hidden layer):
+//   stage 0: h = relu(x W0 + b0)                -> {h, x}
+//   stage 1: p = (relu(h W1 + b1) + h) Wo + x Ws -> {p}
+struct StagedRegression {
+  std::vector<distribute::PipelineStageFn> Stages() {
+    return {[this](const Scope& s, const OutputList& in) -> absl::StatusOr<OutputList> {
+              STRATA_ASSIGN_OR_RETURN(Output h, d0.Apply(s, in[0]));
+              return OutputList{h, in[0]};
+            },
+            [this](const Scope& s, const OutputList& in) -> absl::StatusOr<OutputList> {
+              STRATA_ASSIGN_OR_RETURN(Output h, d1.Apply(s, in[0]));
+              STRATA_ASSIGN_OR_RETURN(Output p, out.Apply(s, ops::Add(s, h, in[0])));
+              STRATA_ASSIGN_OR_RETURN(Output q, skip.Apply(s, in[1]));
+              return OutputList{ops::Add(s, p, q)};
+            }};
+  }
+  static constexpr const char* kWeights[] = {"d0/kernel",  "d0/bias",  "d1/kernel",   "d1/bias",
+                                             "out/kernel", "out/bias", "skip/kernel", "skip/bias"};
+  train::Dense d0{"d0", 8, train::Activation::kRelu, 1};
+  train::Dense d1{"d1", 8, train::Activation::kRelu, 2};
+  train::Dense out{"out", 1, train::Activation::kNone, 3};
+  train::Dense skip{"skip", 1, train::Activation::kNone, 4};
+};
+
+// Fits StagedRegression (momentum SGD, 256 examples, batches of 32) as two
+// pipeline stages on CPU devices 0 and 1 with 4 micro-batches (1F1B), or
+// unsplit on one device (its stages called in a row as `predict`); returns
+// the final checkpoint's weights.
+absl::StatusOr<std::map<std::string, Tensor>> FitStaged(bool pipelined, FitOptions o,
+                                                        Logs* validation = nullptr) {
+  StrategyConfig config = Config("one_device", 1);
+  config.num_cpu_devices = pipelined ? 2 : 1;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy, MakeStrategy(config));
+  StagedRegression net;
+  Model m;
+  if (pipelined) {
+    m.stages = net.Stages();
+    o.pipeline.micro_batches = 4;
+  } else {
+    m.predict = [&net](const Scope& s, Output x) -> absl::StatusOr<Output> {
+      OutputList h = {x};
+      for (const auto& stage : net.Stages()) {
+        STRATA_ASSIGN_OR_RETURN(h, stage(s, h));
+      }
+      return h[0];
+    };
+  }
+  m.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+    return train::MeanSquaredError(s, y, p);
+  };
+  m.metrics = {MeanSquaredErrorMetric()};
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<train::Optimizer> opt, MakeOptimizer("momentum", 0.02));
+  o.quiet = true;
+  o.global_batch_size = 32;
+  if (o.checkpoint_dir.empty()) {
+    STRATA_ASSIGN_OR_RETURN(o.checkpoint_dir, io::MakeTempDir("fit_staged"));
+  }
+  STRATA_ASSIGN_OR_RETURN(FitResult r,
+                          Fit(strategy.get(), m, opt.get(), Data(256, 1), Data(64, 2), o));
+  if (validation != nullptr) *validation = r.validation;
+  if (pipelined) {  // the Predictor runs the stages one after the other
+    STRATA_ASSIGN_OR_RETURN(Tensor p, r.predictor->Predict(Regression(5, 3)[0]));
+    if (p.shape() != TensorShape({5, 1})) {
+      return absl::InternalError(absl::StrCat("predictions of shape ", p.shape().DebugString()));
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
+                          CheckpointReader::Open(r.final_checkpoint));
+  std::map<std::string, Tensor> weights;
+  for (const char* name : StagedRegression::kWeights) {
+    STRATA_RETURN_IF_ERROR(reader->Read(name, &weights[name]));
+  }
+  return weights;
+}
+
+void ExpectSameWeights(const std::map<std::string, Tensor>& got,
+                       const std::map<std::string, Tensor>& want) {
+  for (const auto& [name, t] : want) {
+    const Tensor& g = got.at(name);
+    ASSERT_EQ(g.shape(), t.shape()) << name;
+    for (int64_t i = 0; i < t.NumElements(); ++i) {
+      EXPECT_NEAR(g.data<float>()[i], t.data<float>()[i], 1e-5) << name << "[" << i << "]";
+    }
+  }
+}
+
+// A model given as stages trains pipelined to the unsplit model's weights,
+// evaluates alike, and its checkpoints resume unsplit (and the other way).
+TEST(FitTest, AModelOfStagesTrainsPipelinedAsUnsplitAndResumesEitherWay) {
+  FitOptions o;
+  o.epochs = 4;
+  Logs pipelined_val, unsplit_val;
+  auto unsplit = FitStaged(false, o, &unsplit_val);
+  auto pipelined = FitStaged(true, o, &pipelined_val);
+  ASSERT_TRUE(unsplit.ok()) << unsplit.status();
+  ASSERT_TRUE(pipelined.ok()) << pipelined.status();
+  ExpectSameWeights(*pipelined, *unsplit);
+  EXPECT_NEAR(pipelined_val.at("val_mse"), unsplit_val.at("val_mse"), 1e-5);
+  EXPECT_LT(unsplit_val.at("val_mse"), 0.5);  // it learned (the labels' variance is ~14)
+  for (bool first_pipelined : {true, false}) {
+    SCOPED_TRACE(first_pipelined ? "pipelined, then unsplit" : "unsplit, then pipelined");
+    FitOptions half = o;
+    half.epochs = 2;
+    auto dir = io::MakeTempDir("fit_staged");
+    ASSERT_TRUE(dir.ok());
+    half.checkpoint_dir = *dir;
+    ASSERT_TRUE(FitStaged(first_pipelined, half).ok());
+    FitOptions rest = o;
+    rest.checkpoint_dir = *dir;
+    auto resumed = FitStaged(!first_pipelined, rest);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    ExpectSameWeights(*resumed, *unsplit);
+  }
+}
+
+// Stages under several replicas, and micro-batches that do not divide a
+// batch, are refused by name.
+TEST(FitTest, APipelineThatCannotRunIsRefusedByName) {
+  auto run = [](const std::string& strategy_name, int64_t examples, int micro_batches) {
+    auto strategy = MakeStrategy(Config(strategy_name, 2));
+    if (!strategy.ok()) return strategy.status();
+    StagedRegression net;
+    Model m;
+    m.stages = net.Stages();
+    m.loss = [](const Scope& s, Output y, Output p) -> absl::StatusOr<Output> {
+      return train::MeanSquaredError(s, y, p);
+    };
+    auto opt = MakeOptimizer("sgd", 0.1);
+    FitOptions o;
+    o.quiet = true;
+    o.global_batch_size = 32;
+    o.pipeline.micro_batches = micro_batches;
+    return Fit(strategy->get(), m, opt->get(), Data(examples, 1), nullptr, o).status();
+  };
+  auto expect = [](absl::Status s, const std::string& says) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), says)) << s;
+  };
+  expect(run("mirrored", 64, 4), "trains under a strategy of one replica");
+  expect(run("one_device", 64, 3),
+         "pipeline.micro_batches = 3 does not divide global_batch_size 32");
+  expect(run("one_device", 90, 4), "does not divide an epoch's last batch of 26 examples");
+  expect(run("one_device", 64, 0), "pipeline.micro_batches must be >= 1");
+}
+
 TEST(FitTest, BadInputIsRefusedByName) {
   auto strategy = MakeStrategy(Config("mirrored", 2));
   ASSERT_TRUE(strategy.ok());

@@ -35,9 +35,23 @@ TransformerLm::TransformerLm(const Options& o) : options_(o) {
 }
 
 absl::StatusOr<Output> TransformerLm::Build(const Scope& s, Output ids) {
+  STRATA_ASSIGN_OR_RETURN(Output h, Embed(s, ids));
+  STRATA_ASSIGN_OR_RETURN(h, Blocks(s, h, 0, num_blocks()));
+  return Head(s, h);
+}
+
+absl::StatusOr<Output> TransformerLm::Embed(const Scope& s, Output ids) {
   STRATA_ASSIGN_OR_RETURN(Output h, tokens_->Apply(s, ids));
-  STRATA_ASSIGN_OR_RETURN(h, positions_->Apply(s, h));
-  for (const Block& b : blocks_) {
+  return positions_->Apply(s, h);
+}
+
+absl::StatusOr<Output> TransformerLm::Blocks(const Scope& s, Output h, int64_t begin, int64_t end) {
+  if (begin < 0 || begin > end || end > num_blocks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TransformerLm: blocks [", begin, ", ", end, ") of ", num_blocks()));
+  }
+  for (int64_t i = begin; i < end; ++i) {
+    const Block& b = blocks_[i];
     STRATA_ASSIGN_OR_RETURN(Output n1, b.ln1->Apply(s, h));
     STRATA_ASSIGN_OR_RETURN(Output a, b.attention->Apply(s, n1));
     if (b.attention_dropout != nullptr) {
@@ -52,6 +66,10 @@ absl::StatusOr<Output> TransformerLm::Build(const Scope& s, Output ids) {
     }
     h = ops::AddV2(s, h, f2);
   }
+  return h;
+}
+
+absl::StatusOr<Output> TransformerLm::Head(const Scope& s, Output h) {
   STRATA_ASSIGN_OR_RETURN(h, final_norm_->Apply(s, h));
   return logits_->Apply(s, h);
 }

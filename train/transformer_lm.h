@@ -49,6 +49,15 @@ class TransformerLm {
   // May be called again (another replica, an evaluation): the same weights.
   absl::StatusOr<Output> Build(const Scope& scope, Output ids);
 
+  // The model in parts, e.g. for pipeline stages (strategy/pipeline.h):
+  // the embeddings (ids -> h [batch, seq, width]), blocks [begin, end) of h
+  // (InvalidArgument naming a range outside [0, blocks]), and the head (the
+  // final norm and the logits). Build is Head(Blocks(Embed(ids), 0, blocks)).
+  absl::StatusOr<Output> Embed(const Scope& scope, Output ids);
+  absl::StatusOr<Output> Blocks(const Scope& scope, Output h, int64_t begin, int64_t end);
+  absl::StatusOr<Output> Head(const Scope& scope, Output h);
+  int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+
   std::vector<Variable*> variables() const;
   // The reads of the latest Build: what Minimize needs.
   std::vector<VariableRead> reads() const;
