@@ -1,3 +1,9 @@
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -264,6 +270,58 @@ TEST(CheckpointTest, CrashAtAnyStageLeavesOldOrNewCheckpoint) {
     auto names = io::ListDir(dir);
     ASSERT_TRUE(names.ok());
     EXPECT_EQ(names->size(), 2u) << absl::StrJoin(*names, ", ");
+  }
+}
+
+// Saves `big` over `prefix` in a child process whose writes past `limit`
+// bytes of a file fail (RLIMIT_FSIZE: EFBIG, as on a full disk); the save
+// must fail naming the checkpoint (the child exits 0) rather than succeed
+// or crash (1, with the status on stderr).
+void SaveIntoAFullDiskInAChild(const std::string& prefix, const Named& big, rlim_t limit) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit r{limit, limit};
+    if (setrlimit(RLIMIT_FSIZE, &r) != 0) _exit(2);
+    absl::Status s = SaveCheckpoint(prefix, big, {{"v", "big"}});
+    const bool named = absl::StrContains(s.message(), prefix);
+    if (s.ok() || !named) {
+      std::fprintf(stderr, "save into a full disk: %s\n", s.ToString().c_str());
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the saving child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the save did not fail naming the checkpoint";
+}
+
+// A disk that fills during a save: the save fails naming the checkpoint,
+// the old checkpoint still loads, the failed save leaves no file behind,
+// and the next save with room succeeds.
+TEST(CheckpointTest, ADiskThatFillsDuringASaveLosesNothing) {
+  Named big = SampleTensors(1);
+  Tensor large(DT_FLOAT, TensorShape{1 << 18});  // 1 MiB
+  for (int64_t i = 0; i < large.NumElements(); ++i) large.data<float>()[i] = 0.5f * i;
+  big.push_back({"large", large});
+  // Full early in the data file, and at its last bytes.
+  for (rlim_t limit : {rlim_t{64} << 10, (rlim_t{1} << 20) - 1}) {
+    SCOPED_TRACE(absl::StrCat("file size limit ", limit));
+    const std::string dir = NewTempDir();
+    const std::string prefix = dir + "/ckpt";
+    ASSERT_TRUE(SaveCheckpoint(prefix, SampleTensors(2), {{"v", "old"}}).ok());
+    auto before = io::ListDir(dir);
+    ASSERT_TRUE(before.ok());
+    SaveIntoAFullDiskInAChild(prefix, big, limit);
+    ExpectLoadsExactly(prefix, SampleTensors(2), {{"v", "old"}});
+    auto after = io::ListDir(dir);
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(absl::StrJoin(*after, ", "), absl::StrJoin(*before, ", "));
+    // With room again, the next save succeeds.
+    ASSERT_TRUE(SaveCheckpoint(prefix, big, {{"v", "big"}}).ok());
+    ExpectLoadsExactly(prefix, big, {{"v", "big"}});
   }
 }
 
