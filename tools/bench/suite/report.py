@@ -35,6 +35,7 @@ SECTIONS = [  # key, title, issue
     ("zero", "Sharded optimizer state (ZeRO stage 1): step time", "issue 21"),
     ("compression", "Gradient compression on slow links", "issue 21"),
     ("pipeline", "Pipeline schedules: the bubble", "issue 25"),
+    ("pipeline_memory", "Pipeline stages on two hosts: a model over one process's memory", "issue 25"),
     ("remote", "Tensors between tasks: the remote rendezvous", "issues 24, 25"),
     ("parameter_server", "Asynchronous training with parameter servers", "issue 24"),
     ("ps_straggler", "A straggler: parameter servers and synchronous training", "issue 24"),
@@ -187,6 +188,19 @@ def targets(results):
         t["P1"].set(worst[0], f"{worst[0]:.2f} at worst ({worst[1]['schedule']}, M={worst[1]['micro_batches']}, "
                               f"stage {worst[2]}: idle {worst[1]['idle'][worst[2]]:.3f} vs "
                               f"{worst[1]['theory']:.3f})")
+
+    add("P2", 25, "pipeline_memory", "a model over one process's memory limit, 2 simulated hosts (network "
+                                     "namespaces): trains pipelined where data parallelism fails with "
+                                     "ResourceExhausted", ">=", 1)
+    md = data(results, "pipeline_memory")
+    if md and md.get("pipelined") and md.get("data_parallel"):
+        pl, dp = md["pipelined"], md["data_parallel"]
+        t["P2"].set(1 if md["met"] else 0,
+                    f"{'met' if md['met'] else 'not met'}: {md['model']}, {md['memory_limit_mb']} MB per process; "
+                    f"pipelined {pl['steps']} steps, loss {pl['first_loss']:.3f} -> {pl['last_loss']:.3f}, "
+                    f"peak {max(pl['peak_mb'].values(), default=0):.1f} MB per device; data parallel: "
+                    + ("ResourceExhausted" if any("RESOURCE_EXHAUSTED" in e for e in dp["errors"])
+                       else (dp["errors"][0] if dp["errors"] else "trained")))
 
     add("R1", 25, "remote", "a tensor's round trip between two tasks' partitions (4 KiB-16 MiB, TCP on "
                             "loopback): TensorFlow's time (gRPC, two servers) / Strata's, the worst size",
@@ -694,6 +708,29 @@ def section_pipeline(d, plots_dir):
             + md_table(["schedule", "micro-batches", "step ms", "idle per stage", "theoretical bubble"], rows))
 
 
+def section_pipeline_memory(d, plots_dir):
+    if d.get("skipped"):
+        return f"Not run: {d['skipped']}."
+    rows = []
+    for mode in ("pipelined", "data_parallel"):
+        r = d[mode]
+        peaks = ", ".join(f"{'/'.join(dev.split('/')[-2:])} {mb:.1f}" for dev, mb in sorted(r["peak_mb"].items()))
+        loss = "-" if r["first_loss"] is None else f"{r['first_loss']:.3f} -> {r['last_loss']:.3f}"
+        rows.append([mode.replace("_", " "), r["steps"], loss, peaks or "-",
+                     (r["errors"][0].replace("pipeline_worker: ", "").replace("|", "/")[:300]
+                      + (f" (and {len(r['errors']) - 1} more)" if len(r["errors"]) > 1 else ""))
+                     if r["errors"] else "-"])
+    return (f"`tools/bench/pipeline_memory.py`: two worker processes (`tests/pipeline_worker`), one per "
+            f"simulated host (network namespaces joined by a veth pair, MTU 1500, TCP), each with 2 virtual "
+            f"CPU devices whose allocators share a limit of {d['memory_limit_mb']} MB per process; an MLP "
+            f"{d['model']} ({d['parameters'] * 4 / 1e6:.1f} MB of float32 weights), SGD, {d['steps']} steps. "
+            f"Pipelined: 4 stages (one hidden layer's H x H weights each) over the 4 devices, 4 "
+            f"micro-batches, 1F1B. Data parallel: MultiWorkerMirroredStrategy, every device a replica "
+            f"holding the whole model. Peaks are each device's allocator's, as its worker printed them (a "
+            f"worker that failed prints its peaks up to the failure).\n\n"
+            + md_table(["run", "steps", "loss (first -> last)", "peak MB per device", "error"], rows))
+
+
 def section_remote(d, plots_dir):
     rows = [[size_label(r["bytes"]), f"{r['strata_us']:.1f}", f"{r['tf_us']:.1f}", f"{r['ratio']:.1f}x"]
             for r in d["results"]]
@@ -744,6 +781,7 @@ SECTION_FNS = {"engine": section_engine, "training": section_training, "inproces
                "multiworker": section_multiworker, "failure": section_failure, "fit": section_fit,
                "lm": section_lm, "security": section_security, "collectives": section_collectives,
                "zero": section_zero, "compression": section_compression, "pipeline": section_pipeline,
+               "pipeline_memory": section_pipeline_memory,
                "remote": section_remote, "parameter_server": section_parameter_server,
                "ps_straggler": section_ps_straggler}
 
@@ -798,6 +836,8 @@ def write(results, doc_path, perf_dir):
     for r in rows:
         if r[0] in ("W8", "W9"):
             r[3] = "<= heartbeat + 5 s"
+        if r[0] == "P2":
+            r[3] = "pipelined trains, data parallel fails"
     doc.append(md_table(["id", "issue", "target", "bound", "this run", "status", "section"], rows))
     for n, (key, title, issue) in enumerate(SECTIONS, 1):
         doc.append(f'\n<a id="{key}"></a>\n## {n}. {title} ({issue})\n\n')

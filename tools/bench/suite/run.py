@@ -70,6 +70,7 @@ BINARIES = {  # staged name: path under bazel-bin
     "lm_bench": "tools/lm_bench",
     "pipeline_bench": "strategy/pipeline_bench",
     "remote_rendezvous_bench": "runtime/remote_rendezvous_bench",
+    "pipeline_worker": "tests/pipeline_worker",
 }
 BAZEL_TARGETS = ["//" + os.path.dirname(p) + ":" + os.path.basename(p) for p in BINARIES.values()]
 
@@ -273,6 +274,15 @@ def bench_pipeline(ctx):
     return load_json(out)
 
 
+def bench_pipeline_memory(ctx):
+    """Pipelined over 2 simulated hosts within a memory limit where data parallelism fails (P2)."""
+    out = os.path.join(ctx["tmp"], "pipeline_memory.json")
+    cmd = [sys.executable, "pipeline_memory.py", f"--worker={ctx['bin']}/pipeline_worker",
+           f"--json_out={out}"]
+    run_logged(cmd + (["--quick"] if ctx["quick"] else []), ctx["log"])
+    return load_json(out)
+
+
 def bench_remote(ctx):
     """A tensor's round trip between two tasks vs TensorFlow (R1)."""
     out = os.path.join(ctx["tmp"], "remote.json")
@@ -313,6 +323,7 @@ NEEDS = {
     "zero": ["trainer", "launch"],
     "compression": ["trainer"],
     "pipeline": ["pipeline_bench"],
+    "pipeline_memory": ["pipeline_worker"],
     "remote": ["remote_rendezvous_bench"],
     "parameter_server": ["trainer", "launch"],
     "ps_straggler": ["trainer", "launch"],
@@ -324,6 +335,7 @@ BENCHMARKS = [
     ("mirrored", bench_mirrored), ("failure", bench_failure), ("fit", bench_fit),
     ("lm", bench_lm), ("security", bench_security), ("collectives", bench_collectives),
     ("zero", bench_zero), ("compression", bench_compression), ("pipeline", bench_pipeline),
+    ("pipeline_memory", bench_pipeline_memory),
     ("remote", bench_remote), ("parameter_server", bench_parameter_server),
     ("ps_straggler", bench_ps_straggler),
 ]
