@@ -1,7 +1,8 @@
 // Pipeline stages on other workers, as real processes (tests/pipeline_worker:
 // 4 stages, 2 per worker, MultiWorkerMirroredStrategy with
 // steps_span_workers): the weights equal the same pipeline in one process,
-// and a stage's worker killed mid-run ends the other naming it.
+// a model over a process's memory limit trains where data parallelism
+// fails, and a stage's worker killed mid-run ends the other naming it.
 #include <signal.h>
 
 #include <cmath>
@@ -83,6 +84,44 @@ TEST(MultiWorkerPipelineTest, StagesOnTwoWorkersEndOnOneProcesssWeights) {
 }
 
 class KilledStage : public ::testing::TestWithParam<std::string> {};
+
+// Under a memory limit per process (each device's allocator 20 MB), an
+// MLP 12-1024x5-5 (16.9 MB of weights) trains as 4 stages over the 2
+// workers, each holding one 4 MiB layer, where data parallelism (every
+// device a whole replica) fails with ResourceExhausted at its first
+// allocation past the limit (tools/bench/pipeline_memory.py is the same on
+// simulated hosts).
+TEST(MultiWorkerPipelineTest, AModelOverAProcesssMemoryTrainsInStagesWhereDataParallelFails) {
+  const std::vector<std::string> common = {"--steps=5", "--hidden=1024", "--hidden_layers=5",
+                                           "--memory_limit_mb=40", "--transport=tcp"};
+  for (bool data_parallel : {false, true}) {
+    SCOPED_TRACE(data_parallel ? "data parallel" : "pipelined");
+    ClusterOptions o;
+    o.program = Worker();
+    o.num_workers = 2;
+    o.args = common;
+    if (data_parallel) {
+      o.args.push_back("--data_parallel");
+    } else {
+      for (const char* a : {"--stage_starts=0,2,3,4", "--micro_batches=4"}) o.args.push_back(a);
+    }
+    auto cluster = ClusterRunner::Start(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    std::vector<WorkerExit> ends = (*cluster)->Join(absl::Seconds(120));
+    for (const WorkerExit& w : ends) {
+      EXPECT_FALSE(w.timed_out) << Describe(w);
+      if (data_parallel) {
+        EXPECT_EQ(w.code, 1) << Describe(w);
+        EXPECT_TRUE(absl::StrContains(w.err, "RESOURCE_EXHAUSTED")) << Describe(w);
+        EXPECT_TRUE(absl::StrContains(w.err, "out of memory allocating tensor float [1024,1024]"))
+            << Describe(w);
+      } else {
+        EXPECT_EQ(w.code, 0) << Describe(w);
+        EXPECT_TRUE(absl::StrContains(w.out, "step 4 loss")) << Describe(w);
+      }
+    }
+  }
+}
 
 TEST_P(KilledStage, AStagesWorkerKilledEndsTheOtherNamingIt) {
   ClusterOptions o;
