@@ -376,9 +376,10 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Optimizer* optimizer) {
   }
   OutputList grads;
   STRATA_RETURN_IF_ERROR(AddSymbolicGradients(pipe_, losses_, reads, weights, &grads));
-  for (int id = first_grad; id < graph_->num_node_ids(); ++id) {
-    Node* n = graph_->FindNodeId(id);
-    if (n == nullptr) continue;
+  // Only what the weights' gradients need: a gradient function's other
+  // outputs (the first layer's gradient with respect to the batch) would
+  // otherwise run, as members of their item, for nothing.
+  for (Node* n : NewAncestors(grads, first_grad)) {
     if (const Item* f = ForwardOf(n->name(), forward_item_); f != nullptr) {
       nodes_[{true, f->micro_batch, f->stage}].push_back(n);
     }

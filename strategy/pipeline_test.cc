@@ -380,6 +380,23 @@ TEST(PipelineTest, OneForwardOneBackwardBoundsActivationMemoryWhereGPipeGrows) {
 // A traced step: each stage's items ran in its schedule's order, one after
 // the other, and the trace shows them on the stage's track; in a mesh of 2
 // stages x 2 replicas, each replica's stages on devices of their own.
+// A backward item holds only what the weights' gradients need: the first
+// layer's gradient with respect to the batch (the MatMul gradient's other
+// output) is in no item, so the step never computes it.
+TEST(PipelineTest, NoItemComputesTheGradientOfTheBatch) {
+  Model m(16, kFeatures, {16, 16, 16}, kClasses, 0.1);
+  auto step = m.Pipeline(Options(2, {0, 2}, 4, PipelineSchedule::kOneForwardOneBackward));
+  ASSERT_TRUE(step.ok()) << step.status();
+  int weight_gradients = 0;
+  for (const auto& [name, item] : step->item_of_node) {
+    EXPECT_FALSE(absl::EndsWith(name, "gradients/dense/MatMul_grad/MatMul") ||
+                 absl::EndsWith(name, "/dense/MatMul_grad/MatMul"))
+        << name << " (" << item << ")";
+    weight_gradients += absl::EndsWith(name, "dense/MatMul_grad/MatMul_1");
+  }
+  EXPECT_EQ(weight_gradients, 4);  // the first layer's kernel, once per micro-batch
+}
+
 TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
   struct Mesh {
     int stages, replicas;
