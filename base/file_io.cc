@@ -22,6 +22,45 @@ absl::Status Errno(int err, absl::string_view what, absl::string_view path) {
   return absl::ErrnoToStatus(err, absl::StrCat(what, " '", path, "'"));
 }
 
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  PosixWritableFile(const PosixWritableFile&) = delete;
+  PosixWritableFile& operator=(const PosixWritableFile&) = delete;
+
+  absl::Status Append(absl::string_view data) override;
+  absl::Status Sync() override;
+  absl::Status Close() override;
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::string path_;
+  int fd_;
+  uint64_t size_ = 0;
+};
+
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+  PosixRandomAccessFile(const PosixRandomAccessFile&) = delete;
+  PosixRandomAccessFile& operator=(const PosixRandomAccessFile&) = delete;
+
+  absl::Status Read(uint64_t offset, size_t n, char* dst) const override;
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::string path_;
+  const int fd_;
+  const uint64_t size_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WritableFile>> WritableFile::Create(const std::string& path) {
@@ -30,14 +69,10 @@ absl::StatusOr<std::unique_ptr<WritableFile>> WritableFile::Create(const std::st
     fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return Errno(errno, "cannot create", path);
-  return std::unique_ptr<WritableFile>(new WritableFile(path, fd));
+  return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
 }
 
-WritableFile::~WritableFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-absl::Status WritableFile::Append(absl::string_view data) {
+absl::Status PosixWritableFile::Append(absl::string_view data) {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
   const char* p = data.data();
   size_t left = data.size();
@@ -54,13 +89,13 @@ absl::Status WritableFile::Append(absl::string_view data) {
   return absl::OkStatus();
 }
 
-absl::Status WritableFile::Sync() {
+absl::Status PosixWritableFile::Sync() {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is closed"));
   if (::fsync(fd_) != 0) return Errno(errno, "cannot fsync", path_);
   return absl::OkStatus();
 }
 
-absl::Status WritableFile::Close() {
+absl::Status PosixWritableFile::Close() {
   if (fd_ < 0) return absl::OkStatus();
   int fd = fd_;
   fd_ = -1;
@@ -87,12 +122,10 @@ absl::StatusOr<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(
     return absl::FailedPreconditionError(absl::StrCat("'", path, "' is not a regular file"));
   }
   return std::unique_ptr<RandomAccessFile>(
-      new RandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
+      new PosixRandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
 }
 
-RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
-
-absl::Status RandomAccessFile::Read(uint64_t offset, size_t n, char* dst) const {
+absl::Status PosixRandomAccessFile::Read(uint64_t offset, size_t n, char* dst) const {
   while (n > 0) {
     ssize_t r = ::pread(fd_, dst, n, static_cast<off_t>(offset));
     if (r < 0) {
@@ -108,30 +141,6 @@ absl::Status RandomAccessFile::Read(uint64_t offset, size_t n, char* dst) const 
     n -= static_cast<size_t>(r);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  auto f = RandomAccessFile::Open(path);
-  if (!f.ok()) return f.status();
-  std::string s((*f)->size(), '\0');
-  absl::Status st = (*f)->Read(0, s.size(), s.data());
-  if (!st.ok()) return st;
-  return s;
-}
-
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp-", UniqueId());
-  auto f = WritableFile::Create(tmp);
-  if (!f.ok()) return f.status();
-  absl::Status st = (*f)->Append(contents);
-  if (st.ok()) st = (*f)->Sync();
-  if (st.ok()) st = (*f)->Close();
-  if (st.ok()) st = RenameFile(tmp, path);
-  if (!st.ok()) {
-    DeleteFile(tmp).IgnoreError();  // best effort: the error that matters is st
-    return st;
-  }
-  return SyncDir(DirName(path));
 }
 
 absl::Status RenameFile(const std::string& from, const std::string& to) {

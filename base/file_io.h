@@ -28,49 +28,36 @@
 namespace strata {
 namespace io {
 
+// A file being written. Create makes a POSIX one; an Env (env.h) may make
+// others (a test's file that fails on cue).
 class WritableFile {
  public:
   // Creates or truncates `path`.
   static absl::StatusOr<std::unique_ptr<WritableFile>> Create(const std::string& path);
-  ~WritableFile();  // closes without syncing if Close was not called
-  WritableFile(const WritableFile&) = delete;
-  WritableFile& operator=(const WritableFile&) = delete;
+  virtual ~WritableFile() = default;  // closes without syncing if Close was not called
 
-  absl::Status Append(absl::string_view data);
-  absl::Status Sync();   // fsync: data and size are on disk
-  absl::Status Close();
-  uint64_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  const std::string path_;
-  int fd_;
-  uint64_t size_ = 0;
+  virtual absl::Status Append(absl::string_view data) = 0;
+  virtual absl::Status Sync() = 0;  // fsync: data and size are on disk
+  virtual absl::Status Close() = 0;
+  virtual uint64_t size() const = 0;  // bytes appended
+  virtual const std::string& path() const = 0;
 };
 
 class RandomAccessFile {
  public:
+  // Opens `path` (a regular file) for reading; its size is taken once.
   static absl::StatusOr<std::unique_ptr<RandomAccessFile>> Open(const std::string& path);
-  ~RandomAccessFile();
-  RandomAccessFile(const RandomAccessFile&) = delete;
-  RandomAccessFile& operator=(const RandomAccessFile&) = delete;
+  virtual ~RandomAccessFile() = default;
 
   // Reads exactly n bytes at offset into dst; DataLoss naming the file if the
   // file ends first.
-  absl::Status Read(uint64_t offset, size_t n, char* dst) const;
-  uint64_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  RandomAccessFile(std::string path, int fd, uint64_t size)
-      : path_(std::move(path)), fd_(fd), size_(size) {}
-  const std::string path_;
-  const int fd_;
-  const uint64_t size_;
+  virtual absl::Status Read(uint64_t offset, size_t n, char* dst) const = 0;
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
 };
 
-// The whole file; NotFound if it does not exist.
+// The whole file; NotFound if it does not exist. (This and
+// WriteFileAtomically are Env::Default()'s; env.h.)
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // Writes `contents` to a temporary name beside `path`, fsyncs it, renames it
 // over `path` and fsyncs the directory: readers see the old or the new file.

@@ -241,7 +241,9 @@ std::unique_ptr<TableRun> BuildTable(int parts, float scale, int64_t block_bytes
   EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
   if (!checkpoint.ok()) return nullptr;
   r->checkpoint = *std::move(checkpoint);
-  if (block_bytes > 0) EXPECT_TRUE(r->checkpoint->set_block_bytes(block_bytes).ok());
+  if (block_bytes > 0) {
+    EXPECT_TRUE(r->checkpoint->set_block_bytes(block_bytes).ok());
+  }
   SessionOptions o;
   o.devices.num_cpu_devices = 3;
   auto session = Session::Create(r->root, o);

@@ -157,7 +157,9 @@ TEST(ParameterServerTest, AMillionRowTableOverTwoPsTasksIsNeverWholeInAnyTask) {
       EXPECT_GT(bytes, 0) << task;
       EXPECT_LT(bytes, table_bytes) << task << " held " << bytes << " bytes at its peak";
       // A ps task holds its part of the table.
-      if (absl::StrContains(task, "/job:ps/")) EXPECT_GT(bytes, table_bytes / num_ps) << task;
+      if (absl::StrContains(task, "/job:ps/")) {
+        EXPECT_GT(bytes, table_bytes / num_ps) << task;
+      }
     }
   };
   Exit ps = run(2, "fixed:2", "--epochs=20", "ps_embedding");

@@ -81,7 +81,7 @@ if [[ $# -eq 0 ]]; then
     //train/data:csv_test //runtime/checkpoint:checkpoint_test \
     //runtime/checkpoint:checkpoint_manager_test //runtime/checkpoint:sharded_checkpoint_test \
     //graph:graph_def_import_test \
-    //strategy:cluster_resolver_test //strategy:scheduler_resolvers_test //base:json_test \
+    //strategy:cluster_resolver_test //strategy:scheduler_resolvers_test //base:json_test //base:env_test \
     //strategy:distributed_dataset_test \
     //base:ip_address_test //tools:rendezvous_test //runtime/security:all \
     //runtime/coordination:all //runtime/collective:tcp_transport_test //tests/fuzz:all \

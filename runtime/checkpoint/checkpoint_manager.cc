@@ -64,16 +64,18 @@ std::optional<int64_t> StepOfFile(absl::string_view name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(
-    const std::string& dir, int max_to_keep) {
+absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(const std::string& dir,
+                                                                             int max_to_keep,
+                                                                             Env* env) {
   if (max_to_keep < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("CheckpointManager: max_to_keep must be >= 0, got ", max_to_keep));
   }
   if (dir.empty()) return absl::InvalidArgumentError("CheckpointManager: empty directory");
-  STRATA_RETURN_IF_ERROR(io::CreateDirs(dir));
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDir(dir));
-  std::unique_ptr<CheckpointManager> m(new CheckpointManager(dir, max_to_keep));
+  env = EnvOrDefault(env);
+  STRATA_RETURN_IF_ERROR(env->CreateDirs(dir));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  std::unique_ptr<CheckpointManager> m(new CheckpointManager(dir, max_to_keep, env));
   std::lock_guard<std::mutex> l(m->mu_);
   for (const std::string& n : names) {
     if (auto step = StepOfIndexFile(n)) m->steps_.push_back(*step);
@@ -96,7 +98,7 @@ absl::StatusOr<std::string> CheckpointManager::Save(
   md.emplace(kMetadataGlobalStep, absl::StrCat(step));
   std::lock_guard<std::mutex> l(mu_);
   const std::string prefix = Prefix(step);
-  STRATA_RETURN_IF_ERROR(SaveCheckpoint(prefix, tensors, md, shards));
+  STRATA_RETURN_IF_ERROR(SaveCheckpoint(prefix, tensors, md, shards, env_));
   auto pos = std::lower_bound(steps_.begin(), steps_.end(), step);
   if (pos == steps_.end() || *pos != step) steps_.insert(pos, step);
 
@@ -109,7 +111,7 @@ absl::StatusOr<std::string> CheckpointManager::Save(
     steps_.erase(steps_.begin(), steps_.begin() + n);
   }
   STRATA_RETURN_IF_ERROR(WritePointerFile());
-  for (int64_t s : doomed) STRATA_RETURN_IF_ERROR(DeleteCheckpoint(Prefix(s)));
+  for (int64_t s : doomed) STRATA_RETURN_IF_ERROR(DeleteCheckpoint(Prefix(s), env_));
   STRATA_RETURN_IF_ERROR(RemoveOrphans());
   return prefix;
 }
@@ -122,14 +124,14 @@ absl::Status CheckpointManager::RemoveOrphans() {
   // Only the saving manager writes the directory, and its own save is
   // complete: every temporary file is a crashed write's, and every file of
   // a step without a kept checkpoint a crashed save's or rotation's.
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDir(dir_));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(dir_));
   for (const std::string& n : names) {
     const std::optional<int64_t> step = StepOfFile(n);
     const bool temporary = absl::StrContains(n, ".tmp");
     const bool orphan =
         (step.has_value() && (temporary || !std::binary_search(steps_.begin(), steps_.end(), *step))) ||
         absl::StartsWith(n, absl::StrCat(kPointerFile, ".tmp"));
-    if (orphan) STRATA_RETURN_IF_ERROR(io::DeleteFile(io::JoinPath(dir_, n)));
+    if (orphan) STRATA_RETURN_IF_ERROR(env_->DeleteFile(io::JoinPath(dir_, n)));
   }
   return absl::OkStatus();
 }
@@ -142,7 +144,7 @@ absl::Status CheckpointManager::WritePointerFile() {
   for (int64_t s : steps_) {
     absl::StrAppend(&text, "all_model_checkpoint_paths: \"", kCkptPrefix, s, "\"\n");
   }
-  return io::WriteFileAtomically(io::JoinPath(dir_, kPointerFile), text);
+  return env_->WriteFileAtomically(io::JoinPath(dir_, kPointerFile), text);
 }
 
 std::optional<std::string> CheckpointManager::Latest() const {

@@ -46,9 +46,11 @@ class CheckpointManager {
   static constexpr char kMetadataGlobalStep[] = "global_step";
 
   // Creates `dir` if needed. max_to_keep == 0 keeps every checkpoint;
-  // InvalidArgument if negative.
+  // InvalidArgument if negative. Every file is written, listed and deleted
+  // through `env` (null: Env::Default(); not owned, outlives the manager).
   static absl::StatusOr<std::unique_ptr<CheckpointManager>> Create(const std::string& dir,
-                                                                   int max_to_keep);
+                                                                   int max_to_keep,
+                                                                   Env* env = nullptr);
 
   // Writes "<dir>/ckpt-<step>" (step >= 0), updates the pointer file, then
   // deletes the oldest checkpoints beyond max_to_keep and whatever a crashed
@@ -80,8 +82,8 @@ class CheckpointManager {
   const std::string& directory() const { return dir_; }
 
  private:
-  CheckpointManager(std::string dir, int max_to_keep)
-      : dir_(std::move(dir)), max_to_keep_(max_to_keep) {}
+  CheckpointManager(std::string dir, int max_to_keep, Env* env)
+      : dir_(std::move(dir)), max_to_keep_(max_to_keep), env_(env) {}
   std::string Prefix(int64_t step) const;
   absl::Status WritePointerFile();  // mu_ held
   absl::Status RemoveOrphans();     // mu_ held
@@ -89,6 +91,7 @@ class CheckpointManager {
   // Const after construction.
   const std::string dir_;
   const int max_to_keep_;
+  Env* const env_;
 
   // std::mutex, not absl::Mutex: Debian's abseil is not TSan-instrumented.
   mutable std::mutex mu_;

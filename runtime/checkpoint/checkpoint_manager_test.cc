@@ -9,6 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/file_io.h"
+#include "base/testing/test_env.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint/checkpoint_writer.h"
 
@@ -214,6 +216,70 @@ TEST(CheckpointManagerTest, ConcurrentSavesAndReadsAreSerialized) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ((*m)->checkpoints(), (std::vector<std::string>{dir + "/ckpt-303", dir + "/ckpt-304"}));
+}
+
+// Every change a save makes to the directory failing in turn (creating,
+// appending to, syncing, closing and renaming the data file and the index,
+// the commit, the pointer file's atomic write, the rotation's deletes): the
+// save reports the injected error naming the file, and a restarted job finds
+// an intact checkpoint, the old one or (when the failure came after the
+// commit) the new, and a pointer file naming an intact one; its next save
+// leaves only what max_to_keep keeps.
+TEST(CheckpointManagerTest, ASaveFailingAtAnyFileChangeLosesNothing) {
+  testing::FaultyFileEnv env;
+  int64_t changes = 0;
+  {
+    auto m = CheckpointManager::Create(NewTempDir(), 1, &env);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_TRUE((*m)->Save(1, Weights(1)).ok());
+    env.FailChange(0);
+    ASSERT_TRUE((*m)->Save(2, Weights(2)).ok());
+    changes = env.changes();
+  }
+  ASSERT_GE(changes, 20);
+  for (int64_t k = 1; k <= changes; ++k) {
+    SCOPED_TRACE(absl::StrCat("change ", k, " of ", changes));
+    const std::string dir = NewTempDir();
+    env.FailChange(0);
+    auto m = CheckpointManager::Create(dir, 1, &env);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_TRUE((*m)->Save(1, Weights(1)).ok());
+    env.FailChange(k);
+    absl::StatusOr<std::string> saved = (*m)->Save(2, Weights(2));
+    ASSERT_TRUE(env.failed());
+    ASSERT_FALSE(saved.ok());
+    EXPECT_EQ(saved.status().code(), absl::StatusCode::kUnavailable) << saved.status();
+    EXPECT_THAT(std::string(saved.status().message()), ::testing::HasSubstr("injected failure of"));
+    EXPECT_THAT(std::string(saved.status().message()), ::testing::HasSubstr(dir));
+
+    auto restarted = CheckpointManager::Create(dir, 1);  // the real files, no faults
+    ASSERT_TRUE(restarted.ok()) << restarted.status();
+    auto r = (*restarted)->LoadLatestValid();
+    ASSERT_TRUE(r.ok()) << r.status();
+    const int64_t step = StepOf(**r);
+    EXPECT_TRUE(step == 1 || step == 2) << step;
+    if (k == 1) {
+      EXPECT_EQ(step, 1);
+    }
+    if (k == changes) {
+      EXPECT_EQ(step, 2);
+    }
+    Tensor w;
+    ASSERT_TRUE((*r)->Read("w", &w).ok());
+    EXPECT_EQ(w.data<float>()[0], static_cast<float>(step));
+    absl::StatusOr<std::string> named = LatestCheckpoint(dir);
+    ASSERT_TRUE(named.ok()) << named.status();
+    auto pointed = CheckpointReader::Open(*named);
+    ASSERT_TRUE(pointed.ok()) << pointed.status();
+    EXPECT_TRUE((*pointed)->VerifyAll().ok());
+
+    ASSERT_TRUE((*restarted)->Save(3, Weights(3)).ok());
+    auto names = io::ListDir(dir);
+    ASSERT_TRUE(names.ok()) << names.status();
+    for (const std::string& n : *names) {
+      EXPECT_TRUE(n == CheckpointManager::kPointerFile || absl::StartsWith(n, "ckpt-3.")) << n;
+    }
+  }
 }
 
 }  // namespace

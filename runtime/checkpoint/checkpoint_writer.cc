@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/crc32c.h"
+#include "base/env.h"
 #include "base/file_io.h"
 #include "base/status.h"
 #include "proto/checkpoint.pb.h"
@@ -75,14 +76,14 @@ std::vector<Source> SourcesOf(const std::vector<std::pair<std::string, Tensor>>&
 
 // Writes the data file `path`, filling the entries of `index` (sorted by
 // name) with byte ranges and CRCs.
-absl::Status WriteData(const std::string& path, const std::vector<Source>& sources,
+absl::Status WriteData(Env* env, const std::string& path, const std::vector<Source>& sources,
                        proto::CheckpointIndex* index) {
   std::vector<size_t> order(sources.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return sources[a].name < sources[b].name; });
 
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<io::WritableFile> f, io::WritableFile::Create(path));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<io::WritableFile> f, env->NewWritableFile(path));
   static const std::string kZeros(fmt::kDataAlignment, '\0');
   uint32_t file_crc = 0;
   auto append = [&](absl::string_view bytes) {
@@ -123,8 +124,8 @@ absl::Status WriteData(const std::string& path, const std::vector<Source>& sourc
   return f->Close();
 }
 
-absl::Status WriteFileSynced(const std::string& path, absl::string_view contents) {
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<io::WritableFile> f, io::WritableFile::Create(path));
+absl::Status WriteFileSynced(Env* env, const std::string& path, absl::string_view contents) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<io::WritableFile> f, env->NewWritableFile(path));
   STRATA_RETURN_IF_ERROR(f->Append(contents));
   STRATA_RETURN_IF_ERROR(f->Sync());
   return f->Close();
@@ -133,10 +134,10 @@ absl::Status WriteFileSynced(const std::string& path, absl::string_view contents
 // Deletes `<base>.data-*`, `<base>.index.tmp-*` and the files of shards
 // `<base>.shard-*` in dir, except the data file `keep` and the files of the
 // shards `keep_shards` (base names).
-absl::Status DeleteDataFilesExcept(const std::string& dir, const std::string& base,
+absl::Status DeleteDataFilesExcept(Env* env, const std::string& dir, const std::string& base,
                                    const std::string& keep,
                                    const std::vector<std::string>& keep_shards = {}) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDir(dir));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
   const std::string data_prefix = absl::StrCat(base, fmt::kDataInfix);
   const std::string tmp_index_prefix = absl::StrCat(base, fmt::kIndexSuffix, ".tmp-");
   const std::string shard_prefix = absl::StrCat(base, fmt::kShardInfix);
@@ -147,7 +148,7 @@ absl::Status DeleteDataFilesExcept(const std::string& dir, const std::string& ba
     if (kept_shard) continue;
     if (absl::StartsWith(n, data_prefix) || absl::StartsWith(n, tmp_index_prefix) ||
         absl::StartsWith(n, shard_prefix)) {
-      STRATA_RETURN_IF_ERROR(io::DeleteFile(io::JoinPath(dir, n)));
+      STRATA_RETURN_IF_ERROR(env->DeleteFile(io::JoinPath(dir, n)));
     }
   }
   return absl::OkStatus();
@@ -244,12 +245,12 @@ absl::Status AddShards(const std::string& prefix, const CheckpointShards& shards
 }
 
 // The save of `sources` (checked by the caller); see SaveCheckpointUntil.
-absl::Status SaveSources(const std::string& prefix, const std::vector<Source>& sources,
+absl::Status SaveSources(Env* env, const std::string& prefix, const std::vector<Source>& sources,
                          const std::map<std::string, std::string>& metadata,
                          const CheckpointShards& shards, SaveStage stop) {
   const std::string dir = io::DirName(prefix);
   const std::string base = io::BaseName(prefix);
-  STRATA_RETURN_IF_ERROR(io::CreateDirs(dir));
+  STRATA_RETURN_IF_ERROR(env->CreateDirs(dir));
 
   const std::string id = io::UniqueId();
   const std::string data_name = absl::StrCat(base, fmt::kDataInfix, id);
@@ -266,15 +267,15 @@ absl::Status SaveSources(const std::string& prefix, const std::vector<Source>& s
   // On failure, remove what this save wrote; the previous checkpoint (if any)
   // is untouched because its index and data file have other names.
   auto fail = [&](absl::Status s) {
-    io::DeleteFile(data_tmp).IgnoreError();
-    io::DeleteFile(index_tmp).IgnoreError();
+    env->DeleteFile(data_tmp).IgnoreError();
+    env->DeleteFile(index_tmp).IgnoreError();
     // The new data file is only referenced once the index is renamed; until
     // then it is garbage.
-    io::DeleteFile(data_path).IgnoreError();
+    env->DeleteFile(data_path).IgnoreError();
     return AnnotateStatus(s, absl::StrCat("saving checkpoint '", prefix, "': "));
   };
 
-  absl::Status s = WriteData(data_tmp, sources, &index);
+  absl::Status s = WriteData(env, data_tmp, sources, &index);
   if (!s.ok()) return fail(s);
   std::vector<std::string> shard_bases;
   if (!shards.prefixes.empty() || !shards.tensors.empty()) {
@@ -282,19 +283,19 @@ absl::Status SaveSources(const std::string& prefix, const std::vector<Source>& s
     if (!s.ok()) return fail(s);
   }
   if (stop == SaveStage::kDataWritten) return Stopped(stop);
-  s = io::RenameFile(data_tmp, data_path);
+  s = env->RenameFile(data_tmp, data_path);
   if (!s.ok()) return fail(s);
   if (stop == SaveStage::kDataRenamed) return Stopped(stop);
-  s = WriteFileSynced(index_tmp, fmt::EncodeIndex(index));
+  s = WriteFileSynced(env, index_tmp, fmt::EncodeIndex(index));
   if (!s.ok()) return fail(s);
   if (stop == SaveStage::kIndexWritten) return Stopped(stop);
   // The commit: after this rename (made durable by the directory fsync) the
   // prefix names the new checkpoint.
-  s = io::RenameFile(index_tmp, index_path);
+  s = env->RenameFile(index_tmp, index_path);
   if (!s.ok()) return fail(s);
-  STRATA_RETURN_IF_ERROR(io::SyncDir(dir));
+  STRATA_RETURN_IF_ERROR(env->SyncDir(dir));
   if (stop == SaveStage::kCommitted) return Stopped(stop);
-  return DeleteDataFilesExcept(dir, base, data_name, shard_bases);
+  return DeleteDataFilesExcept(env, dir, base, data_name, shard_bases);
 }
 
 }  // namespace
@@ -304,9 +305,9 @@ namespace internal {
 absl::Status SaveCheckpointUntil(const std::string& prefix,
                                  const std::vector<std::pair<std::string, Tensor>>& tensors,
                                  const std::map<std::string, std::string>& metadata,
-                                 const CheckpointShards& shards, SaveStage stop) {
+                                 const CheckpointShards& shards, SaveStage stop, Env* env) {
   STRATA_RETURN_IF_ERROR(ValidateInputs(prefix, tensors));
-  return SaveSources(prefix, SourcesOf(tensors), metadata, shards, stop);
+  return SaveSources(EnvOrDefault(env), prefix, SourcesOf(tensors), metadata, shards, stop);
 }
 
 }  // namespace internal
@@ -314,15 +315,16 @@ absl::Status SaveCheckpointUntil(const std::string& prefix,
 absl::Status SaveCheckpoint(const std::string& prefix,
                             const std::vector<std::pair<std::string, Tensor>>& tensors,
                             const std::map<std::string, std::string>& metadata,
-                            const CheckpointShards& shards) {
-  return internal::SaveCheckpointUntil(prefix, tensors, metadata, shards, SaveStage::kDone);
+                            const CheckpointShards& shards, Env* env) {
+  return internal::SaveCheckpointUntil(prefix, tensors, metadata, shards, SaveStage::kDone, env);
 }
 
 std::string ShardPrefix(const std::string& prefix, const std::string& name) {
   return absl::StrCat(prefix, fmt::kShardInfix, name);
 }
 
-absl::Status SaveCheckpointShard(const std::string& shard_prefix, const std::vector<TensorPiece>& pieces) {
+absl::Status SaveCheckpointShard(const std::string& shard_prefix,
+                                 const std::vector<TensorPiece>& pieces, Env* env) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, std::string> metadata;
   for (const TensorPiece& p : pieces) {
@@ -335,10 +337,11 @@ absl::Status SaveCheckpointShard(const std::string& shard_prefix, const std::vec
     tensors.emplace_back(p.name, *std::move(flat));
     metadata[absl::StrCat(fmt::kPieceOffsetKey, p.name)] = absl::StrCat(p.element_offset);
   }
-  return SaveCheckpoint(shard_prefix, tensors, metadata);
+  return SaveCheckpoint(shard_prefix, tensors, metadata, {}, env);
 }
 
-absl::Status SaveCheckpointShard(const std::string& shard_prefix, const StreamedPiece& piece) {
+absl::Status SaveCheckpointShard(const std::string& shard_prefix, const StreamedPiece& piece,
+                                 Env* env) {
   auto bad = [&](auto&&... parts) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard '", shard_prefix, "': piece '", piece.name, "' ", parts...));
@@ -370,17 +373,18 @@ absl::Status SaveCheckpointShard(const std::string& shard_prefix, const Streamed
         return absl::OkStatus();
       }};
   return SaveSources(
-      shard_prefix, {source},
+      EnvOrDefault(env), shard_prefix, {source},
       {{absl::StrCat(fmt::kPieceOffsetKey, piece.name), absl::StrCat(piece.element_offset)}}, {},
       SaveStage::kDone);
 }
 
-absl::Status DeleteCheckpoint(const std::string& prefix) {
+absl::Status DeleteCheckpoint(const std::string& prefix, Env* env) {
+  env = EnvOrDefault(env);
   const std::string dir = io::DirName(prefix);
-  if (!io::FileExists(dir)) return absl::OkStatus();
-  STRATA_RETURN_IF_ERROR(io::DeleteFile(fmt::IndexPath(prefix)));
-  STRATA_RETURN_IF_ERROR(io::SyncDir(dir));
-  return DeleteDataFilesExcept(dir, io::BaseName(prefix), "");
+  if (!env->FileExists(dir)) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(env->DeleteFile(fmt::IndexPath(prefix)));
+  STRATA_RETURN_IF_ERROR(env->SyncDir(dir));
+  return DeleteDataFilesExcept(env, dir, io::BaseName(prefix), "");
 }
 
 }  // namespace strata

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/env.h"
 #include "graph/tensor.h"
 #include "graph/tensor_shape.h"
 #include "graph/types.h"
@@ -67,11 +68,12 @@ struct TensorPiece {
   Tensor values;
 };
 
-// Creates the prefix's directory if needed.
+// Creates the prefix's directory if needed. Every file is written through
+// `env` (null: Env::Default()), here and in the functions below.
 absl::Status SaveCheckpoint(const std::string& prefix,
                             const std::vector<std::pair<std::string, Tensor>>& tensors,
                             const std::map<std::string, std::string>& metadata,
-                            const CheckpointShards& shards = {});
+                            const CheckpointShards& shards = {}, Env* env = nullptr);
 
 // The prefix of shard `name` (a file name part, no '/') of the
 // checkpoint at `prefix`.
@@ -80,7 +82,8 @@ std::string ShardPrefix(const std::string& prefix, const std::string& name);
 // Writes a shard: `pieces` (one per tensor at most) as 1-D tensors, with
 // their offsets. InvalidArgument naming the piece for a name given twice, a
 // negative offset or a tensor that cannot be saved.
-absl::Status SaveCheckpointShard(const std::string& shard_prefix, const std::vector<TensorPiece>& pieces);
+absl::Status SaveCheckpointShard(const std::string& shard_prefix,
+                                 const std::vector<TensorPiece>& pieces, Env* env = nullptr);
 
 // A piece made a block at a time, so that no more than a block of it is in
 // memory while its shard is written (a large variable read from the device
@@ -99,11 +102,12 @@ struct StreamedPiece {
 // Writes a shard holding one streamed piece. InvalidArgument naming the
 // piece for a bad offset, count, block or dtype, or a read that gives
 // other values than asked for; a read's own error, annotated.
-absl::Status SaveCheckpointShard(const std::string& shard_prefix, const StreamedPiece& piece);
+absl::Status SaveCheckpointShard(const std::string& shard_prefix, const StreamedPiece& piece,
+                                 Env* env = nullptr);
 
 // Deletes a checkpoint: its index first (so it is no longer committed), then
 // its data files. OK if it does not exist.
-absl::Status DeleteCheckpoint(const std::string& prefix);
+absl::Status DeleteCheckpoint(const std::string& prefix, Env* env = nullptr);
 
 namespace internal {
 
@@ -121,7 +125,8 @@ enum class SaveStage {
 absl::Status SaveCheckpointUntil(const std::string& prefix,
                                  const std::vector<std::pair<std::string, Tensor>>& tensors,
                                  const std::map<std::string, std::string>& metadata,
-                                 const CheckpointShards& shards, SaveStage stop);
+                                 const CheckpointShards& shards, SaveStage stop,
+                                 Env* env = nullptr);
 
 }  // namespace internal
 }  // namespace strata

@@ -106,7 +106,7 @@ absl::StatusOr<std::unique_ptr<CoordinationServiceImpl>> CoordinationServiceImpl
 }
 
 CoordinationServiceImpl::CoordinationServiceImpl(CoordinationServiceOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), env_(EnvOrDefault(options_.env)) {
   max_waiting_calls_ = options_.max_waiting_calls > 0 ? options_.max_waiting_calls
                                                       : 64 * options_.tasks.size() + 1024;
   {
@@ -155,7 +155,7 @@ WaitId CoordinationServiceImpl::StartWaitLocked(Waiter w, Runnables* run) {
     end = WaitEnd::kReady;
   } else if (!error_.ok() || stopped_) {
     end = WaitEnd::kAborted;
-  } else if (absl::Now() >= w.deadline) {
+  } else if (env_->Now() >= w.deadline) {
     end = WaitEnd::kDeadline;
   } else if (waiters_.size() >= max_waiting_calls_) {
     end = WaitEnd::kRefused;
@@ -259,7 +259,7 @@ T CoordinationServiceImpl::Block(const std::function<WaitId(std::function<void(T
 void CoordinationServiceImpl::TimerLoop() {
   const absl::Duration period =
       std::min(absl::Seconds(1), std::max(absl::Milliseconds(10), options_.heartbeat_timeout / 10));
-  absl::Time next_check = absl::Now() + period;
+  absl::Time next_check = env_->Now() + period;
   mu_.Lock();
   while (!stopped_) {
     absl::Time wake = next_check;
@@ -267,10 +267,10 @@ void CoordinationServiceImpl::TimerLoop() {
     timer_changed_ = false;
     mu_.AwaitWithTimeout([&]()
                              ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopped_ || timer_changed_; },
-                         std::max(wake - absl::Now(), absl::ZeroDuration()));
+                         std::max(wake - env_->Now(), absl::ZeroDuration()));
     if (stopped_) break;
     Runnables run;
-    const absl::Time now = absl::Now();
+    const absl::Time now = env_->Now();
     if (now >= next_check) {
       CheckHeartbeatsLocked(now);
       next_check = now + period;
@@ -356,7 +356,7 @@ WaitId CoordinationServiceImpl::RegisterTaskAsync(
     return kNoWait;
   }
   if (timeout <= absl::ZeroDuration()) timeout = options_.register_timeout;
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = env_->Now() + timeout;
   Runnables run;
   WaitId id = kNoWait;
   {
@@ -395,14 +395,14 @@ WaitId CoordinationServiceImpl::RegisterTaskAsync(
       t.state = TaskState::kRegistered;
       t.incarnation = incarnation;
       t.devices = devices;
-      t.last_heartbeat = absl::Now();
+      t.last_heartbeat = env_->Now();
       if (AllRegisteredLocked()) {
         // Heartbeats are judged from the start on: a task waiting here sends
         // none (its client starts beating when registration returns), so a
         // clock started at its own registration would call an early task
         // lost while it waits for a late one.
         started_ = true;
-        const absl::Time now = absl::Now();
+        const absl::Time now = env_->Now();
         for (auto& [name, other] : tasks_) other.last_heartbeat = now;
       }
       return absl::OkStatus();
@@ -484,7 +484,7 @@ absl::Status CoordinationServiceImpl::Heartbeat(const std::string& task, uint64_
         }
         return err;
       }
-      t.last_heartbeat = absl::Now();
+      t.last_heartbeat = env_->Now();
       return absl::OkStatus();
     }();
     WakeLocked(&run);
@@ -553,7 +553,7 @@ WaitId CoordinationServiceImpl::WaitForBarrierAsync(const std::string& barrier_i
       if (!answered) {
         // The earliest deadline of the arrivals: a task that gives up fails
         // the barrier for all, so that every task sees the same outcome.
-        b.deadline = std::min(b.deadline, absl::Now() + timeout);
+        b.deadline = std::min(b.deadline, env_->Now() + timeout);
         b.arrived.insert(task);
         if (b.arrived.size() == b.participants.size()) b.done = true;
         Waiter w;
@@ -650,7 +650,7 @@ WaitId CoordinationServiceImpl::GetKeyValueAsync(
     MutexLock l(&mu_);
     Waiter w;
     w.ready = [this, key]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return values_.count(key) > 0; };
-    w.deadline = absl::Now() + timeout;
+    w.deadline = env_->Now() + timeout;
     w.finish = [this, key, timeout, done](WaitEnd end)
                    ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
       absl::StatusOr<std::string> r;
@@ -715,7 +715,7 @@ WaitId CoordinationServiceImpl::PollForErrorAsync(const std::string& task, absl:
     MutexLock l(&mu_);
     Waiter w;
     w.ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !error_.ok(); };
-    w.deadline = absl::Now() + timeout;
+    w.deadline = env_->Now() + timeout;
     w.finish = [this, done](WaitEnd end) ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
       PollResult r;
       if (!error_.ok()) {
@@ -764,7 +764,7 @@ WaitId CoordinationServiceImpl::ShutdownTaskAsync(const std::string& task, absl:
       }
       return true;
     };
-    w.deadline = absl::Now() + timeout;
+    w.deadline = env_->Now() + timeout;
     w.finish = [this, task, timeout, done](WaitEnd end)
                    ABSL_NO_THREAD_SAFETY_ANALYSIS -> std::function<void()> {
       Task& t = tasks_[task];

@@ -57,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "base/mutex.h"
 #include "proto/cluster.pb.h"
 #include "proto/coordination.grpc.pb.h"
@@ -96,6 +97,10 @@ struct CoordinationServiceOptions {
   // a call that would wait is refused with ResourceExhausted. 0: 64 per
   // task plus 1024.
   size_t max_waiting_calls = 0;
+  // The clock of heartbeats and deadlines (null: Env::Default()); a test's
+  // manual clock (base/testing/test_env.h) runs them without waiting. Not
+  // owned; outlives the service.
+  Env* env = nullptr;
 };
 
 // How a wait ended (the async forms' `done` gets the result it implies).
@@ -278,6 +283,7 @@ class CoordinationServiceImpl {
 
   // Const after construction.
   const CoordinationServiceOptions options_;
+  Env* const env_;
 
   mutable Mutex mu_;
   std::map<std::string, Task> tasks_ ABSL_GUARDED_BY(mu_);

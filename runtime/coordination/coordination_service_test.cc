@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "base/testing/test_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -244,6 +245,48 @@ TEST(CoordinationServiceTest, SilentTaskIsLostAndEveryPollSeesIt) {
   EXPECT_EQ(polled.message(), absl::StrCat("task ", kW0, " lost: no heartbeat for 300ms"));
   EXPECT_EQ(s->Heartbeat(kW0, 2).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s->Heartbeat(kW1, 99).code(), absl::StatusCode::kAborted);
+}
+
+// Heartbeats and deadlines run on the service's Env clock: with a manual
+// clock a minute's heartbeat timeout and a 30 s wait are tested without
+// waiting for them (the timer still wakes in real time, once a period).
+TEST(CoordinationServiceTest, HeartbeatsAndDeadlinesFollowTheEnvClock) {
+  testing::ManualClockEnv clock;
+  CoordinationServiceOptions opts;
+  opts.tasks = {kChief, kW0, kW1};
+  opts.heartbeat_timeout = absl::Minutes(1);
+  opts.env = &clock;
+  auto created = CoordinationServiceImpl::Create(opts);
+  ASSERT_TRUE(created.ok()) << created.status();
+  CoordinationServiceImpl* s = created->get();
+  std::vector<absl::Status> results;
+  std::vector<std::thread> threads = RegisterOthers(s, "", &results);
+  for (auto& t : threads) t.join();
+  for (const absl::Status& r : results) ASSERT_TRUE(r.ok()) << r;
+
+  std::atomic<bool> got_deadline{false};
+  s->GetKeyValueAsync("never", absl::Seconds(30), [&](absl::StatusOr<std::string> v) {
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded) << v.status();
+    got_deadline = true;
+  });
+  clock.Advance(absl::Seconds(29));
+  absl::SleepFor(absl::Milliseconds(1500));  // more than a timer period (1 s)
+  EXPECT_FALSE(got_deadline) << "29 s of the clock's 30";
+
+  // kW0 stays silent; the others beat at 50 s.
+  clock.Advance(absl::Seconds(21));
+  ASSERT_TRUE(s->Heartbeat(kChief, 1).ok());
+  ASSERT_TRUE(s->Heartbeat(kW1, 3).ok());
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_TRUE(got_deadline);
+  EXPECT_TRUE(s->cluster_error().ok()) << "50 s of silence is within the minute";
+
+  clock.Advance(absl::Seconds(11));  // kW0 silent 61 s, the others 11 s
+  const absl::Time real_deadline = absl::Now() + absl::Seconds(30);
+  while (s->cluster_error().ok() && absl::Now() < real_deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(s->cluster_error().message(), absl::StrCat("task ", kW0, " lost: no heartbeat for 1m"));
 }
 
 TEST(CoordinationServiceTest, BarrierPassesAndTimesOutNamingMissing) {
