@@ -84,7 +84,7 @@ if [[ $# -eq 0 ]]; then
     //strategy:cluster_resolver_test //strategy:scheduler_resolvers_test //base:json_test //base:env_test \
     //strategy:distributed_dataset_test \
     //base:ip_address_test //tools:rendezvous_test //runtime/security:all \
-    //runtime/coordination:all //runtime/collective:tcp_transport_test //tests/fuzz:all \
+    //runtime/coordination:all //runtime/collective:tcp_transport_test //runtime/collective:tcp_transport_security_test //tests/fuzz:all \
     //runtime:multi_task_session_test //runtime/rpc:worker_service_test \
     //kernels/cpu:partition_kernels_test //kernels/cpu:variable_kernels_test \
     2>&1 | tee "$asan_log"

@@ -290,6 +290,12 @@ std::vector<GradCase> ArrayCases() {
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::Cumprod(s, x[0], ops::Const(s, 0), /*exclusive=*/false, /*reverse=*/true)};
                }});
+  return c;
+}
+
+// Stacking, filling, broadcasting, tiling and splitting.
+std::vector<GradCase> StackAndSplitCases() {
+  std::vector<GradCase> c;
   c.push_back({"Pack", "axis 0", {U({2, 3}), U({2, 3})},
                [](const Scope& s, const OutputList& x) -> OutputList {
                  return {ops::Stack(s, x, 0)};
@@ -484,7 +490,7 @@ std::vector<GradCase> NnCases() {
 
 std::vector<GradCase> AllCases() {
   std::vector<GradCase> all;
-  for (auto* family : {MathCases, ArrayCases, NnCases}) {
+  for (auto* family : {MathCases, ArrayCases, StackAndSplitCases, NnCases}) {
     for (GradCase& c : family()) all.push_back(std::move(c));
   }
   return all;

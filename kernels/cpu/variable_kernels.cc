@@ -1,8 +1,11 @@
-// CPU kernels of the resource-variable family (graph/ops/state_ops.h). The
+// CPU kernels of the resource-variable family (graph/ops/state_ops.h; the
+// device-independent ones are kernels/variable_kernels.h, registered here). The
 // value lives in the device's ResourceMgr as a Var (kernels/resource_mgr.h);
 // these kernels take its mutex only for the pointer swap or in-place update,
 // and never copy a value unless a reader still holds the buffer being
 // written (copy-on-write).
+#include "kernels/variable_kernels.h"
+
 #include <memory>
 #include <string>
 
@@ -16,67 +19,6 @@
 
 namespace strata {
 namespace {
-
-// Finds or makes the variable (container, shared_name) in this device's
-// ResourceMgr and outputs its handle. The Var is made uninitialized: the
-// first assignment gives it a value.
-class VarHandleOp : public OpKernel {
- public:
-  explicit VarHandleOp(OpKernelConstruction& c) : OpKernel(c) {
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("container", &container_));
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shared_name", &shared_name_));
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("dtype", &dtype_));
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shape", &shape_));
-    // TensorFlow's rule: an unnamed variable is named after its node.
-    if (shared_name_.empty()) shared_name_ = c.def().name();
-  }
-
-  absl::Status Compute(OpKernelContext& ctx) override {
-    ResourceMgr* rm = ctx.device()->resource_manager();
-    if (rm == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("device ", ctx.device()->name(), " has no resource manager"));
-    }
-    uint64_t id = 0;
-    STRATA_ASSIGN_OR_RETURN(
-        std::shared_ptr<Var> var,
-        rm->LookupOrCreate<Var>(
-            container_, shared_name_,
-            [&]() -> absl::StatusOr<std::shared_ptr<Var>> {
-              return std::make_shared<Var>(shared_name_, dtype_, shape_);
-            },
-            &id));
-    // Two VarHandleOps naming one variable must agree on what it is.
-    if (var->dtype() != dtype_ || !var->declared_shape().IsCompatibleWith(shape_)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "asks for variable '", shared_name_, "' as ", DataTypeString(dtype_), " ",
-          shape_.DebugString(), " but it exists as ", var->DebugString()));
-    }
-    STRATA_ASSIGN_OR_RETURN(Tensor handle, MakeResourceHandle(ctx.allocator(), id));
-    ctx.set_output(0, std::move(handle));
-    return absl::OkStatus();
-  }
-
- private:
-  std::string container_, shared_name_;
-  DataType dtype_ = DT_INVALID;
-  PartialTensorShape shape_;
-};
-
-// Outputs the current value, sharing its buffer: writers copy before writing
-// a buffer someone else holds, so this snapshot never changes.
-class ReadVariableOp : public OpKernel {
- public:
-  explicit ReadVariableOp(OpKernelConstruction& c) : OpKernel(c) {}
-  absl::Status Compute(OpKernelContext& ctx) override {
-    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
-    STRATA_RETURN_IF_ERROR(var->CheckDtype(output_type(0), "ReadVariableOp"));
-    ReaderMutexLock l(var->mu());
-    STRATA_RETURN_IF_ERROR(var->CheckInitialized());
-    ctx.set_output(0, var->value());
-    return absl::OkStatus();
-  }
-};
 
 class AssignVariableOp : public OpKernel {
  public:
@@ -131,45 +73,16 @@ class AssignUpdateVariableOp : public OpKernel {
   }
 };
 
-// False for a handle nothing has created yet (or that was destroyed), as in
-// TensorFlow, rather than an error.
+// False for a handle nothing has created yet (or that was destroyed).
 class VarIsInitializedOp : public OpKernel {
  public:
   explicit VarIsInitializedOp(OpKernelConstruction& c) : OpKernel(c) {}
   absl::Status Compute(OpKernelContext& ctx) override {
     Tensor* out;
     STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, TensorShape(), &out));
-    auto var = LookupResource<Var>(ctx, 0);
-    if (!var.ok() && var.status().code() != absl::StatusCode::kNotFound) return var.status();
-    bool initialized = false;
-    if (var.ok()) {
-      ReaderMutexLock l((*var)->mu());
-      initialized = (*var)->is_initialized();
-    }
-    *out->data<bool>() = initialized;
+    STRATA_ASSIGN_OR_RETURN(*out->data<bool>(), VariableIsInitialized(ctx));
     return absl::OkStatus();
   }
-};
-
-class DestroyResourceOp : public OpKernel {
- public:
-  explicit DestroyResourceOp(OpKernelConstruction& c) : OpKernel(c) {
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("ignore_lookup_error", &ignore_lookup_error_));
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    ResourceMgr* rm = ctx.device()->resource_manager();
-    if (rm == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("device ", ctx.device()->name(), " has no resource manager"));
-    }
-    STRATA_ASSIGN_OR_RETURN(uint64_t id, ResourceIdFromHandle(ctx.input(0)));
-    absl::Status s = rm->Delete(id);
-    if (s.code() == absl::StatusCode::kNotFound && ignore_lookup_error_) return absl::OkStatus();
-    return s;
-  }
-
- private:
-  bool ignore_lookup_error_ = true;
 };
 
 STRATA_REGISTER_KERNEL(KernelBuilder("VarHandleOp").Device(kDeviceCpu), VarHandleOp);

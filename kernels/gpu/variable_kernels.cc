@@ -4,6 +4,8 @@
 // memory for int32). Copy-on-write as in kernels/cpu/variable_kernels.cc,
 // with device copies enqueued on the stream, so a ReadVariableOp's snapshot
 // is never changed by later writes.
+#include "kernels/variable_kernels.h"
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -17,65 +19,6 @@
 namespace strata {
 namespace gpu {
 namespace {
-
-absl::StatusOr<ResourceMgr*> Resources(const OpKernelContext& ctx) {
-  ResourceMgr* rm = ctx.device()->resource_manager();
-  if (rm == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("device ", ctx.device()->name(), " has no resource manager"));
-  }
-  return rm;
-}
-
-class VarHandleOp : public OpKernel {
- public:
-  bool IsCaptureSafe() const override { return true; }
-  explicit VarHandleOp(OpKernelConstruction& c) : OpKernel(c) {
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("container", &container_));
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shared_name", &shared_name_));
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("dtype", &dtype_));
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("shape", &shape_));
-    if (shared_name_.empty()) shared_name_ = c.def().name();
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    STRATA_ASSIGN_OR_RETURN(ResourceMgr * rm, Resources(ctx));
-    uint64_t id = 0;
-    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var,
-                            rm->LookupOrCreate<Var>(
-                                container_, shared_name_,
-                                [&]() -> absl::StatusOr<std::shared_ptr<Var>> {
-                                  return std::make_shared<Var>(shared_name_, dtype_, shape_);
-                                },
-                                &id));
-    if (var->dtype() != dtype_ || !var->declared_shape().IsCompatibleWith(shape_)) {
-      return absl::InvalidArgumentError(absl::StrCat("asks for variable '", shared_name_, "' as ",
-                                                     DataTypeString(dtype_), " ", shape_.DebugString(),
-                                                     " but it exists as ", var->DebugString()));
-    }
-    STRATA_ASSIGN_OR_RETURN(Tensor handle, MakeResourceHandle(ctx.device()->host_allocator(), id));
-    ctx.set_output(0, std::move(handle));
-    return absl::OkStatus();
-  }
-
- private:
-  std::string container_, shared_name_;
-  DataType dtype_ = DT_INVALID;
-  PartialTensorShape shape_;
-};
-
-class ReadVariableOp : public OpKernel {
- public:
-  // An int32 variable lives in host memory, where its reads are not recorded.
-  bool IsCaptureSafe() const override { return output_type(0) != DT_INT32; }
-  explicit ReadVariableOp(OpKernelConstruction& c) : OpKernel(c) {}
-  absl::Status Compute(OpKernelContext& ctx) override {
-    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
-    STRATA_RETURN_IF_ERROR(var->CheckDtype(output_type(0), "ReadVariableOp"));
-    ReaderMutexLock l(var->mu());
-    STRATA_RETURN_IF_ERROR(var->CheckInitialized());
-    ctx.set_output(0, var->value());
-    return absl::OkStatus();
-  }
-};
 
 class AssignVariableOp : public OpKernel {
  public:
@@ -156,13 +99,7 @@ class VarIsInitializedOp : public OpKernel {
   absl::Status Compute(OpKernelContext& ctx) override {
     Tensor* out;
     STRATA_RETURN_IF_ERROR(AllocateOutput(ctx, 0, TensorShape(), &out));
-    auto var = LookupResource<Var>(ctx, 0);
-    if (!var.ok() && var.status().code() != absl::StatusCode::kNotFound) return var.status();
-    bool initialized = false;
-    if (var.ok()) {
-      ReaderMutexLock l((*var)->mu());
-      initialized = (*var)->is_initialized();
-    }
+    STRATA_ASSIGN_OR_RETURN(const bool initialized, VariableIsInitialized(ctx));
     if (OnHost(ctx, DT_BOOL)) {
       *out->data<bool>() = initialized;
       return absl::OkStatus();
@@ -170,23 +107,6 @@ class VarIsInitializedOp : public OpKernel {
     STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
     return CudaStatus(cudaMemsetAsync(out->raw_data(), initialized ? 1 : 0, 1, s), "VarIsInitializedOp");
   }
-};
-
-class DestroyResourceOp : public OpKernel {
- public:
-  explicit DestroyResourceOp(OpKernelConstruction& c) : OpKernel(c) {
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("ignore_lookup_error", &ignore_lookup_error_));
-  }
-  absl::Status Compute(OpKernelContext& ctx) override {
-    STRATA_ASSIGN_OR_RETURN(ResourceMgr * rm, Resources(ctx));
-    STRATA_ASSIGN_OR_RETURN(uint64_t id, ResourceIdFromHandle(ctx.input(0)));
-    absl::Status s = rm->Delete(id);
-    if (s.code() == absl::StatusCode::kNotFound && ignore_lookup_error_) return absl::OkStatus();
-    return s;
-  }
-
- private:
-  bool ignore_lookup_error_ = true;
 };
 
 STRATA_REGISTER_KERNEL(KernelBuilder("VarHandleOp").Device(kDeviceGpu), VarHandleOp);

@@ -1,7 +1,8 @@
 // TcpTransport on 127.0.0.1: ranks as threads of this process and as forked
 // processes; matching in any order, eager and rendezvous sizes, concurrent
 // tags, the ring all-reduce, waits that drive the sockets themselves
-// (DriveUntil), and every failure a peer can cause.
+// (DriveUntil), and every failure a peer can cause. The job token and TLS:
+// tcp_transport_security_test.cc.
 #include "runtime/collective/transport/tcp_transport.h"
 
 #include <arpa/inet.h>
@@ -30,92 +31,27 @@
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/file_key_value_store.h"
 #include "runtime/collective/transport/tcp_socket.h"
+#include "runtime/collective/transport/tcp_transport_test_util.h"
 #include "runtime/coordination/key_value_store.h"
-#include "runtime/security/test_certs.h"
-#include "runtime/security/tls.h"
 
 namespace strata {
 namespace {
 
+using tcp_test::AddOp;
+using tcp_test::ConcurrentTagsInAnyOrder;
+using tcp_test::ConnectRaw;
+using tcp_test::ConnectThreads;
+using tcp_test::Drive;
+using tcp_test::DrivenEverySizeBothWays;
+using tcp_test::EverySizeInEitherOrder;
+using tcp_test::kSizes;
+using tcp_test::Options;
+using tcp_test::Pattern;
+using tcp_test::Recv;
+using tcp_test::RingAllReduce;
+using tcp_test::RingAllReduceOverThreads;
+using tcp_test::Send;
 using ::testing::HasSubstr;
-
-TcpTransportOptions Options(const std::string& prefix = "test/tcp") {
-  TcpTransportOptions o;
-  o.host = "127.0.0.1";
-  o.key_prefix = prefix;
-  o.connect_timeout = absl::Seconds(20);
-  return o;
-}
-
-// Connects `n` ranks as threads; fails the test on error.
-std::vector<std::unique_ptr<Transport>> ConnectThreads(int n, KeyValueStore& kv,
-                                                       const TcpTransportOptions& o = Options()) {
-  std::vector<std::unique_ptr<Transport>> t(n);
-  std::vector<absl::Status> status(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto c = ConnectTcpTransport(r, n, kv, o);
-      if (c.ok()) {
-        t[r] = std::move(*c);
-      } else {
-        status[r] = c.status();
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
-  return t;
-}
-
-absl::Status Send(Transport& t, int dst, uint64_t tag, const void* data, size_t bytes) {
-  PendingOps ops;
-  t.SendAsync(dst, tag, data, bytes, ops.Add());
-  return ops.Wait();
-}
-
-absl::Status Recv(Transport& t, int src, uint64_t tag, void* data, size_t bytes) {
-  PendingOps ops;
-  t.RecvAsync(src, tag, data, bytes, ops.Add());
-  return ops.Wait();
-}
-
-std::vector<char> Pattern(size_t bytes, int seed) {
-  std::vector<char> v(bytes);
-  for (size_t i = 0; i < bytes; ++i)
-    v[i] = static_cast<char>((i * 131 + seed * 17 + (i >> 12)) & 0xff);
-  return v;
-}
-
-// Posts operations through `post(add)` (add() gives each its callback) and
-// waits for them in DriveUntil; returns their first error.
-using AddOp = std::function<Transport::Callback()>;
-absl::Status Drive(Transport& t, const std::function<void(const AddOp&)>& post) {
-  Mutex mu;
-  int pending = 0;
-  absl::Status first;
-  const AddOp add = [&]() -> Transport::Callback {
-    {
-      MutexLock l(&mu);
-      ++pending;
-    }
-    return [&](absl::Status s) {
-      MutexLock l(&mu);
-      if (first.ok() && !s.ok()) first = s;
-      --pending;
-    };
-  };
-  const bool drove = t.DriveUntil([&] { post(add); },
-                                  [&] {
-                                    MutexLock l(&mu);
-                                    return pending == 0;
-                                  });
-  EXPECT_TRUE(drove) << "TcpTransport drives";
-  MutexLock l(&mu);
-  return first;
-}
-
-constexpr size_t kSizes[] = {0, 1, 4 << 10, 64 << 10, (64 << 10) + 1, 1 << 20, 16 << 20};
 
 TEST(TcpTransportTest, KindRankSize) {
   InMemoryKeyValueStore kv;
@@ -127,141 +63,12 @@ TEST(TcpTransportTest, KindRankSize) {
   EXPECT_EQ(t[1]->size(), 2);
 }
 
-void EverySizeInEitherOrder(const TcpTransportOptions& options) {
-  InMemoryKeyValueStore kv;
-  auto t = ConnectThreads(2, kv, options);
-  ASSERT_TRUE(t[0] && t[1]);
-  uint64_t tag = 0;
-  for (size_t bytes : kSizes) {
-    for (bool recv_first : {true, false}) {
-      SCOPED_TRACE(absl::StrCat(bytes, " bytes, recv first: ", recv_first));
-      const std::vector<char> a = Pattern(bytes, 1), b = Pattern(bytes, 2);
-      std::vector<char> got_a(bytes, 0), got_b(bytes, 0);
-      PendingOps ops;
-      ++tag;
-      if (recv_first) {
-        t[1]->RecvAsync(0, tag, got_a.data(), bytes, ops.Add());
-        t[0]->RecvAsync(1, tag, got_b.data(), bytes, ops.Add());
-        // Let the receivers' requests reach the senders first.
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      t[0]->SendAsync(1, tag, a.data(), bytes, ops.Add());
-      t[1]->SendAsync(0, tag, b.data(), bytes, ops.Add());
-      if (!recv_first) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        t[1]->RecvAsync(0, tag, got_a.data(), bytes, ops.Add());
-        t[0]->RecvAsync(1, tag, got_b.data(), bytes, ops.Add());
-      }
-      ASSERT_TRUE(ops.Wait().ok());
-      EXPECT_TRUE(got_a == a);
-      EXPECT_TRUE(got_b == b);
-    }
-  }
-}
 
 TEST(TcpTransportTest, EverySizeInEitherOrder) { EverySizeInEitherOrder(Options()); }
 
-// Many tags in flight on three ranks, each pair in both directions, sends
-// and receives posted in different shuffled orders from several threads.
-void ConcurrentTagsInAnyOrder(const TcpTransportOptions& options) {
-  InMemoryKeyValueStore kv;
-  constexpr int kRanks = 3, kTags = 24;
-  auto t = ConnectThreads(kRanks, kv, options);
-  for (auto& x : t) ASSERT_TRUE(x);
-  auto bytes_of = [](int tag) -> size_t {
-    return tag % 3 == 0 ? (200 << 10) + tag : 100 + tag * 37;
-  };
-  std::vector<std::vector<char>> sent, received;
-  struct Op {
-    int self, peer, tag;
-    bool send;
-    size_t slot;
-  };
-  std::vector<Op> ops;
-  for (int s = 0; s < kRanks; ++s) {
-    for (int d = 0; d < kRanks; ++d) {
-      if (s == d) continue;
-      for (int tag = 0; tag < kTags; ++tag) {
-        sent.push_back(Pattern(bytes_of(tag), s * 100 + d * 10 + tag));
-        received.emplace_back(bytes_of(tag), 0);
-        ops.push_back({s, d, tag, true, sent.size() - 1});
-        ops.push_back({d, s, tag, false, sent.size() - 1});
-      }
-    }
-  }
-  std::shuffle(ops.begin(), ops.end(), std::mt19937(7));
-  PendingOps pending;
-  std::vector<Transport::Callback> callbacks;
-  for (size_t i = 0; i < ops.size(); ++i) callbacks.push_back(pending.Add());
-  std::vector<std::thread> threads;
-  for (int w = 0; w < 4; ++w) {
-    threads.emplace_back([&, w] {
-      for (size_t i = w; i < ops.size(); i += 4) {
-        const Op& op = ops[i];
-        if (op.send) {
-          t[op.self]->SendAsync(op.peer, op.tag, sent[op.slot].data(), sent[op.slot].size(),
-                                std::move(callbacks[i]));
-        } else {
-          t[op.self]->RecvAsync(op.peer, op.tag, received[op.slot].data(), received[op.slot].size(),
-                                std::move(callbacks[i]));
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  ASSERT_TRUE(pending.Wait().ok());
-  for (size_t i = 0; i < sent.size(); ++i) EXPECT_TRUE(sent[i] == received[i]) << "message " << i;
-}
 
 TEST(TcpTransportTest, ConcurrentTagsInAnyOrder) { ConcurrentTagsInAnyOrder(Options()); }
 
-// Runs the registered ring all-reduce of `count` floats on rank `r`; checks
-// the result against the directly computed sum.
-absl::Status RingAllReduce(Transport& t, int64_t count) {
-  const int n = t.size(), r = t.rank();
-  AlgorithmParams p;
-  p.type = CollectiveType::kAllReduce;
-  p.rank = r;
-  p.size = n;
-  p.dtype = DT_FLOAT;
-  p.num_elements = count;
-  auto alg = CreateCollectiveAlgorithm(CollectiveType::kAllReduce, "ring", p);
-  if (!alg.ok()) return alg.status();
-  std::vector<float> in(count), out(count, -1.0f);
-  for (int64_t i = 0; i < count; ++i) in[i] = static_cast<float>((r * 7 + i * 13) % 41 - 20);
-  absl::Status s = (*alg)->Run(t, in.data(), out.data());
-  if (!s.ok()) {
-    t.Abort(s);
-    return s;
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    float want = 0;
-    for (int q = 0; q < n; ++q) want += static_cast<float>((q * 7 + i * 13) % 41 - 20);
-    if (out[i] != want) {
-      return absl::InternalError(
-          absl::StrCat("rank ", r, " element ", i, ": ", out[i], " != ", want));
-    }
-  }
-  return absl::OkStatus();
-}
-
-void RingAllReduceOverThreads(const TcpTransportOptions& options) {
-  for (int n : {2, 3, 4}) {
-    InMemoryKeyValueStore kv;
-    auto t = ConnectThreads(n, kv, options);
-    for (auto& x : t) ASSERT_TRUE(x);
-    for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{(1 << 20) + 3}}) {
-      SCOPED_TRACE(absl::StrCat(n, " ranks, ", count, " floats"));
-      std::vector<absl::Status> status(n);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < n; ++r) {
-        threads.emplace_back([&, r] { status[r] = RingAllReduce(*t[r], count); });
-      }
-      for (auto& th : threads) th.join();
-      for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].ok()) << status[r];
-    }
-  }
-}
 
 TEST(TcpTransportTest, RingAllReduceOverThreads) { RingAllReduceOverThreads(Options()); }
 
@@ -447,21 +254,6 @@ TEST(TcpTransportTest, CongestionControlOfTheMesh) {
   }
 }
 
-int ConnectRaw(const std::string& address) {
-  std::string host;
-  int port;
-  if (!SplitHostPort(address, &host, &port).ok()) return -1;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Stray connections to a listening rank (garbage, a wrong communicator, one
 // that says nothing) are dropped; set-up still completes.
@@ -495,183 +287,6 @@ TEST(TcpTransportTest, GarbageOnTheListeningPortIsIgnored) {
   for (int fd : strays) close(fd);
 }
 
-// Issue 23: with a job token only peers that prove it get in. An outsider
-// that knows the hello but not the token (or speaks the token-less hello) is
-// dropped and set-up completes with the real peer; a rank started with
-// another token is refused naming the address, and its peer names it as
-// never connected.
-TEST(TcpTransportTest, WithAJobTokenOnlyPeersThatProveItConnect) {
-  const JobToken token = *JobToken::FromSecret("tcp-test-job-token-0123456789");
-  const JobToken other = *JobToken::FromSecret("another-jobs-token-0123456789");
-  auto with = [](const JobToken& t, absl::Duration timeout) {
-    TcpTransportOptions o = Options();
-    o.job_token = t;
-    o.connect_timeout = timeout;
-    return o;
-  };
-  struct {
-    uint32_t magic = 0x4c485453, version = 2;
-    uint64_t comm = TcpCommunicatorId("test/tcp#2");
-    int32_t rank = 0, size = 2;
-  } hello;
-  {
-    InMemoryKeyValueStore kv;
-    absl::StatusOr<std::unique_ptr<Transport>> t1;
-    std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, with(token, absl::Seconds(20))); });
-    auto address = kv.Get("test/tcp/addr/1", absl::Seconds(10));
-    ASSERT_TRUE(address.ok());
-    timeval tv{20, 0};
-    const int outsider = ConnectRaw(*address);
-    ASSERT_GE(outsider, 0);
-    setsockopt(outsider, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    const std::string challenge(16, '\x42');
-    ASSERT_EQ(send(outsider, &hello, sizeof(hello), MSG_NOSIGNAL), 24);
-    ASSERT_EQ(send(outsider, challenge.data(), 16, MSG_NOSIGNAL), 16);
-    char answer[24 + 16 + 32];
-    ASSERT_EQ(recv(outsider, answer, sizeof(answer), MSG_WAITALL), 72);
-    const std::string forged(32, '\0');
-    ASSERT_EQ(send(outsider, forged.data(), 32, MSG_NOSIGNAL), 32);
-    char byte;
-    EXPECT_EQ(recv(outsider, &byte, 1, 0), 0) << "the forged answer was not refused";
-    const int tokenless = ConnectRaw(*address);
-    setsockopt(tokenless, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    hello.version = 1;
-    ASSERT_EQ(send(tokenless, &hello, sizeof(hello), MSG_NOSIGNAL), 24);
-    EXPECT_EQ(recv(tokenless, &byte, 1, 0), 0) << "a hello without the token was answered";
-    auto t0 = ConnectTcpTransport(0, 2, kv, with(token, absl::Seconds(20)));
-    rank1.join();
-    ASSERT_TRUE(t0.ok()) << t0.status();
-    ASSERT_TRUE(t1.ok()) << t1.status();
-    char x = 'k', y = 0;
-    PendingOps ops;
-    (*t1)->RecvAsync(0, 1, &y, 1, ops.Add());
-    (*t0)->SendAsync(1, 1, &x, 1, ops.Add());
-    EXPECT_TRUE(ops.Wait().ok());
-    EXPECT_EQ(y, 'k');
-    close(outsider);
-    close(tokenless);
-  }
-  {
-    InMemoryKeyValueStore kv;
-    absl::StatusOr<std::unique_ptr<Transport>> t1;
-    std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, with(other, absl::Seconds(3))); });
-    auto t0 = ConnectTcpTransport(0, 2, kv, with(token, absl::Seconds(3)));
-    rank1.join();
-    auto address = kv.Get("test/tcp/addr/1", absl::Seconds(1));
-    ASSERT_TRUE(address.ok());
-    EXPECT_TRUE(absl::IsUnauthenticated(t0.status())) << t0.status();
-    EXPECT_THAT(std::string(t0.status().message()), HasSubstr("did not prove this job's token"));
-    EXPECT_THAT(std::string(t0.status().message()), HasSubstr(*address));
-    EXPECT_TRUE(absl::IsDeadlineExceeded(t1.status())) << t1.status();
-    EXPECT_THAT(std::string(t1.status().message()), HasSubstr("rank(s) 0 never connected"));
-  }
-}
-
-// ---- Mutual TLS ----
-
-// Certificates of one CA for 127.0.0.1, and one of another CA (made once).
-struct TestTls {
-  TlsConfig job, job2, foreign;
-};
-const TestTls& Certificates() {
-  static const TestTls* tls = [] {
-    auto* t = new TestTls;
-    auto dir = io::MakeTempDir("tcp_tls");
-    auto ca = MakeTestCa(*dir, "job");
-    auto other = MakeTestCa(*dir, "other");
-    auto load = [](const absl::StatusOr<TlsFiles>& f) {
-      EXPECT_TRUE(f.ok()) << f.status();
-      auto c = LoadTlsConfig(*f);
-      EXPECT_TRUE(c.ok()) << c.status();
-      return c.value_or(TlsConfig{});
-    };
-    EXPECT_TRUE(ca.ok() && other.ok());
-    t->job = load(MakeTestCert(*ca, "rank", "IP:127.0.0.1"));
-    t->job2 = load(MakeTestCert(*ca, "rank2", "IP:127.0.0.1"));
-    t->foreign = load(MakeTestCert(*other, "foreign", "IP:127.0.0.1"));
-    return t;
-  }();
-  return *tls;
-}
-
-void DrivenEverySizeBothWays(const TcpTransportOptions& options);  // below
-
-TcpTransportOptions TlsOptions(const TlsConfig& tls = Certificates().job) {
-  TcpTransportOptions o = Options();
-  o.tls = tls;
-  return o;
-}
-
-// Every byte through TLS: each message size either way round (small
-// frames gathered into records, large ones split into many, writes that
-// meet a full socket retried), concurrent tags, the ring, driven waits.
-TEST(TcpTransportTlsTest, EverySizeInEitherOrder) { EverySizeInEitherOrder(TlsOptions()); }
-TEST(TcpTransportTlsTest, ConcurrentTagsInAnyOrder) { ConcurrentTagsInAnyOrder(TlsOptions()); }
-TEST(TcpTransportTlsTest, RingAllReduceOverThreads) { RingAllReduceOverThreads(TlsOptions()); }
-TEST(TcpTransportTlsTest, DrivenEverySizeBothWays) { DrivenEverySizeBothWays(TlsOptions()); }
-
-// Ranks with different certificates of the job's CA talk; with the token
-// as well.
-TEST(TcpTransportTlsTest, WithTheTokenToo) {
-  InMemoryKeyValueStore kv;
-  TcpTransportOptions a = TlsOptions(Certificates().job), b = TlsOptions(Certificates().job2);
-  a.job_token = b.job_token = *JobToken::FromSecret("tcp-test-job-token-0123456789");
-  absl::StatusOr<std::unique_ptr<Transport>> t1;
-  std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, b); });
-  auto t0 = ConnectTcpTransport(0, 2, kv, a);
-  rank1.join();
-  ASSERT_TRUE(t0.ok()) << t0.status();
-  ASSERT_TRUE(t1.ok()) << t1.status();
-  const std::vector<char> x = Pattern(1 << 20, 3);
-  std::vector<char> y(x.size());
-  PendingOps ops;
-  (*t1)->RecvAsync(0, 1, y.data(), y.size(), ops.Add());
-  (*t0)->SendAsync(1, 1, x.data(), x.size(), ops.Add());
-  EXPECT_TRUE(ops.Wait().ok());
-  EXPECT_TRUE(x == y);
-}
-
-// A rank whose certificate is of another CA fails set-up, and so does the
-// rank it meets, naming it.
-TEST(TcpTransportTlsTest, AForeignCertificateIsRefusedNamingTheRank) {
-  for (int foreign_rank : {0, 1}) {
-    SCOPED_TRACE(absl::StrCat("foreign rank ", foreign_rank));
-    InMemoryKeyValueStore kv;
-    std::vector<absl::StatusOr<std::unique_ptr<Transport>>> t(2);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < 2; ++r) {
-      ranks.emplace_back([&, r] {
-        TcpTransportOptions o =
-            TlsOptions(r == foreign_rank ? Certificates().foreign : Certificates().job);
-        o.connect_timeout = absl::Seconds(10);
-        t[r] = ConnectTcpTransport(r, 2, kv, o);
-      });
-    }
-    for (auto& th : ranks) th.join();
-    const int honest = 1 - foreign_rank;
-    EXPECT_TRUE(absl::IsUnauthenticated(t[honest].status())) << t[honest].status();
-    EXPECT_THAT(std::string(t[honest].status().message()),
-                HasSubstr(absl::StrCat("TLS handshake with rank ", foreign_rank, " (127.0.0.1:")));
-    EXPECT_FALSE(t[foreign_rank].ok());
-  }
-}
-
-// A rank without TLS meeting one with: both fail, neither hangs.
-TEST(TcpTransportTlsTest, APlaintextRankFailsSetUp) {
-  InMemoryKeyValueStore kv;
-  TcpTransportOptions plain = Options(), tls = TlsOptions();
-  plain.connect_timeout = tls.connect_timeout = absl::Seconds(5);
-  absl::StatusOr<std::unique_ptr<Transport>> t1;
-  std::thread rank1([&] { t1 = ConnectTcpTransport(1, 2, kv, plain); });
-  auto t0 = ConnectTcpTransport(0, 2, kv, tls);
-  rank1.join();
-  EXPECT_FALSE(t0.ok());
-  // The plaintext rank connected before TLS began; its first exchange fails.
-  if (t1.ok()) {
-    char x = 1;
-    EXPECT_FALSE(Send(**t1, 0, 1, &x, 1).ok());
-  }
-}
 
 // A peer that completes the handshake and then sends bad frames: the
 // communicator aborts with DataLoss naming it; nothing is allocated for the
@@ -715,31 +330,6 @@ TEST(TcpTransportTest, MalformedFramesAbortNamingThePeer) {
 
 // ---- Waits that drive the sockets (DriveUntil) ----
 
-void DrivenEverySizeBothWays(const TcpTransportOptions& options) {
-  InMemoryKeyValueStore kv;
-  auto t = ConnectThreads(2, kv, options);
-  ASSERT_TRUE(t[0] && t[1]);
-  for (size_t bytes : kSizes) {
-    SCOPED_TRACE(absl::StrCat(bytes, " bytes"));
-    std::vector<std::vector<char>> sent = {Pattern(bytes, 1), Pattern(bytes, 2)};
-    std::vector<std::vector<char>> got(2, std::vector<char>(bytes));
-    std::vector<absl::Status> status(2);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < 2; ++r) {
-      ranks.emplace_back([&, r] {
-        status[r] = Drive(*t[r], [&](const AddOp& add) {
-          t[r]->RecvAsync(1 - r, 7, got[r].data(), bytes, add());
-          t[r]->SendAsync(1 - r, 7, sent[r].data(), bytes, add());
-        });
-      });
-    }
-    for (auto& th : ranks) th.join();
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_TRUE(status[r].ok()) << status[r];
-      EXPECT_TRUE(got[r] == sent[1 - r]) << "rank " << r;
-    }
-  }
-}
 
 TEST(TcpTransportDriveTest, EverySizeBothWays) { DrivenEverySizeBothWays(Options()); }
 

@@ -146,6 +146,8 @@ def bench_inprocess(ctx):
     for b in load_json(out)["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
+        if not b["run_name"].startswith("BM_AllReduce/"):
+            continue  # BM_FlightRecorder: the recorder's cost, not a target's
         # BM_AllReduce/bytes:4096/alg:0/min_time:0.300/real_time/threads:2[_median]
         parts = dict(p.split(":", 1) for p in b["run_name"].split("/") if ":" in p)
         rows.append({"ranks": int(b["threads"]), "bytes": int(parts["bytes"]),
