@@ -17,35 +17,14 @@
 #include "kernels/collective.h"
 #include "runtime/collective/algorithm.h"
 #include "runtime/collective/transport/tcp_transport.h"
+#include "runtime/collective/transport/tcp_transport_test_util.h"
 #include "runtime/coordination/key_value_store.h"
 
 namespace strata {
 namespace {
 
+using tcp_test::ConnectThreads;
 using ::testing::HasSubstr;
-
-std::vector<std::unique_ptr<Transport>> ConnectThreads(int n, KeyValueStore& kv) {
-  TcpTransportOptions o;
-  o.host = "127.0.0.1";
-  o.key_prefix = "test/pipelined";
-  o.connect_timeout = absl::Seconds(20);
-  std::vector<std::unique_ptr<Transport>> t(n);
-  std::vector<absl::Status> status(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto c = ConnectTcpTransport(r, n, kv, o);
-      if (c.ok()) {
-        t[r] = std::move(*c);
-      } else {
-        status[r] = c.status();
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
-  return t;
-}
 
 AlgorithmParams Params(int r, int n, int64_t count, MergeOp op, FinalOp final_op) {
   AlgorithmParams p;
