@@ -72,35 +72,47 @@ void HangWatchdog::AwaitClusterErrorReport(absl::Duration timeout) {
                        timeout);
 }
 
+std::vector<TaskReport> HangWatchdog::GatherErrorReports(const std::string& prefix) {
+  Env* env = EnvOrDefault(options_.env);
+  std::vector<TaskReport> reports(options_.task_names.size());
+  const absl::Time start = env->Now();
+  absl::Time last_answer = start;
+  for (;;) {
+    bool all = true;
+    for (size_t r = 0; r < reports.size(); ++r) {
+      if (reports[r].snapshot.has_value()) continue;
+      reports[r].task = options_.task_names[r];
+      absl::StatusOr<std::string> answer = options_.peek(absl::StrCat(prefix, r));
+      FlightRecorderSnapshot s;
+      if (answer.ok() && s.ParseFromString(*answer)) {
+        reports[r].snapshot = std::move(s);
+        last_answer = env->Now();
+      } else {
+        all = false;
+        reports[r].missing = answer.ok() ? "its answer is not a flight recorder snapshot" : "";
+      }
+    }
+    const absl::Time now = env->Now();
+    if (all || Stopping() || now - start >= options_.error_gather_timeout ||
+        now - last_answer >= options_.error_quiet_period) {
+      break;
+    }
+    env->SleepFor(absl::Milliseconds(20));
+  }
+  const std::string none =
+      absl::StrFormat("no answer within %.1f s of the error: it failed, was lost or is cut off",
+                      absl::ToDoubleSeconds(env->Now() - start));
+  for (TaskReport& t : reports) {
+    if (!t.snapshot.has_value() && t.missing.empty()) t.missing = none;
+  }
+  return reports;
+}
+
 void HangWatchdog::ReportClusterError(const absl::Status& error, const std::string& snapshot) {
   const std::string prefix = absl::StrCat(options_.key_prefix, "/at_error/");
   (void)options_.store->Insert(absl::StrCat(prefix, options_.rank), snapshot);
   if (options_.rank == 0 && options_.peek) {
-    // Every task that is still there answers within milliseconds; the
-    // chief waits for the rest (the lost ones) until the timeout.
-    std::vector<TaskReport> reports(options_.task_names.size());
-    const absl::Time deadline = absl::Now() + options_.error_gather_timeout;
-    for (;;) {
-      bool all = true;
-      for (size_t r = 0; r < reports.size(); ++r) {
-        if (reports[r].snapshot.has_value()) continue;
-        reports[r].task = options_.task_names[r];
-        absl::StatusOr<std::string> answer = options_.peek(absl::StrCat(prefix, r));
-        FlightRecorderSnapshot s;
-        if (answer.ok() && s.ParseFromString(*answer)) {
-          reports[r].snapshot = std::move(s);
-        } else {
-          all = false;
-          reports[r].missing =
-              answer.ok() ? "its answer is not a flight recorder snapshot"
-                          : absl::StrFormat("no answer within %.1f s: it failed, was lost or is "
-                                            "cut off",
-                                            absl::ToDoubleSeconds(options_.error_gather_timeout));
-        }
-      }
-      if (all || absl::Now() >= deadline) break;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    std::vector<TaskReport> reports = GatherErrorReports(prefix);
     // Nothing to say when no task that answered has started training (an
     // error at start-up, such as a bad flag, says it all).
     bool started = false;

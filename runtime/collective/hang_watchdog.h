@@ -28,9 +28,12 @@
 // waits end at once, so the protocol above cannot run; instead
 // OnClusterError has every task insert its snapshot at "at_error/<rank>"
 // (inserts still work) and the chief, which hosts the store, reads them
-// without waiting through `peek` for up to `error_gather_timeout` and
-// prints one diagnosis of the error: the tasks that did not answer (the
-// lost one) and what every other was doing.
+// without waiting through `peek` and prints one diagnosis of the error: the
+// tasks that did not answer (the lost one) and what every other was doing.
+// A task still there answers within milliseconds of the error, a lost one
+// never: the chief stops gathering once `error_quiet_period` passed without
+// a new answer (at most `error_gather_timeout` in all), so a lost task holds
+// the cluster's exit up by the quiet period only.
 //
 // Thread-safety: Request may be called from any thread. Ownership: the
 // store and the recorder must outlive the watchdog; the destructor stops
@@ -46,8 +49,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/env.h"
 #include "base/mutex.h"
 #include "runtime/collective/flight_recorder.h"
+#include "runtime/collective/hang_diagnosis.h"
 #include "runtime/coordination/key_value_store.h"
 
 namespace strata {
@@ -71,6 +76,9 @@ struct HangWatchdogOptions {
   // (then OnClusterError only answers).
   std::function<absl::StatusOr<std::string>(const std::string& key)> peek;
   absl::Duration error_gather_timeout = absl::Seconds(2);
+  absl::Duration error_quiet_period = absl::Milliseconds(500);
+  // The clock of the error's gathering (null: Env::Default()).
+  Env* env = nullptr;
 };
 
 class HangWatchdog {
@@ -103,6 +111,8 @@ class HangWatchdog {
   void AnswerLoop();
   // OnClusterError's thread; `snapshot` is this task's, serialized.
   void ReportClusterError(const absl::Status& error, const std::string& snapshot);
+  // Rank 0: the tasks' answers at the cluster's error (file comment).
+  std::vector<TaskReport> GatherErrorReports(const std::string& prefix);
   // Rank 0: gathers diagnosis n's answers and prints it.
   void Diagnose(int n, const std::string& request);
   bool Stopping() const;
