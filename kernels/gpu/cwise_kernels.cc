@@ -224,6 +224,46 @@ class CumulativeOp : public OpKernel {
   bool exclusive_ = false, reverse_ = false;
 };
 
+// ClipByValue: min(max(t, clip_value_min), clip_value_max), each bound a
+// scalar or of t's shape (as on the CPU): two strided launches, the second
+// in place.
+class ClipByValueOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return true; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    const Tensor& t = ctx.input(0);
+    const Tensor& lo = ctx.input(1);
+    const Tensor& hi = ctx.input(2);
+    for (const Tensor* b : {&lo, &hi}) {
+      if (b->dims() != 0 && b->shape() != t.shape()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ClipByValue ", b == &lo ? "clip_value_min" : "clip_value_max", " ",
+                         b->shape().DebugString(), " is neither a scalar nor of t's shape ",
+                         t.shape().DebugString()));
+      }
+    }
+    STRATA_ASSIGN_OR_RETURN(const ElemType type, ToElemType(t.dtype()));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, t.shape(), &out));
+    const int64_t n = t.NumElements();
+    if (n == 0) return absl::OkStatus();
+    StridedShape s;
+    s.rank = 1;
+    s.dims[0] = n;
+    s.x_strides[0] = 1;
+    s.y_strides[0] = lo.dims() == 0 ? 0 : 1;
+    STRATA_RETURN_IF_ERROR(CudaStatus(LaunchBinary(BinaryFn::kMax, type, t.raw_data(),
+                                                   lo.raw_data(), out->raw_data(), s, n, stream),
+                                      "ClipByValue"));
+    s.y_strides[0] = hi.dims() == 0 ? 0 : 1;
+    return CudaStatus(LaunchBinary(BinaryFn::kMin, type, out->raw_data(), hi.raw_data(),
+                                   out->raw_data(), s, n, stream),
+                      "ClipByValue");
+  }
+};
+
 #define REGISTER_GPU(op, dt, ...) \
   STRATA_REGISTER_KERNEL(KernelBuilder(op).Device(kDeviceGpu).TypeConstraint("T", dt), __VA_ARGS__)
 
@@ -266,6 +306,11 @@ REGISTER_ARITH(DT_INT64);
 REGISTER_GPU("Neg", DT_INT64, UnaryOp<UnaryFn::kNeg>);
 REGISTER_GPU("Square", DT_INT64, UnaryOp<UnaryFn::kSquare>);
 REGISTER_ARITH(DT_INT32);  // host memory: computed on the host
+REGISTER_GPU("ClipByValue", DT_FLOAT, ClipByValueOp);
+REGISTER_GPU("ClipByValue", DT_DOUBLE, ClipByValueOp);
+REGISTER_GPU("ClipByValue", DT_HALF, ClipByValueOp);
+REGISTER_GPU("ClipByValue", DT_BFLOAT16, ClipByValueOp);
+REGISTER_GPU("ClipByValue", DT_INT64, ClipByValueOp);
 // Cumsum and Cumprod for device-memory types only (int32 ones run on the CPU).
 #define REGISTER_CUMULATIVE(dt)                        \
   REGISTER_GPU("Cumsum", dt, CumulativeOp<false>); \

@@ -1,4 +1,5 @@
-// GatherV2 and UnsortedSegmentSum on the GPU (launchers: gather_gpu.cu).
+// GatherV2, ResourceGather and UnsortedSegmentSum on the GPU (launchers:
+// gather_gpu.cu).
 // int32 indices live in host memory: they are checked there (an index out
 // of range is InvalidArgument naming it and its position, as on the CPU) and
 // copied to the device with the work. int64 indices live on the device and
@@ -16,6 +17,7 @@
 #include "kernels/gpu/gpu_util.h"
 #include "kernels/kernel_registry.h"
 #include "kernels/op_kernel.h"
+#include "kernels/resource_mgr.h"
 
 namespace strata {
 namespace gpu {
@@ -80,6 +82,44 @@ class GatherV2Op : public OpKernel {
   }
 };
 
+// GatherV2 along axis 0 of a variable's value. The rows are copied by work
+// enqueued under the variable's reader lock on the device's one stream, so
+// an update (enqueued later on that stream, or on a copy of the buffer while
+// a read holds it) comes after: the output is a snapshot, as on the CPU.
+class ResourceGatherOp : public OpKernel {
+ public:
+  explicit ResourceGatherOp(OpKernelConstruction& c) : OpKernel(c) {
+    int64_t batch_dims = 0;
+    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("batch_dims", &batch_dims));
+    if (batch_dims != 0) {
+      c.SetStatus(absl::InvalidArgumentError(
+          absl::StrCat("ResourceGather batch_dims ", batch_dims, " is not supported")));
+    }
+  }
+
+  absl::Status Compute(OpKernelContext& ctx) override {
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Var> var, LookupResource<Var>(ctx, 0));
+    STRATA_RETURN_IF_ERROR(var->CheckDtype(output_type(0), "ResourceGather"));
+    const Tensor& indices = ctx.input(1);
+    ReaderMutexLock l(var->mu());
+    STRATA_RETURN_IF_ERROR(var->CheckInitialized());
+    const Tensor& params = var->value();
+    if (params.dims() < 1) {
+      return absl::InvalidArgumentError(
+          "ResourceGather: the variable is a scalar; it has no rows to gather");
+    }
+    STRATA_ASSIGN_OR_RETURN(const GatherPlan p, PlanGather(params.shape(), indices.shape(), 0));
+    STRATA_ASSIGN_OR_RETURN(Tensor idx, DeviceIndices(ctx, indices, p.n, "ResourceGather indices"));
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(ctx.allocate_output(0, p.out, &out));
+    STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
+    return CudaStatus(LaunchGather(params.raw_data(), idx.raw_data(), idx.dtype() == DT_INT64,
+                                   out->raw_data(), p.outer, p.n, indices.NumElements(),
+                                   p.inner * static_cast<int64_t>(DataTypeSize(params.dtype())), s),
+                      "ResourceGather");
+  }
+};
+
 class UnsortedSegmentSumOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -117,6 +157,17 @@ REGISTER_GATHER(DT_BFLOAT16);
 REGISTER_GATHER(DT_INT64);
 REGISTER_GATHER(DT_BOOL);
 #undef REGISTER_GATHER
+
+#define REGISTER_RESOURCE_GATHER(T)                                                  \
+  STRATA_REGISTER_KERNEL(                                                            \
+      KernelBuilder("ResourceGather").Device(kDeviceGpu).TypeConstraint("dtype", T), \
+      ResourceGatherOp)
+REGISTER_RESOURCE_GATHER(DT_FLOAT);
+REGISTER_RESOURCE_GATHER(DT_DOUBLE);
+REGISTER_RESOURCE_GATHER(DT_HALF);
+REGISTER_RESOURCE_GATHER(DT_BFLOAT16);
+REGISTER_RESOURCE_GATHER(DT_INT64);
+#undef REGISTER_RESOURCE_GATHER
 
 #define REGISTER_SEGMENT_SUM(T)                                                                     \
   STRATA_REGISTER_KERNEL(KernelBuilder("UnsortedSegmentSum").Device(kDeviceGpu).TypeConstraint("T", T), \

@@ -2,7 +2,8 @@
 // several shapes per op (broadcasting, 0 and 1 elements, sizes that span
 // many blocks), each output compared with a per-op tolerance. half and
 // bfloat16 kernels (which have no CPU kernel) are compared with the CPU's
-// float kernel run on the same rounded inputs. Skips without a GPU.
+// float kernel run on the same rounded inputs (the harness:
+// kernels/gpu/testing/gpu_oracle.h). Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,6 +16,7 @@
 #include "graph/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/eigen_views.h"
+#include "kernels/gpu/testing/gpu_oracle.h"
 #include "kernels/gpu/testing/test_gpu_device.h"
 #include "kernels/kernel_runner.h"
 #include "kernels/resource_mgr.h"
@@ -22,140 +24,13 @@
 namespace strata {
 namespace {
 
-using Attrs = std::map<std::string, AttrValue>;
-
-// A CPU device with a ResourceMgr, for the variable and optimizer ops.
-class CpuDeviceWithResources : public StandaloneCpuDevice {
- public:
-  CpuDeviceWithResources() : StandaloneCpuDevice(2), rm_(name()) {}
-  ResourceMgr* resource_manager() const override { return &rm_; }
-
- private:
-  mutable ResourceMgr rm_;
-};
-
-double ValueAt(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DT_FLOAT: return t.data<float>()[i];
-    case DT_DOUBLE: return t.data<double>()[i];
-    case DT_INT32: return t.data<int32_t>()[i];
-    case DT_INT64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DT_BOOL: return t.data<bool>()[i];
-    case DT_HALF: return static_cast<float>(t.data<Eigen::half>()[i]);
-    case DT_BFLOAT16: return static_cast<float>(t.data<Eigen::bfloat16>()[i]);
-    default: return NAN;
-  }
-}
-
-Tensor Random(DataType dt, const TensorShape& shape, std::mt19937& rng, double lo = -2, double hi = 2) {
-  Tensor t(dt, shape);
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (int64_t i = 0; i < t.NumElements(); ++i) {
-    const double v = u(rng);
-    switch (dt) {
-      case DT_FLOAT: t.data<float>()[i] = static_cast<float>(v); break;
-      case DT_DOUBLE: t.data<double>()[i] = v; break;
-      case DT_INT32: t.data<int32_t>()[i] = static_cast<int32_t>(std::floor(v)); break;
-      case DT_INT64: t.data<int64_t>()[i] = static_cast<int64_t>(std::floor(v)); break;
-      case DT_BOOL: t.data<bool>()[i] = v > (lo + hi) / 2; break;
-      case DT_HALF: t.data<Eigen::half>()[i] = Eigen::half(static_cast<float>(v)); break;
-      case DT_BFLOAT16: t.data<Eigen::bfloat16>()[i] = Eigen::bfloat16(static_cast<float>(v)); break;
-      default: break;
-    }
-  }
-  return t;
-}
-
-// `t` converted elementwise to `dt` on the host (for half/bfloat16 references).
-Tensor Convert(const Tensor& t, DataType dt) {
-  Tensor out(dt, t.shape());
-  for (int64_t i = 0; i < t.NumElements(); ++i) {
-    const double v = ValueAt(t, i);
-    switch (dt) {
-      case DT_FLOAT: out.data<float>()[i] = static_cast<float>(v); break;
-      case DT_HALF: out.data<Eigen::half>()[i] = Eigen::half(static_cast<float>(v)); break;
-      case DT_BFLOAT16: out.data<Eigen::bfloat16>()[i] = Eigen::bfloat16(static_cast<float>(v)); break;
-      default: break;
-    }
-  }
-  return out;
-}
-
-void ExpectClose(const Tensor& want, const Tensor& got, double rtol, double atol, const std::string& what) {
-  ASSERT_EQ(want.shape(), got.shape()) << what;
-  int reported = 0;
-  for (int64_t i = 0; i < want.NumElements(); ++i) {
-    const double w = ValueAt(want, i), g = ValueAt(got, i);
-    const bool both_nan = std::isnan(w) && std::isnan(g);
-    const bool same_inf = std::isinf(w) && w == g;
-    if (both_nan || same_inf) continue;
-    if (!(std::abs(w - g) <= atol + rtol * std::abs(w)) && reported++ < 5) {
-      ADD_FAILURE() << what << ": element " << i << " of " << want.shape().DebugString() << ": CPU " << w
-                    << ", GPU " << g;
-    }
-  }
-}
-
-struct Tol {
-  double rtol = 1e-6, atol = 1e-6;
-};
-
-class GpuOracleTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!GpuAvailable(&why)) GTEST_SKIP() << "no GPU (" << why << "): GPU oracle tests need one";
-    auto d = TestGpuDevice::Create();
-    ASSERT_TRUE(d.ok()) << d.status();
-    gpu_ = *std::move(d);
-  }
-
-  // Runs `op` on both devices; every output must agree within `tol`.
-  void Check(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs, Tol tol,
-             const std::string& what = "") {
-    const std::string label = absl::StrCat(op, " ", what);
-    auto c = RunKernel(&cpu_, op, in, attrs);
-    ASSERT_TRUE(c.ok()) << label << " CPU: " << c.status();
-    auto g = RunOnGpu(gpu_.get(), op, in, attrs);
-    ASSERT_TRUE(g.ok()) << label << " GPU: " << g.status();
-    ASSERT_EQ(c->size(), g->size()) << label;
-    for (size_t i = 0; i < c->size(); ++i) {
-      ASSERT_EQ((*c)[i].dtype(), (*g)[i].dtype()) << label << " output " << i;
-      ExpectClose((*c)[i], (*g)[i], tol.rtol, tol.atol, absl::StrCat(label, " output ", i));
-    }
-  }
-
-  // Bad input: both kernels fail with the same code.
-  void CheckSameError(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs,
-                      const std::string& what = "") {
-    auto c = RunKernel(&cpu_, op, in, attrs);
-    auto g = RunOnGpu(gpu_.get(), op, in, attrs);
-    ASSERT_FALSE(c.ok()) << op << " " << what << ": the CPU kernel accepted it";
-    EXPECT_EQ(c.status().code(), g.status().code()) << op << " " << what << ": CPU " << c.status() << ", GPU "
-                                                    << g.status();
-  }
-
-  // A 16-bit kernel against the CPU's float kernel on the same rounded inputs.
-  void CheckLowPrecision(const std::string& op, DataType dt, const std::vector<Tensor>& float_in,
-                         const Attrs& attrs, Tol tol) {
-    std::vector<Tensor> low, rounded;
-    for (const Tensor& t : float_in) {
-      low.push_back(t.dtype() == DT_FLOAT ? Convert(t, dt) : t);
-      rounded.push_back(t.dtype() == DT_FLOAT ? Convert(low.back(), DT_FLOAT) : t);
-    }
-    auto c = RunKernel(&cpu_, op, rounded, attrs);
-    ASSERT_TRUE(c.ok()) << op << " CPU: " << c.status();
-    auto g = RunOnGpu(gpu_.get(), op, low, attrs);
-    ASSERT_TRUE(g.ok()) << op << " GPU " << DataTypeString(dt) << ": " << g.status();
-    for (size_t i = 0; i < c->size(); ++i) {
-      ExpectClose((*c)[i], (*g)[i], tol.rtol, tol.atol, absl::StrCat(op, " ", DataTypeString(dt), " output ", i));
-    }
-  }
-
-  std::mt19937 rng_{1234};
-  CpuDeviceWithResources cpu_;
-  std::unique_ptr<TestGpuDevice> gpu_;
-};
+using gpu_oracle::Attrs;
+using gpu_oracle::Convert;
+using gpu_oracle::ExpectClose;
+using gpu_oracle::GpuOracleTest;
+using gpu_oracle::MakeVar;
+using gpu_oracle::Random;
+using gpu_oracle::Tol;
 
 const std::vector<std::pair<TensorShape, TensorShape>>& BinaryShapes() {
   static const auto* const s = new std::vector<std::pair<TensorShape, TensorShape>>{
@@ -667,18 +542,60 @@ TEST_F(GpuOracleTest, GatherAndSegmentSum) {
   EXPECT_EQ((*zero)[0].data<float>()[1], 2.0f);
 }
 
-// A variable made and assigned on `dev`; returns its handle.
-absl::StatusOr<Tensor> MakeVar(DeviceBase* dev, TestGpuDevice* gpu, const std::string& name, const Tensor& value) {
-  const Attrs attrs = {{"dtype", MakeAttr(value.dtype())},
-                       {"shape", MakeAttr(PartialTensorShape(value.shape()))},
-                       {"shared_name", MakeAttr(name)}};
-  auto h = gpu != nullptr ? RunOnGpu(gpu, "VarHandleOp", {}, attrs) : RunKernel(dev, "VarHandleOp", {}, attrs);
-  if (!h.ok()) return h.status();
-  const Tensor handle = (*h)[0];
-  auto a = gpu != nullptr ? RunOnGpu(gpu, "AssignVariableOp", {handle, value}, {})
-                          : RunKernel(dev, "AssignVariableOp", {handle, value}, {});
-  if (!a.ok()) return a.status();
-  return handle;
+TEST_F(GpuOracleTest, ClipByValue) {
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64}) {
+    for (const TensorShape& s :
+         {TensorShape{}, TensorShape{0}, TensorShape{7}, TensorShape{300, 257}}) {
+      const std::string what = absl::StrCat(DataTypeString(dt), " ", s.DebugString());
+      const Tensor t = Random(dt, s, rng_, -10, 10);
+      // Scalar bounds, and bounds of t's shape (some crossing: min > max).
+      Check("ClipByValue", {t, Random(dt, {}, rng_, -5, -1), Random(dt, {}, rng_, 1, 5)}, {}, {},
+            what);
+      Check("ClipByValue", {t, Random(dt, s, rng_, -5, 0), Random(dt, s, rng_, -1, 5)}, {}, {},
+            what);
+      Check("ClipByValue", {t, Random(dt, {}, rng_, -5, 0), Random(dt, s, rng_, 0, 5)}, {}, {},
+            what);
+    }
+  }
+  for (DataType dt : {DT_HALF, DT_BFLOAT16}) {
+    CheckLowPrecision("ClipByValue", dt,
+                      {Random(DT_FLOAT, {1000}, rng_), Tensor::Scalar<float>(-0.5f),
+                       Random(DT_FLOAT, {1000}, rng_, 0, 1)},
+                      {}, {0, 0});
+  }
+  CheckSameError(
+      "ClipByValue",
+      {Random(DT_FLOAT, {4}, rng_), Random(DT_FLOAT, {2}, rng_), Tensor::Scalar<float>(1)}, {},
+      "clip_value_min of another shape");
+}
+
+TEST_F(GpuOracleTest, ResourceGather) {
+  // The same rows from a variable made on each device, int32 and int64 ids.
+  for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64}) {
+    const Tensor table = Random(dt, {1000, 64}, rng_, -50, 50);
+    Tensor ids(DT_INT32, TensorShape{30, 10});
+    for (int64_t i = 0; i < ids.NumElements(); ++i)
+      ids.data<int32_t>()[i] = static_cast<int32_t>(rng_() % 1000);
+    const std::string name = "table" + DataTypeString(dt);
+    auto h_cpu = MakeVar(&cpu_, nullptr, name, table);
+    auto h_gpu = MakeVar(gpu_.get(), gpu_.get(), name, table);
+    ASSERT_TRUE(h_cpu.ok() && h_gpu.ok()) << h_cpu.status() << " " << h_gpu.status();
+    const Attrs attrs = {{"dtype", MakeAttr(dt)}};
+    for (const Tensor& idx :
+         {ids, Tensor::FromVector<int64_t>({999, 0, 5, 5}), Tensor::FromVector<int32_t>({})}) {
+      auto c = RunKernel(&cpu_, "ResourceGather", {*h_cpu, idx}, attrs);
+      auto g = RunOnGpu(gpu_.get(), "ResourceGather", {*h_gpu, idx}, attrs);
+      ASSERT_TRUE(c.ok() && g.ok()) << c.status() << " " << g.status();
+      ExpectClose((*c)[0], (*g)[0], 0, 0,
+                  "ResourceGather " + name + " " + idx.shape().DebugString());
+    }
+    // int32 ids out of range: named, as on the CPU.
+    auto bad = RunOnGpu(gpu_.get(), "ResourceGather",
+                        {*h_gpu, Tensor::FromVector<int32_t>({1, 1000})}, attrs);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+    EXPECT_NE(bad.status().message().find("ResourceGather indices[1] = 1000"), std::string::npos)
+        << bad.status();
+  }
 }
 
 TEST_F(GpuOracleTest, OptimizersAndVariables) {
