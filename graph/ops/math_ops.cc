@@ -596,4 +596,17 @@ Output Cast(const Scope& s, Output x, DataType dst, bool truncate) {
 }
 
 }  // namespace ops
+
+absl::Status CheckClipByValueBounds(const TensorShape& t, const TensorShape& clip_value_min,
+                                    const TensorShape& clip_value_max) {
+  for (const TensorShape* b : {&clip_value_min, &clip_value_max}) {
+    if (b->dims() != 0 && *b != t) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ClipByValue ", b == &clip_value_min ? "clip_value_min" : "clip_value_max", " ",
+          b->DebugString(), " is neither a scalar nor of t's shape ", t.DebugString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace strata

@@ -21,10 +21,18 @@
 #ifndef STRATA_GRAPH_OPS_MATH_OPS_H_
 #define STRATA_GRAPH_OPS_MATH_OPS_H_
 
+#include "absl/status/status.h"
 #include "graph/scope.h"
+#include "graph/tensor_shape.h"
 #include "graph/types.h"
 
 namespace strata {
+
+// The kernels' check of ClipByValue's operands: InvalidArgument naming a
+// bound that is neither a scalar nor of t's shape.
+absl::Status CheckClipByValueBounds(const TensorShape& t, const TensorShape& clip_value_min,
+                                    const TensorShape& clip_value_max);
+
 namespace ops {
 
 // Binary elementwise ops with NumPy broadcasting: z = x op y.

@@ -300,14 +300,7 @@ class ClipByValueKernel : public OpKernel {
     const Tensor& t = ctx.input(0);
     const Tensor& lo = ctx.input(1);
     const Tensor& hi = ctx.input(2);
-    for (const Tensor* b : {&lo, &hi}) {
-      if (b->dims() != 0 && b->shape() != t.shape()) {
-        return absl::InvalidArgumentError(absl::StrCat("ClipByValue ", b == &lo ? "clip_value_min" : "clip_value_max",
-                                                       " ", b->shape().DebugString(),
-                                                       " is neither a scalar nor of t's shape ",
-                                                       t.shape().DebugString()));
-      }
-    }
+    STRATA_RETURN_IF_ERROR(CheckClipByValueBounds(t.shape(), lo.shape(), hi.shape()));
     Tensor* out;
     STRATA_RETURN_IF_ERROR(ctx.forward_input_or_allocate_output({0}, 0, t.shape(), &out));
     const int64_t n = t.NumElements();

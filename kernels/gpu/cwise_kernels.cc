@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "graph/ops/math_ops.h"
 #include "kernels/cpu/cwise.h"
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
@@ -235,14 +236,7 @@ class ClipByValueOp : public OpKernel {
     const Tensor& t = ctx.input(0);
     const Tensor& lo = ctx.input(1);
     const Tensor& hi = ctx.input(2);
-    for (const Tensor* b : {&lo, &hi}) {
-      if (b->dims() != 0 && b->shape() != t.shape()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ClipByValue ", b == &lo ? "clip_value_min" : "clip_value_max", " ",
-                         b->shape().DebugString(), " is neither a scalar nor of t's shape ",
-                         t.shape().DebugString()));
-      }
-    }
+    STRATA_RETURN_IF_ERROR(CheckClipByValueBounds(t.shape(), lo.shape(), hi.shape()));
     STRATA_ASSIGN_OR_RETURN(const ElemType type, ToElemType(t.dtype()));
     STRATA_ASSIGN_OR_RETURN(cudaStream_t stream, Stream(ctx));
     Tensor* out;

@@ -51,15 +51,19 @@ absl::StatusOr<Tensor> DeviceIndices(OpKernelContext& ctx, const Tensor& idx, in
   return dev;
 }
 
+// Only batch_dims 0 is supported (as on the CPU).
+void RequireNoBatchDims(OpKernelConstruction& c, const char* op) {
+  int64_t batch_dims = 0;
+  STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("batch_dims", &batch_dims));
+  if (batch_dims != 0) {
+    c.SetStatus(absl::InvalidArgumentError(
+        absl::StrCat(op, " batch_dims ", batch_dims, " is not supported")));
+  }
+}
+
 class GatherV2Op : public OpKernel {
  public:
-  explicit GatherV2Op(OpKernelConstruction& c) : OpKernel(c) {
-    int64_t batch_dims = 0;
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("batch_dims", &batch_dims));
-    if (batch_dims != 0) {
-      c.SetStatus(absl::InvalidArgumentError(absl::StrCat("GatherV2 batch_dims ", batch_dims, " is not supported")));
-    }
-  }
+  explicit GatherV2Op(OpKernelConstruction& c) : OpKernel(c) { RequireNoBatchDims(c, "GatherV2"); }
   // An int64 axis is read from the device synchronously.
   bool IsCaptureSafe() const override { return input_type(2) == DT_INT32; }
   bool ReadsHostInputOnDevice(int i) const override { return i == 1; }
@@ -89,12 +93,7 @@ class GatherV2Op : public OpKernel {
 class ResourceGatherOp : public OpKernel {
  public:
   explicit ResourceGatherOp(OpKernelConstruction& c) : OpKernel(c) {
-    int64_t batch_dims = 0;
-    STRATA_KERNEL_REQUIRES_OK(c, c.GetAttr("batch_dims", &batch_dims));
-    if (batch_dims != 0) {
-      c.SetStatus(absl::InvalidArgumentError(
-          absl::StrCat("ResourceGather batch_dims ", batch_dims, " is not supported")));
-    }
+    RequireNoBatchDims(c, "ResourceGather");
   }
 
   absl::Status Compute(OpKernelContext& ctx) override {
