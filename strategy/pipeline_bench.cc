@@ -5,7 +5,8 @@
 // last stage ending in a Dense of 10 logits. A stage's busy time is the
 // union of its device's kernels (asynchronous ones, _Recv waiting for the
 // previous stage, excluded); its idle fraction is 1 - busy / the step's
-// span. Each stage's device has one intra-op thread.
+// span, the median over the traced steps. Each stage's device has one
+// intra-op thread.
 //
 //   bazel run -c opt //strategy:pipeline_bench -- --stages=2 --micro_batches=4,8 --out=/tmp/p.json
 //
@@ -57,7 +58,7 @@ struct Result {
   std::string schedule;
   int micro_batches = 0;
   double theory = 0;
-  std::vector<double> idle;  // per stage, mean over the steps
+  std::vector<double> idle;  // per stage, the median over the steps
   double step_ms = 0;
 };
 
@@ -109,6 +110,7 @@ absl::StatusOr<Result> Measure(distribute::PipelineSchedule schedule, int stages
   r.theory = static_cast<double>(stages - 1) / (m + stages - 1);
   r.idle.assign(stages, 0);
   const int steps = absl::GetFlag(FLAGS_steps);
+  std::vector<std::vector<double>> idle(stages);  // per stage, per step
   for (int i = 0; i < steps; ++i) {
     StepTracer tracer;
     RunOptions ro;
@@ -142,7 +144,7 @@ absl::StatusOr<Result> Measure(distribute::PipelineSchedule schedule, int stages
           reach = b;
         }
       }
-      r.idle[s] += (1.0 - static_cast<double>(busy) / (end - begin)) / steps;
+      idle[s].push_back(1.0 - static_cast<double>(busy) / (end - begin));
       if (absl::GetFlag(FLAGS_timeline) && i + 1 == steps) {
         std::printf("%s M=%d stage %d:\n", r.schedule.c_str(), m, s);
         for (const TraceEvent& e : events) {
@@ -153,6 +155,13 @@ absl::StatusOr<Result> Measure(distribute::PipelineSchedule schedule, int stages
         }
       }
     }
+  }
+  // The median: a step that the machine interrupted (2 cores shared by
+  // the stages, the executor and the OS) does not move it.
+  for (int s = 0; s < stages; ++s) {
+    std::sort(idle[s].begin(), idle[s].end());
+    const size_t n = idle[s].size();
+    r.idle[s] = n % 2 == 1 ? idle[s][n / 2] : (idle[s][n / 2 - 1] + idle[s][n / 2]) / 2;
   }
   return r;
 }
