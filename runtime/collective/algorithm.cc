@@ -112,6 +112,7 @@ struct AutoChoice {
   const char* algorithm;
   bool power_of_two_groups = false;  // only for groups of 2^k ranks
   int64_t max_bytes = -1;            // >= 0: only up to this many bytes per rank
+  int max_group = 0;                 // > 0: only for groups of at most this many ranks
 };
 constexpr AutoChoice kAutoChoices[] = {
     // Over TCP, small tensors in log2(n) exchanges of the whole (4
@@ -137,7 +138,12 @@ constexpr AutoChoice kAutoChoices[] = {
     // Over TCP, log2(n) exchanges instead of the ring's n-1 steps: 4
     // processes on loopback, 4-64 KiB 0.51-0.59x -> 0.75-0.98x of Open MPI,
     // >= 1 MiB 0.91-1.15x -> 1.09-1.29x (docs/perf/notes/crossprocess.md).
-    {CollectiveType::kAllGather, "tcp", AutoChoice::kAny, "recursive_doubling", true},
+    // Past 4 MiB a rank the ring's n-1 equal steps won at 4 processes (8
+    // MiB: 20 vs 24.5 ms, 16 MiB: 49 vs 55 ms); 2 processes make one
+    // exchange either way.
+    {CollectiveType::kAllGather, "tcp", AutoChoice::kAny, "recursive_doubling", true,
+     int64_t{4} << 20},
+    {CollectiveType::kAllGather, "tcp", AutoChoice::kAny, "recursive_doubling", true, -1, 2},
     {CollectiveType::kAllGather, nullptr, AutoChoice::kAny, "ring"},
     // Reduce-scatter as all-reduce's first half: in the segment over shared
     // memory, from the peers' inputs in one address space, else the ring.
@@ -188,6 +194,7 @@ absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::stri
     if (c.address_space == AutoChoice::kShared && !same_address_space) continue;
     if (c.power_of_two_groups && !power_of_two) continue;
     if (c.max_bytes >= 0 && bytes_per_rank > c.max_bytes) continue;
+    if (c.max_group > 0 && group_size > c.max_group) continue;
     if (!Registered(type, c.algorithm)) continue;
     return std::string(c.algorithm);
   }

@@ -119,13 +119,13 @@ std::vector<std::string> RegisteredAlgorithms(CollectiveType type);
 // the first row of the selection table in algorithm.cc that fits: for
 // all-reduce "pipelined_ring" over TCP, "shm" over shared memory, "direct"
 // when same_address_space, else "ring"; for reduce-scatter "shm", "direct"
-// or "ring" likewise; for all-gather "shm" over shared memory, else
-// "ring"; "tree" for broadcast. A hint that names no usable algorithm of this collective falls
-// back to auto; an unknown one is InvalidArgument. Depends only on
-// group-wide values (same_address_space is a property of the executor, the
-// same for every rank; every rank of a communicator has the same transport).
-// `transport_kind` is Transport::kind() of the communicator the algorithm
-// will run over ("" when not known yet).
+// or "ring" likewise; for all-gather "shm" over shared memory,
+// "recursive_doubling" over TCP for 2^k ranks (past 4 MiB a rank only for
+// 2), else "ring"; "tree" for broadcast. A hint that names no usable algorithm of this collective
+// falls back to auto; an unknown one is InvalidArgument. Depends only on group-wide values
+// (same_address_space is a property of the executor, the same for every rank; every rank of a
+// communicator has the same transport). `transport_kind` is Transport::kind() of the communicator
+// the algorithm will run over ("" when not known yet).
 absl::StatusOr<std::string> SelectAlgorithm(CollectiveType type, const std::string& hint,
                                             int group_size, int64_t bytes_per_rank,
                                             bool same_address_space = false,

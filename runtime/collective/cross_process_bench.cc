@@ -218,7 +218,11 @@ absl::StatusOr<std::unique_ptr<CollectiveAlgorithm>> MakeCollective(Transport& t
   p.merge_op = op;
   std::string name = hint;
   if (hint == "auto") {
-    STRATA_ASSIGN_OR_RETURN(name, SelectAlgorithm(p.type, "auto", p.size, count * DataTypeSize(dtype),
+    // Per rank as the executors count it: all-gather's block, the whole
+    // tensor of the others.
+    const int64_t bytes =
+        count * DataTypeSize(dtype) / (type == CollectiveType::kAllGather ? p.size : 1);
+    STRATA_ASSIGN_OR_RETURN(name, SelectAlgorithm(p.type, "auto", p.size, bytes,
                                                   /*same_address_space=*/false, t.kind()));
   }
   if (name == "pipelined_ring") {

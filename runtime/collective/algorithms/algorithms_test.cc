@@ -485,6 +485,14 @@ TEST(AlgorithmRegistryTest, SelectionDependsOnlyOnGroupWideValues) {
             "recursive_doubling");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 2, 1 << 26, false, "tcp"),
             "recursive_doubling");
+  // Past 4 MiB a rank, the ring at 4 ranks; recursive doubling at 2 ranks whatever the size.
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 4, int64_t{4} << 20, false, "tcp"),
+            "recursive_doubling");
+  EXPECT_EQ(
+      *SelectAlgorithm(CollectiveType::kAllGather, "auto", 4, (int64_t{4} << 20) + 1, false, "tcp"),
+      "ring");
+  EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 8, int64_t{1} << 26, false, "tcp"),
+            "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kAllGather, "auto", 3, 8, false, "tcp"), "ring");
   EXPECT_EQ(*SelectAlgorithm(CollectiveType::kReduceScatter, "auto", 4, 8, false, "tcp"),
             "recursive_halving");
