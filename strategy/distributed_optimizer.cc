@@ -143,7 +143,9 @@ void ReplicaUpdates::CreateSlots(const Scope& scope, train::Variable* var,
   // model's graph would list every slot once per replica (and a checkpoint
   // would save the copies), so it is registered in side_'s graph, which
   // lives as long as this optimizer.
-  auto [mirrored, replica] = comp->second;
+  // Named copies, not a structured binding: the view's lambda captures them.
+  const auto mirrored = comp->second.first;
+  const auto replica = comp->second.second;
   auto made = slots_.find(mirrored);
   if (made == slots_.end()) {
     scope.UpdateStatus(absl::InternalError(absl::StrCat(

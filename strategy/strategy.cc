@@ -64,7 +64,7 @@ std::vector<std::string> PerReplica::names() const {
   return out;
 }
 
-StrategyScope::StrategyScope(Strategy* strategy) : strategy_(strategy) {
+StrategyScope::StrategyScope(Strategy* strategy) {
   if (ScopeActive(strategy)) return;  // nested: the outer scope's creator does the work
   ActiveScopes().push_back(strategy);
   creator_.emplace([strategy](const strata::Scope& s, const train::VariableArgs& a,

@@ -191,7 +191,6 @@ class StrategyScope {
  private:
   friend class Strategy;
   explicit StrategyScope(Strategy* strategy);
-  Strategy* const strategy_;
   std::optional<train::VariableCreatorScope> creator_;
 };
 

@@ -13,9 +13,9 @@
 #   tools/fuzz.sh --seconds=10 --junit=FILE   # as tools/test.sh runs it: one
 #                                             # test case per target
 #
-# Builds in an output base of its own (~/.cache/strata_fuzz/<workspace hash>,
-# or $STRATA_FUZZ_OUTPUT_BASE): clang there, gcc in the main one, neither
-# discarding the other's cache. Exit status: 0 when no target crashed.
+# Builds in the clang output base (tools/clang_bazel.sh), reusing the objects
+# of tools/test.sh's clang_asan_ubsan build there. Exit status: 0 when no
+# target crashed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,15 +59,10 @@ if (( ${#targets[@]} == 0 )); then
   exit 2
 fi
 
-# One output base per workspace (an output base serves one workspace).
-output_base=${STRATA_FUZZ_OUTPUT_BASE:-$HOME/.cache/strata_fuzz/$(pwd | md5sum | cut -c1-12)}
-echo "fuzz: building ${#targets[@]} targets with clang (output base $output_base)"
+echo "fuzz: building ${#targets[@]} targets with clang (output base $(tools/clang_bazel.sh --print_output_base))"
 labels=()
 for t in "${targets[@]}"; do labels+=("//tests/fuzz:$t"); done
-# No convenience symlinks (--symlink_prefix=/): a bazel-fuzz-* link to the
-# other output base inside the workspace would be walked by `bazel build //...`.
-fuzz=(bazel --output_base="$output_base")
-if ! "${fuzz[@]}" build --config=fuzz --symlink_prefix=/ --noshow_progress "${labels[@]}" \
+if ! tools/clang_bazel.sh build --config=fuzz --noshow_progress "${labels[@]}" \
     2>/tmp/strata_fuzz_build.log; then
   tail -30 /tmp/strata_fuzz_build.log >&2
   echo "fuzz: build failed (whole log: /tmp/strata_fuzz_build.log)" >&2
@@ -75,7 +70,7 @@ if ! "${fuzz[@]}" build --config=fuzz --symlink_prefix=/ --noshow_progress "${la
   exit 1
 fi
 
-bin=$("${fuzz[@]}" info --config=fuzz bazel-bin 2>/dev/null)
+bin=$(tools/clang_bazel.sh info --config=fuzz bazel-bin 2>/dev/null)
 scratch=$(mktemp -d /tmp/strata_fuzz.XXXXXX)
 crashed=0
 printf '%-20s %10s %12s %8s %8s  %s\n' target seconds "execs/s" cov ft result

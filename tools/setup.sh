@@ -26,7 +26,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libssl-dev openssl
   libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev lld
   libpmix-dev
   # Tests run the trainer under a real mpirun and a real Slurm (daemons
   # started by tests/slurm_test itself).

@@ -11,8 +11,8 @@
 # where there is no GPU). Their cases are counted in the same summary line,
 # as are the layering probes (tools/layering_check.sh), a ThreadSanitizer
 # run of the collective and coordination tests, an ASan+UBSan run of the
-# tests of untrusted input, and a 10-second libFuzzer run of each fuzz
-# target (tools/fuzz.sh, clang).
+# tests of untrusted input (clang), and a 10-second libFuzzer run of each
+# fuzz target (tools/fuzz.sh, clang, on the same build).
 #
 #   tools/test.sh                  # everything, optimized build
 #   tools/test.sh --config=asan    # under a sanitizer (extra args go to bazel;
@@ -21,6 +21,19 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 tools/setup.sh
+
+# A sanitizer run that failed without naming a test (a toolchain or flag
+# error) counts as one failed case in the summary line.
+count_unnamed_failure() {  # name rc log
+  local name=$1 rc=$2 log=$3 xml
+  (( rc == 0 )) && return 0
+  grep -qE "^//[^ ]+ .*(FAILED|NO STATUS|TIMEOUT|INCOMPLETE|FLAKY)|errors encountered while analyzing target" "$log" \
+    && return 0
+  xml=$(mktemp)
+  printf '<testsuite name="%s">\n  <testcase classname="phase" name="%s"><failure message="bazel exited %s naming no test"/></testcase>\n</testsuite>\n' \
+    "$name" "$name" "$rc" >"$xml"
+  summary_args+=(--junit="$xml")
+}
 
 # Everything must build (tests, tools, benchmarks not tagged manual).
 bazel build "$@" //...
@@ -69,15 +82,18 @@ if [[ $# -eq 0 ]]; then
     //strategy:cluster_coordinator_test //runtime/coordination:all 2>&1 | tee "$tsan_log"
   tsan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$tsan_log")
+  count_unnamed_failure tsan "$tsan_rc" "$tsan_log"
 fi
 
 # The tests of code that reads untrusted input (cluster specs, CSV files,
 # GraphDefs, checkpoints, JSON, coordination RPCs, TCP frames, TLS, the fuzz
-# corpora) under AddressSanitizer and UndefinedBehaviorSanitizer together.
+# corpora) under AddressSanitizer and UndefinedBehaviorSanitizer together,
+# built with clang in its own output base (tools/clang_bazel.sh), where the
+# fuzz targets below reuse the build.
 asan_rc=0
 if [[ $# -eq 0 ]]; then
   asan_log=$(mktemp)
-  bazel test --config=asan_ubsan --keep_going \
+  tools/clang_bazel.sh test --config=clang_asan_ubsan --keep_going \
     //train/data:csv_test //runtime/checkpoint:checkpoint_test \
     //runtime/checkpoint:checkpoint_manager_test //runtime/checkpoint:sharded_checkpoint_test \
     //graph:graph_def_import_test \
@@ -90,6 +106,7 @@ if [[ $# -eq 0 ]]; then
     2>&1 | tee "$asan_log"
   asan_rc=${PIPESTATUS[0]}
   summary_args+=(--bazel_log="$asan_log")
+  count_unnamed_failure asan_ubsan "$asan_rc" "$asan_log"
 fi
 
 # A short libFuzzer run of every parser of untrusted input (clang; the

@@ -149,7 +149,9 @@ bool Optimizer::AddUpdates(const Scope& scope, const Scope& ns,
     updates->push_back(u);
     return true;
   };
-  for (const auto& [grad, var] : parts) {
+  for (const GradAndVar& part : parts) {
+    const Output& grad = part.first;
+    Variable* var = part.second;
     if (!add(var, [&](const Scope& us) { return ApplyDense(us, grad, var, ctx); })) return false;
   }
   for (const SparseGradient& g : sparse) {
