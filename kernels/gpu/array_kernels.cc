@@ -1,21 +1,22 @@
 // GPU kernels for the array and core ops a training step runs: Const,
-// Identity, NoOp, Reshape, Shape, Size, Fill, ZerosLike, OnesLike and
-// BroadcastTo. Shapes are int32 tensors in host memory on GPU devices, so
+// Identity, NoOp, Reshape, Shape, Size, Fill, ZerosLike, OnesLike,
+// BroadcastTo and Range. Shapes are int32 tensors in host memory on GPU devices, so
 // these read them directly; an int64 shape tensor (device memory) is read
 // back with a synchronous copy. Kernels whose tensors all live in host memory
 // (int32 Fill, int32 ZerosLike) compute on the host.
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
+#include "kernels/call_frame_kernels.h"
 #include "kernels/gpu/cwise_gpu.h"
 #include "kernels/gpu/gpu_util.h"
-#include "kernels/call_frame_kernels.h"
 #include "kernels/kernel_registry.h"
-#include "kernels/shape_change_kernels.h"
 #include "kernels/op_kernel.h"
+#include "kernels/shape_change_kernels.h"
 
 namespace strata {
 namespace gpu {
@@ -331,6 +332,61 @@ class BroadcastToOp : public OpKernel {
   }
 };
 
+// Range: start, limit and delta are scalars, read on the host (int32 lives
+// there; the others are copied back synchronously). The sequence is written
+// on the host as the CPU kernel writes it, then copied into device memory
+// from a pageable buffer (staged before the copy call returns): a range is an
+// index vector, small beside what it indexes.
+class RangeOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  bool IsCaptureSafe() const override { return input_type(0) == DT_INT32; }
+  absl::Status Compute(OpKernelContext& ctx) override {
+    Tensor args[3];
+    for (int i = 0; i < 3; ++i) {
+      if (ctx.input(i).dims() != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Range start, limit and delta must be scalars, input ", i, " has shape ",
+                         ctx.input(i).shape().DebugString()));
+      }
+      STRATA_ASSIGN_OR_RETURN(args[i], OnHostCopy(ctx, ctx.input(i)));
+    }
+    switch (input_type(0)) {
+      case DT_FLOAT:
+        return Write<float>(ctx, args);
+      case DT_DOUBLE:
+        return Write<double>(ctx, args);
+      case DT_INT32:
+        return Write<int32_t>(ctx, args);
+      case DT_INT64:
+        return Write<int64_t>(ctx, args);
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("Range: unsupported type ", DataTypeString(input_type(0))));
+    }
+  }
+
+ private:
+  template <typename T>
+  static absl::Status Write(OpKernelContext& ctx, const Tensor* args) {
+    const T start = *args[0].data<T>(), limit = *args[1].data<T>(), delta = *args[2].data<T>();
+    absl::StatusOr<int64_t> n =
+        std::is_integral<T>::value
+            ? RangeLength(static_cast<int64_t>(start), static_cast<int64_t>(limit),
+                          static_cast<int64_t>(delta))
+            : RangeLength(static_cast<double>(start), static_cast<double>(limit),
+                          static_cast<double>(delta));
+    if (!n.ok()) return n.status();
+    Tensor* out;
+    STRATA_RETURN_IF_ERROR(AllocateOutput(ctx, 0, TensorShape{*n}, &out));
+    const bool host = OnHost(ctx, out->dtype());
+    Tensor staged = host ? *out : Tensor(out->dtype(), out->shape());
+    T* o = staged.data<T>();
+    for (int64_t i = 0; i < *n; ++i) o[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    return host ? absl::OkStatus() : CopyHostToDevice(ctx, staged, out);
+  }
+};
+
 STRATA_REGISTER_KERNEL(KernelBuilder("Const").Device(kDeviceGpu), ConstOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("Identity").Device(kDeviceGpu), IdentityOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("StopGradient").Device(kDeviceGpu), IdentityOp);
@@ -357,6 +413,7 @@ STRATA_REGISTER_KERNEL(KernelBuilder("Fill").Device(kDeviceGpu), FillOp);
 STRATA_REGISTER_KERNEL(KernelBuilder("ZerosLike").Device(kDeviceGpu), ConstantLikeOp<false>);
 STRATA_REGISTER_KERNEL(KernelBuilder("OnesLike").Device(kDeviceGpu), ConstantLikeOp<true>);
 STRATA_REGISTER_KERNEL(KernelBuilder("BroadcastTo").Device(kDeviceGpu), BroadcastToOp);
+STRATA_REGISTER_KERNEL(KernelBuilder("Range").Device(kDeviceGpu), RangeOp);
 
 }  // namespace
 }  // namespace gpu

@@ -415,6 +415,87 @@ TEST_F(GpuOracleTest, ArrayOps) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
+TEST_F(GpuOracleTest, Range) {
+  // Rising, falling, empty and fractional ranges of each dtype; int32 lives in
+  // host memory, the others are written to the device.
+  Check("Range",
+        {Tensor::Scalar<int32_t>(2), Tensor::Scalar<int32_t>(11), Tensor::Scalar<int32_t>(3)}, {},
+        {});
+  Check("Range",
+        {Tensor::Scalar<int32_t>(4), Tensor::Scalar<int32_t>(4), Tensor::Scalar<int32_t>(1)}, {},
+        {});
+  Check("Range",
+        {Tensor::Scalar<int64_t>(5), Tensor::Scalar<int64_t>(-100000), Tensor::Scalar<int64_t>(-7)},
+        {}, {});
+  Check("Range",
+        {Tensor::Scalar<float>(0.f), Tensor::Scalar<float>(1.f), Tensor::Scalar<float>(0.001f)}, {},
+        {});
+  Check("Range",
+        {Tensor::Scalar<double>(-1.5), Tensor::Scalar<double>(2.5), Tensor::Scalar<double>(0.25)},
+        {}, {});
+  CheckSameError(
+      "Range", {Tensor::Scalar<int32_t>(0), Tensor::Scalar<int32_t>(4), Tensor::Scalar<int32_t>(0)},
+      {}, "delta 0");
+  CheckSameError(
+      "Range", {Tensor::Scalar<float>(4.f), Tensor::Scalar<float>(0.f), Tensor::Scalar<float>(1.f)},
+      {}, "start above limit, delta positive");
+}
+
+TEST_F(GpuOracleTest, DynamicPartition) {
+  const auto parts = [](int64_t n) { return Attrs{{"num_partitions", MakeAttr(n)}}; };
+  for (DataType dt : {DT_FLOAT, DT_INT64, DT_INT32, DT_BOOL}) {
+    const std::string what = DataTypeString(dt);
+    // Partition 1 gets nothing; int32 data stays in host memory.
+    Check("DynamicPartition",
+          {Random(dt, {6, 3}, rng_), Tensor::FromVector<int32_t>({2, 0, 2, 2, 0, 3})}, parts(4), {},
+          what);
+    Check("DynamicPartition",
+          {Random(dt, {2, 3, 5}, rng_), Tensor::FromVector<int32_t>({1, 0, 1, 1, 0, 0}, {2, 3})},
+          parts(2), {}, what);
+  }
+  Tensor many(DT_INT32, TensorShape{5000});
+  for (int64_t i = 0; i < many.NumElements(); ++i)
+    many.data<int32_t>()[i] = static_cast<int32_t>(rng_() % 7);
+  Check("DynamicPartition", {Random(DT_DOUBLE, {5000, 17}, rng_), many}, parts(7), {});
+  CheckSameError("DynamicPartition",
+                 {Random(DT_FLOAT, {3}, rng_), Tensor::FromVector<int32_t>({0, 3, 1})}, parts(3),
+                 "a partition out of range");
+}
+
+TEST_F(GpuOracleTest, DynamicStitch) {
+  // Two list inputs: run through RunKernelWithListInputs on both devices.
+  const auto check = [&](const std::vector<Tensor>& indices, const std::vector<Tensor>& data,
+                         const std::string& what) {
+    auto want = RunKernelWithListInputs(&cpu_, "DynamicStitch", {indices, data});
+    ASSERT_TRUE(want.ok()) << what << ": " << want.status();
+    std::vector<Tensor> on_device;
+    for (const Tensor& t : data) {
+      auto d = ToDevice(gpu_.get(), t);
+      ASSERT_TRUE(d.ok()) << d.status();
+      on_device.push_back(*d);
+    }
+    auto got = RunKernelWithListInputs(gpu_.get(), "DynamicStitch", {indices, on_device});
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+    auto host = ToHost(gpu_.get(), (*got)[0]);
+    ASSERT_TRUE(host.ok()) << host.status();
+    ExpectClose((*want)[0], *host, 0, 0, what);
+  };
+  for (DataType dt : {DT_FLOAT, DT_INT64, DT_INT32, DT_BOOL}) {
+    const std::string what = DataTypeString(dt);
+    // Rows 1 and 6 named by nobody (zeros); row 4 named twice (the later wins).
+    check(
+        {Tensor::FromVector<int32_t>({0, 4, 2}), Tensor::FromVector<int32_t>({5, 3, 4, 7}, {2, 2})},
+        {Random(dt, {3, 4}, rng_), Random(dt, {2, 2, 4}, rng_)}, what);
+    check({Tensor::FromVector<int32_t>({2, 0, 1})}, {Random(dt, {3}, rng_)}, what + " one input");
+  }
+  check({Tensor::FromVector<int32_t>({}), Tensor::FromVector<int32_t>({})},
+        {Random(DT_FLOAT, {0, 3}, rng_), Random(DT_FLOAT, {0, 3}, rng_)}, "no rows");
+  auto bad = RunKernelWithListInputs(
+      gpu_.get(), "DynamicStitch",
+      {{Tensor::FromVector<int32_t>({0, -1})}, {Random(DT_FLOAT, {2}, rng_)}});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
 TEST_F(GpuOracleTest, TransposeSliceTileSplitAndAddN) {
   for (DataType dt : {DT_FLOAT, DT_DOUBLE, DT_INT64, DT_BOOL}) {
     const std::string what = DataTypeString(dt);

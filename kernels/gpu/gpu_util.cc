@@ -1,6 +1,7 @@
 #include "kernels/gpu/gpu_util.h"
 
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -68,9 +69,30 @@ absl::Status AllocateDeviceTemp(OpKernelContext& ctx, DataType dt, const TensorS
 absl::Status CopyHostToDevice(const OpKernelContext& ctx, const Tensor& host, Tensor* device) {
   if (host.TotalBytes() == 0) return absl::OkStatus();
   STRATA_ASSIGN_OR_RETURN(cudaStream_t s, Stream(ctx));
-  return CudaStatus(cudaMemcpyAsync(device->raw_data(), host.raw_data(), host.TotalBytes(),
-                                    cudaMemcpyHostToDevice, s),
-                    "host-to-device copy");
+  const void* src = host.raw_data();
+  // From pinned memory the DMA reads the source when the stream reaches the
+  // copy, after this returns; by then the caller may have dropped `host` and
+  // the pinned pool handed its bytes to the next int32 tensor (int32 lives in
+  // pinned host memory on a GPU device). So a pinned source is first copied
+  // to pageable memory, which CUDA stages before cudaMemcpyAsync returns.
+  // Not while a step is recorded: a recording holds its host buffers for its
+  // lifetime, and a capture may not copy from pageable memory.
+  std::vector<char> staged;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  STRATA_RETURN_IF_ERROR(CudaStatus(cudaStreamIsCapturing(s, &capturing), "cudaStreamIsCapturing"));
+  if (capturing == cudaStreamCaptureStatusNone) {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, src) != cudaSuccess) {
+      cudaGetLastError();  // memory CUDA does not know: pageable
+    } else if (attr.type == cudaMemoryTypeHost) {
+      staged.assign(static_cast<const char*>(src),
+                    static_cast<const char*>(src) + host.TotalBytes());
+      src = staged.data();
+    }
+  }
+  return CudaStatus(
+      cudaMemcpyAsync(device->raw_data(), src, host.TotalBytes(), cudaMemcpyHostToDevice, s),
+      "host-to-device copy");
 }
 
 absl::Status CopyDeviceToHostSync(const OpKernelContext& ctx, const Tensor& device, Tensor* host) {

@@ -55,8 +55,9 @@ absl::Status AllocateDeviceTemp(OpKernelContext& ctx, DataType dt, const TensorS
                                 Tensor* out);
 
 // Enqueues a copy of `host` into the device tensor `device` (same byte size).
-// The host buffer is staged before this returns (pageable memory), so it may
-// be released afterwards.
+// The host bytes are staged before this returns (a pinned source is first
+// copied to pageable memory), so `host` may be released or reused afterwards;
+// while the stream is being captured, a pinned source is read at replay.
 absl::Status CopyHostToDevice(const OpKernelContext& ctx, const Tensor& host, Tensor* device);
 // Copies `device` into host tensor `host` and waits for the stream.
 absl::Status CopyDeviceToHostSync(const OpKernelContext& ctx, const Tensor& device, Tensor* host);
