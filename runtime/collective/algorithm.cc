@@ -116,7 +116,7 @@ struct AutoChoice {
 };
 constexpr AutoChoice kAutoChoices[] = {
     // Over TCP, small tensors in log2(n) exchanges of the whole (4
-    // processes, 4-64 KiB: docs/perf/notes/crossprocess.md), larger ones
+    // processes, 4-256 KiB: docs/perf/notes/crossprocess.md), larger ones
     // in pieces pipelined through the ring, receives posted early.
     {CollectiveType::kAllReduce, "tcp", AutoChoice::kAny, "recursive_doubling", true,
      AllReduceRecursiveDoubling::kMaxBytes},
