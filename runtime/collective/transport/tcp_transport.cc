@@ -572,9 +572,8 @@ void TcpTransport::ResumeIoIfUndriven() {
 void TcpTransport::Drive(const std::function<bool()>& done) {
   // Polling pays only if the peer's bytes come while this thread polls,
   // i.e. if the peer is running: on a loaded machine it may be waiting for
-  // the very core this thread spins on. So a poll that ends without bytes
-  // halves the next one, and a sleep that the bytes ended sooner than
-  // driver_spin doubles it.
+  // the very core this thread spins on. So each empty poll yields the core,
+  // and the spin adapts to the gaps the sleeps measure (below).
   const int64_t max_spin_ns = absl::ToInt64Nanoseconds(options_.driver_spin);
   std::vector<pollfd> fds;
   std::vector<Peer*> who;
