@@ -663,6 +663,22 @@ def section_collectives(d, plots_dir):
             out.append(f"\n#### {ranks} processes, one host\n\n"
                        + cp_table(sub, ranks, plots_dir, f"{collective}_crossprocess_{ranks}.svg",
                                   f"{what} across {ranks} processes, one host", {}))
+        net = sub.get("netns")
+        if net:
+            out.append(f"\n#### Across hosts (TCP between network namespaces, best of {net['rounds']} "
+                       "round(s))\n\nEach process in its own network namespace, joined by a veth pair (2) or a "
+                       "bridge (4), as the all-reduce's across-hosts rows; Open MPI's TCP btl and Strata over "
+                       "that link.\n")
+            for sk in net.get("skipped", []):
+                out.append(f"\n- skipped {sk['impl']} with {sk['ranks']} processes: {sk['why'][:300]}")
+            for mtu in net.get("mtus", []):
+                rows = {"allreduce": [r for r in net["allreduce"] if r.get("mtu") == mtu]}
+                for ranks in sorted({r["ranks"] for r in rows["allreduce"]}):
+                    out.append(f"\n##### {ranks} processes on {ranks} hosts, MTU {mtu}\n\n"
+                               + cp_table(rows, ranks, plots_dir, f"{collective}_netns_{ranks}_mtu{mtu}.svg",
+                                          f"{what} across {ranks} hosts (network namespaces, MTU {mtu})", {}))
+        elif sub.get("netns_error"):
+            out.append(f"\n**Across hosts: could not run:** {sub['netns_error'][:300]}\n")
     return "".join(out)
 
 

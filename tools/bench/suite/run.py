@@ -179,15 +179,25 @@ def bench_crossprocess(ctx):
 
 
 def bench_collectives(ctx):
-    """Reduce-scatter and all-gather against Open MPI's (B1-B4), one host."""
+    """Reduce-scatter and all-gather against Open MPI's (B1-B4), one host; then over TCP across hosts."""
     data = {}
     for collective in ("reduce_scatter", "allgather"):
         out = os.path.join(ctx["tmp"], f"{collective}.json")
         cmd = [sys.executable, "allreduce_peers.py", f"--strata={ctx['bin']}/cross_process_bench",
                f"--collective={collective}", "--ranks=2,4", f"--json_out={out}"]
-        run_logged(cmd + (["--quick"] if ctx["quick"] else []),
-                   ctx["log"][:-len(".log")] + f"_{collective}.log")
+        log = ctx["log"][:-len(".log")] + f"_{collective}"
+        run_logged(cmd + (["--quick"] if ctx["quick"] else []), log + ".log")
         data[collective] = load_json(out)
+        # Across hosts (network namespaces), as the all-reduce's W3/W4 rows:
+        # the issue's TCP case. Open MPI and Strata only (Gloo has neither).
+        netns_out = os.path.join(ctx["tmp"], f"{collective}_netns.json")
+        netns = cmd[:-1] + ["--netns", "--mtu=1500", "--impls=mpi-tcp,strata-tcp",
+                            f"--json_out={netns_out}"] + (["--quick", "--rounds=2"] if ctx["quick"] else [])
+        try:
+            run_logged(netns, log + "_netns.log", timeout=1800)
+            data[collective]["netns"] = load_json(netns_out)
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+            data[collective]["netns_error"] = str(e)
     return data
 
 
