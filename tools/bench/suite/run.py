@@ -189,7 +189,8 @@ def bench_collectives(ctx):
         run_logged(cmd + (["--quick"] if ctx["quick"] else []), log + ".log")
         data[collective] = load_json(out)
         # Across hosts (network namespaces), as the all-reduce's W3/W4 rows:
-        # the TCP case. Open MPI and Strata only (Gloo has neither).
+        # the TCP case. Open MPI and Strata (allreduce_peers.py times these two
+        # collectives for those only).
         netns_out = os.path.join(ctx["tmp"], f"{collective}_netns.json")
         netns = cmd[:-1] + ["--netns", "--mtu=1500", "--impls=mpi-tcp,strata-tcp",
                             f"--json_out={netns_out}"] + (["--quick", "--rounds=2"] if ctx["quick"] else [])
