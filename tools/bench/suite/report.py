@@ -433,6 +433,18 @@ CP_RATIOS = [("strata-shm", "mpi-shm"), ("strata-tcp", "mpi-tcp"), ("strata-tcp"
              ("strata-tcp", "torch-gloo")]
 
 
+def netns_tables(net, plots_dir, stem, what, heading):
+    """The tables and plots of an `allreduce_peers.py --netns` run: one per MTU and process count."""
+    out = []
+    for mtu in net.get("mtus", []):
+        sub = {"allreduce": [r for r in net["allreduce"] if r.get("mtu") == mtu]}
+        for ranks in sorted({r["ranks"] for r in sub["allreduce"]}):
+            out.append(f"\n{heading} {ranks} processes on {ranks} hosts, MTU {mtu}\n\n"
+                       + cp_table(sub, ranks, plots_dir, f"{stem}_netns_{ranks}_mtu{mtu}.svg",
+                                  f"{what} across {ranks} hosts (network namespaces, MTU {mtu})", {}))
+    return "".join(out)
+
+
 def cp_table(d, ranks, plots_dir, name, title, mem):
     """Markdown table (ratios first, then every implementation and memcpy) and plot of one run."""
     by = {(r["impl"], r["ranks"], r["bytes"]): r for r in d["allreduce"] if r["ranks"] == ranks}
@@ -490,12 +502,7 @@ def section_crossprocess(d, plots_dir):
         for sk in net.get("skipped", []):
             out.append(f"\n- skipped {sk['impl']} with {sk['ranks']} processes, MTU {sk.get('mtu')}: "
                        f"{sk['why'][:300]}")
-        for mtu in net.get("mtus", []):
-            for ranks in sorted({r["ranks"] for r in net["allreduce"] if r.get("mtu") == mtu}):
-                sub = {"allreduce": [r for r in net["allreduce"] if r.get("mtu") == mtu]}
-                title = f"All-reduce across {ranks} hosts (network namespaces, MTU {mtu})"
-                out.append(f"\n#### {ranks} processes on {ranks} hosts, MTU {mtu}\n\n"
-                           + cp_table(sub, ranks, plots_dir, f"allreduce_netns_{ranks}_mtu{mtu}.svg", title, {}))
+        out.append(netns_tables(net, plots_dir, "allreduce", "All-reduce", "####"))
     elif d.get("netns_error"):
         out.append(f"**Could not run:** {d['netns_error']}\n")
     else:
@@ -671,12 +678,7 @@ def section_collectives(d, plots_dir):
                        "that link.\n")
             for sk in net.get("skipped", []):
                 out.append(f"\n- skipped {sk['impl']} with {sk['ranks']} processes: {sk['why'][:300]}")
-            for mtu in net.get("mtus", []):
-                rows = {"allreduce": [r for r in net["allreduce"] if r.get("mtu") == mtu]}
-                for ranks in sorted({r["ranks"] for r in rows["allreduce"]}):
-                    out.append(f"\n##### {ranks} processes on {ranks} hosts, MTU {mtu}\n\n"
-                               + cp_table(rows, ranks, plots_dir, f"{collective}_netns_{ranks}_mtu{mtu}.svg",
-                                          f"{what} across {ranks} hosts (network namespaces, MTU {mtu})", {}))
+            out.append(netns_tables(net, plots_dir, collective, what, "#####"))
         elif sub.get("netns_error"):
             out.append(f"\n**Across hosts: could not run:** {sub['netns_error'][:300]}\n")
     return "".join(out)
