@@ -24,7 +24,10 @@ absl::StatusOr<std::unique_ptr<OneDeviceStrategy>> OneDeviceStrategy::Create(
 absl::StatusOr<std::unique_ptr<train::Variable>> OneDeviceStrategy::CreateDistributedVariable(
     const strata::Scope& scope, const train::VariableArgs& args,
     const train::VariableCreatorFn& next) {
-  return next(scope.WithDevice(devices()[0]), args);
+  // A device the code asks for stays (a pipeline stage's weights on the
+  // stage's device, an optimizer slot beside its variable); the rest go on
+  // the strategy's device.
+  return next(scope.device().empty() ? scope.WithDevice(devices()[0]) : scope, args);
 }
 
 }  // namespace distribute

@@ -9,7 +9,9 @@
 //   RunResult step = *s->Run(root, step_fn, inputs);    // traced once, "replica_0/..."
 //
 // Variables made under its scope (or while Run traces) are plain
-// train::Variables on the device, named as without a strategy. Variables made
+// train::Variables on the device, named as without a strategy; a variable
+// made in a scope that asks for another device (Scope::WithDevice: a
+// pipeline stage's weights, strategy/pipeline.h) stays on that device. Variables made
 // outside its scope may be used inside Run (one replica cannot disagree with
 // itself). AllReduce and gradient aggregation are identities; Reduce is an
 // Identity on the device.

@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "base/status.h"
 #include "graph/ops/core_ops.h"
 #include "gtest/gtest.h"
 #include "strategy/mirrored_strategy.h"
 #include "strategy/mirrored_variable.h"
+#include "strategy/pipeline.h"
 #include "strategy/replica_context.h"
 #include "strategy/test_util.h"
 #include "train/data/sources.h"
@@ -44,6 +46,48 @@ TEST(OneDeviceStrategyTest, VariablesFromOutsideItsScopeMayBeUsedInRun) {
     return ReplicaResult{{v->Read(ctx.scope())}, {}};
   });
   EXPECT_TRUE(result.ok()) << result.status();
+}
+
+// A pipeline traced under the strategy keeps each stage's weights, and
+// their optimizer slots, on the stage's device (they went on the strategy's
+// device, and every micro-batch read stage 1's weights from there).
+TEST(OneDeviceStrategyTest, APipelinesWeightsStayOnTheirStagesDevices) {
+  auto s = *OneDeviceStrategy::Create("/cpu:0", testing::Machine(2));
+  Scope root = Scope::NewRootScope();
+  StrategyScope in_scope = s->Scope();
+  auto model = train::MakeMlp({4, 4}, 3, /*seed=*/1);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Output x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({8, 5}));
+  Output y = ops::Placeholder(root.WithOpName("y"), DT_INT32, PartialTensorShape({8}));
+  PipelineOptions po;
+  po.stage_devices = {"/device:CPU:0", "/device:CPU:1"};
+  po.stage_starts = {0, 2};
+  po.micro_batches = 2;
+  train::Momentum momentum(0.1, 0.9);
+  auto result = s->Run(root, [&](ReplicaContext& ctx, const std::vector<Output>& in)
+                                 -> absl::StatusOr<ReplicaResult> {
+    auto loss = [](const Scope& sc, Output labels, Output logits) {
+      return train::SparseSoftmaxCrossEntropy(sc, labels, logits);
+    };
+    STRATA_ASSIGN_OR_RETURN(PipelineStep step, BuildPipelineTrainStep(ctx.scope(), model->get(),
+                                                                      in[0], in[1], loss,
+                                                                      &momentum, po));
+    return ReplicaResult{{step.loss}, {step.train_op}};
+  }, {PerReplica({x}), PerReplica({y})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  int on_stage_1 = 0;
+  for (int layer = 0; layer < 3; ++layer) {
+    for (train::Variable* v : (*model)->layers()[layer]->variables()) {
+      // The stage's device as asked for, or in full.
+      const std::string want = layer < 2 ? "CPU:0" : "CPU:1";
+      EXPECT_TRUE(absl::EndsWith(v->device(), want)) << v->name() << " on " << v->device();
+      train::Variable* slot = momentum.GetSlot(v, "Momentum");
+      ASSERT_NE(slot, nullptr) << v->name();
+      EXPECT_TRUE(absl::EndsWith(slot->device(), want)) << slot->name() << " on " << slot->device();
+      on_stage_1 += layer == 2 ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(on_stage_1, 2);  // the last layer's kernel and bias
 }
 
 // The trainer's MLP trained with plain model code, no strategy.
