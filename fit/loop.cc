@@ -77,20 +77,23 @@ Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::str
                      ops::Const<int32_t>(scope, 0));
 }
 
-TrainLoop::TrainLoop(distribute::Strategy* strategy, const StepGraph& graph, const FitOptions& options,
-                     LoopHooks hooks, FitResult* result)
+TrainLoop::TrainLoop(distribute::Strategy* strategy, const StepGraph& graph,
+                     const FitOptions& options, LoopHooks hooks, FitResult* result)
     : strategy_(strategy),
       g_(graph),
       o_(options),
       hooks_(std::move(hooks)),
       r_(result),
-      chief_(strategy->worker_index() == 0),
+      worker_index_(hooks_.across_workers.has_value() ? hooks_.across_workers->worker_index
+                                                      : strategy->worker_index()),
+      chief_(worker_index_ == 0),
       log_(chief_ && !options.quiet ? options.log : nullptr) {}
 
 TrainLoop::~TrainLoop() = default;
 
 absl::Status TrainLoop::MakeSession() {
-  SessionOptions options = strategy_->session_options();
+  SessionOptions options = hooks_.across_workers.has_value() ? hooks_.across_workers->session
+                                                             : strategy_->session_options();
   if (o_.inter_op_threads > 0) {
     options.inter_op_threads = o_.inter_op_threads;
   } else if (strategy_->num_local_replicas() == 1) {
@@ -326,6 +329,15 @@ absl::Status TrainLoop::EndEpoch(int64_t step) {
 // workers, every worker writes its shard.
 absl::Status TrainLoop::Save(int64_t step) {
   if (manager_ == nullptr || saved_step_ == step) return absl::OkStatus();
+  if (!chief_ && hooks_.across_workers.has_value()) {
+    // The chief's reads run partitions here too: run the same Session::Run
+    // (and drop what it read).
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    std::map<std::string, std::string> metadata;
+    STRATA_RETURN_IF_ERROR(manager_->checkpoint().Collect(session_.get(), &tensors, &metadata));
+    saved_step_ = step;
+    return absl::OkStatus();
+  }
   if (!chief_) {
     if (manager_->checkpoint().every_process_saves()) {
       STRATA_RETURN_IF_ERROR(manager_->SaveShard(session_.get(), step));
@@ -345,7 +357,7 @@ absl::Status TrainLoop::WriteTrace(int64_t step) {
   trace_written_ = true;
   r_->traced_steps = std::max<int64_t>(0, std::min(step, trace_end_) - trace_begin_);
   if (r_->traced_steps == 0) return absl::OkStatus();
-  const std::string path = chief_ ? o_.trace_out : WorkerPath(o_.trace_out, strategy_->worker_index());
+  const std::string path = chief_ ? o_.trace_out : WorkerPath(o_.trace_out, worker_index_);
   STRATA_RETURN_IF_ERROR(AnnotateStatus(tracer_.WriteChromeTrace(path), "trace_out: "));
   Log(absl::StrCat("wrote the trace of steps ", trace_begin_ + 1, "-", trace_begin_ + r_->traced_steps, " to ", path));
   return absl::OkStatus();

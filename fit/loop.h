@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,6 +122,19 @@ struct LoopHooks {
   std::function<void(StepTracer* tracer, size_t first_event)> traced_step;
   std::string log_prefix = "fit";  // of the chief's log lines
   std::string nonfinite_hint;      // appended to a non-finite loss's error
+  // Steps that span the workers (a pipeline with stages on several
+  // workers' devices, SessionOptions::task_links), as the trainer's
+  // --pipeline_stages under multi_worker_mirrored: the session's options
+  // (MultiWorkerMirroredStrategy::session_options_across_workers()) and
+  // this worker's index. The loop's strategy is then one replica's, the
+  // same on every worker; every worker runs every step, restore,
+  // evaluation and checkpoint read together, and only worker 0 writes
+  // (checkpoints, metrics, TensorBoard). Unset: the strategy's own.
+  struct AcrossWorkers {
+    SessionOptions session;
+    int worker_index = 0;
+  };
+  std::optional<AcrossWorkers> across_workers;
 };
 
 class TrainLoop {
@@ -163,6 +177,7 @@ class TrainLoop {
   const FitOptions& o_;
   const LoopHooks hooks_;
   FitResult* const r_;
+  const int worker_index_;  // LoopHooks::across_workers's, else the strategy's
   const bool chief_;
   FILE* const log_;
   std::unique_ptr<InlinePool> inline_pool_ = std::make_unique<InlinePool>();  // outlives the session

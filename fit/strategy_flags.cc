@@ -288,6 +288,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeStrategy(const Strateg
     STRATA_ASSIGN_OR_RETURN(mw.job_token,
                             ResolveJobToken(c.job_token_file, c.insecure_no_job_token));
     mw.insecure_no_job_token = c.insecure_no_job_token;
+    mw.steps_span_workers = c.steps_span_workers;
     STRATA_ASSIGN_OR_RETURN(mw.tls, ResolveTls(c.tls_files));
     absl::StatusOr<std::unique_ptr<distribute::MultiWorkerMirroredStrategy>> m =
         distribute::MultiWorkerMirroredStrategy::Create(cluster, MirroredSpecs(c, machine), machine,

@@ -109,6 +109,9 @@ struct StrategyConfig {
   // environment's, runtime/security/job_token.h); run without one.
   std::string job_token_file;
   bool insecure_no_job_token = false;
+  // Not a flag: MultiWorkerOptions::steps_span_workers, for a program whose
+  // steps span the workers (the trainer's pipeline across workers).
+  bool steps_span_workers = false;
   // multi_worker_mirrored: mutual TLS (runtime/security/tls.h); empty
   // fields: the environment's; none anywhere: no TLS.
   TlsFiles tls_files;

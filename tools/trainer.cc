@@ -37,7 +37,8 @@ ABSL_FLAG(std::string, variable_partitioner, "",
           "min_size:BYTES[:MAX] (default: none)");
 ABSL_FLAG(int32_t, pipeline_stages, 1,
           "pipeline model parallelism: the model's layers split into this many stages, each on a "
-          "virtual CPU device of its own (--strategy=one_device)");
+          "virtual CPU device of its own (one_device), replicated over this process's devices "
+          "(mirrored) or over every worker's (multi_worker_mirrored)");
 ABSL_FLAG(int32_t, micro_batches, 1,
           "pipeline: micro-batches per global batch (must divide --global_batch_size)");
 ABSL_FLAG(std::string, pipeline_schedule, "1f1b", "pipeline: 1f1b or gpipe");

@@ -145,16 +145,19 @@ absl::StatusOr<distribute::PipelineOptions> PipelineFor(const TrainerConfig& c,
         "--pipeline_stages=", stages, ": the model has only ", layers, " layers to split"));
   }
   distribute::PipelineOptions o;
+  auto device = [&c](int i) {
+    return c.pipeline_devices.empty() ? absl::StrCat("/device:CPU:", i) : c.pipeline_devices[i];
+  };
   int start = 0;
   for (int s = 0; s < stages; ++s) {
-    o.stage_devices.push_back(absl::StrCat("/device:CPU:", s));
+    o.stage_devices.push_back(device(s));
     o.stage_starts.push_back(start);
     start += layers / stages + (s < layers % stages ? 1 : 0);
   }
   for (int r = 1; r < c.pipeline_replicas; ++r) {
     o.replica_stage_devices.emplace_back();
     for (int s = 0; s < stages; ++s) {
-      o.replica_stage_devices.back().push_back(absl::StrCat("/device:CPU:", r * stages + s));
+      o.replica_stage_devices.back().push_back(device(r * stages + s));
     }
   }
   o.micro_batches = c.micro_batches;
@@ -171,10 +174,11 @@ absl::StatusOr<distribute::PipelineOptions> PipelineFor(const TrainerConfig& c,
   }
   *summary = absl::StrCat(
       "pipeline: ", stages, " stage(s) (", absl::StrJoin(parts, ", "), ")",
-      c.pipeline_replicas > 1 ? absl::StrCat(" x ", c.pipeline_replicas,
-                                             " replicas (replica r's stage s on /device:CPU:(r * ",
-                                             stages, " + s), each a part of every batch)")
-                              : "",
+      c.pipeline_replicas > 1
+          ? absl::StrCat(" x ", c.pipeline_replicas, " replicas (replica r's stage s on ",
+                         c.pipeline_devices.empty() ? "/device:CPU:" : "mesh device ", "(r * ",
+                         stages, " + s), each a part of every batch)")
+          : "",
       ", ", c.micro_batches, " micro-batch(es) of each ",
       c.pipeline_replicas > 1 ? "replica's part" : "batch", ", ", c.pipeline_schedule);
   return o;

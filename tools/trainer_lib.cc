@@ -11,16 +11,17 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <tuple>
 #include <map>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/status.h"
 #include "data/digits/find_digits.h"
@@ -37,6 +38,7 @@
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
+#include "strategy/one_device_strategy.h"
 #include "strategy/replica_context.h"
 #include "strategy/strategy.h"
 #include "tools/trainer_data.h"
@@ -121,19 +123,21 @@ absl::Status ValidatePipeline(const TrainerConfig& c) {
                                                " replicas does not divide --global_batch_size=",
                                                c.global_batch_size));
     }
-  } else if (c.strategy != "one_device") {
-    return bad(
-        "pipeline_stages",
-        absl::StrCat("a pipeline runs under --strategy=one_device or mirrored (its stages on the "
-                     "process's CPU devices); with --strategy=",
-                     c.strategy,
-                     " it would need a mesh across workers, which the trainer does not build yet"));
+  } else if (c.strategy != "one_device" && c.strategy != "multi_worker_mirrored") {
+    return bad("pipeline_stages",
+               absl::StrCat("a pipeline runs under --strategy=one_device, mirrored or "
+                            "multi_worker_mirrored, not ",
+                            c.strategy));
   }
   if (!c.devices.empty()) {
-    return bad("devices", absl::StrCat("a pipeline's stages are /cpu:0../cpu:",
-                                       c.pipeline_stages - 1, "; --devices does not apply"));
+    return bad("devices",
+               "a pipeline's stages go on the CPU devices in order (--num_cpu_devices); "
+               "--devices does not apply");
   }
-  if (c.num_cpu_devices > 0 && c.num_cpu_devices < c.pipeline_stages) {
+  // (Across workers the mesh's devices are every worker's: RunTrainer
+  // checks them once it knows the cluster.)
+  if (c.strategy == "one_device" && c.num_cpu_devices > 0 &&
+      c.num_cpu_devices < c.pipeline_stages) {
     return bad("num_cpu_devices", absl::StrCat(c.num_cpu_devices, " CPU devices for ",
                                                c.pipeline_stages, " pipeline stages (one each)"));
   }
@@ -394,7 +398,7 @@ absl::Status FindResumePoint(const TrainerConfig& c, const PreparedData& p, FILE
 // the saves on the chief, the reports; then the test set.
 absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, const PreparedData& p,
                      TrainGraph* g, std::unique_ptr<CheckpointReader> reader, FILE* log,
-                     TrainerResult* result) {
+                     const fit::LoopHooks::AcrossWorkers* across, TrainerResult* result) {
   fit::FitOptions o;
   o.global_batch_size = c.global_batch_size;
   o.steps = result->total_steps;
@@ -424,6 +428,7 @@ absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, con
   hooks.steps_per_epoch = p.steps_per_epoch;
   hooks.log_prefix = "trainer";
   hooks.nonfinite_hint = "try a smaller --learning_rate";
+  if (across != nullptr) hooks.across_workers = *across;
   hooks.final_logs = [g, &p, result, strategy](Session* session) -> absl::StatusOr<fit::Logs> {
     STRATA_ASSIGN_OR_RETURN(std::vector<double> eval, EvaluateSums(session, *g, p.data));
     if (p.plan.by_file()) {
@@ -461,7 +466,10 @@ absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, con
   fit::TrainLoop loop(strategy, step, o, std::move(hooks), &fr);
   STRATA_RETURN_IF_ERROR(loop.StartFrom(std::move(reader)));
   Log(log, c.quiet,
-      absl::StrCat(c.pipeline_replicas > 1 ? "mirrored (a pipeline mesh in one graph)" : c.strategy,
+      absl::StrCat(across != nullptr
+                       ? "multi_worker_mirrored (a pipeline across the workers in one graph)"
+                   : c.pipeline_replicas > 1 ? "mirrored (a pipeline mesh in one graph)"
+                                             : c.strategy,
                    " on ", absl::StrJoin(result->devices, ", "), " (", fit::NumCpuDevices(c),
                    " CPU device", fit::NumCpuDevices(c) > 1 ? "s" : "", ", ",
                    IntraOpThreads(loop.session()->device_mgr()), " intra-op thread(s) each)"));
@@ -487,9 +495,11 @@ absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, con
 }
 
 // The run, once the strategy exists (RunTrainer below adds the cluster's
-// part for multi-worker runs).
+// part for multi-worker runs). `across`: the session spanning the workers
+// of a pipeline across them (null: the strategy's).
 absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy* strategy,
-                                    FILE* log) {
+                                    FILE* log,
+                                    const fit::LoopHooks::AcrossWorkers* across = nullptr) {
   TrainerResult result;
   const int replicas = strategy->num_replicas_in_sync();
   if (c.global_batch_size % replicas != 0) {
@@ -577,7 +587,7 @@ absl::StatusOr<TrainerResult> Train(const TrainerConfig& c, distribute::Strategy
         kStatsStddev, DT_FLOAT, f, [&p]() -> absl::StatusOr<Tensor> { return p.stddev; },
         already_restored_tensor));
   }
-  STRATA_RETURN_IF_ERROR(RunLoop(c, strategy, p, g.get(), std::move(reader), log, &result));
+  STRATA_RETURN_IF_ERROR(RunLoop(c, strategy, p, g.get(), std::move(reader), log, across, &result));
   return result;
 }
 
@@ -591,6 +601,48 @@ class PolicyForRun {
   const train::Policy previous_;
 };
 
+// The mesh of a pipeline across the workers: every worker's CPU devices in
+// worker order, one graph on a strategy of one replica (on the chief's
+// first device, the same on every worker) whose session spans the workers.
+// Sets c->pipeline_replicas and c->pipeline_devices.
+absl::StatusOr<std::unique_ptr<distribute::Strategy>> PipelineAcrossWorkers(
+    const distribute::MultiWorkerMirroredStrategy& cluster, TrainerConfig* c,
+    fit::LoopHooks::AcrossWorkers* across) {
+  const std::vector<std::string> tasks = cluster.worker_task_names();
+  const int local = fit::NumCpuDevices(*c), workers = static_cast<int>(tasks.size());
+  const int devices = local * workers, stages = c->pipeline_stages;
+  if (devices % stages != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pipeline_stages=", stages, ": ", workers, " workers x ", local,
+        " CPU devices (--num_cpu_devices) are ", devices,
+        " devices, which do not make replicas of the pipeline (a multiple of the stage count)"));
+  }
+  c->pipeline_replicas = devices / stages;
+  if (c->global_batch_size % (c->pipeline_replicas * c->micro_batches) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--micro_batches=", c->micro_batches, " on each of ", c->pipeline_replicas,
+                     " replicas does not divide --global_batch_size=", c->global_batch_size));
+  }
+  for (const std::string& task : tasks) {
+    for (int d = 0; d < local; ++d)
+      c->pipeline_devices.push_back(absl::StrCat(task, "/device:CPU:", d));
+  }
+  STRATA_ASSIGN_OR_RETURN(across->session, cluster.session_options_across_workers());
+  across->worker_index = cluster.worker_index();
+  // The chief's machine, as every worker names it ("/job:worker/replica:0/task:0").
+  DeviceOptions chief = cluster.machine();
+  for (absl::string_view part : absl::StrSplit(tasks[0], '/', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&part, "job:")) chief.job = std::string(part);
+    if (absl::ConsumePrefix(&part, "task:") && !absl::SimpleAtoi(part, &chief.task)) {
+      return absl::InternalError(absl::StrCat("the chief's task name ", tasks[0]));
+    }
+  }
+  c->strategy = "one_device";
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::OneDeviceStrategy> graph,
+                          distribute::OneDeviceStrategy::Create("/cpu:0", chief));
+  return std::unique_ptr<distribute::Strategy>(std::move(graph));
+}
+
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log) {
   STRATA_RETURN_IF_ERROR(ValidateConfig(config));
   absl::StatusOr<train::Policy> policy = train::PolicyFromName(config.dtype_policy);
@@ -600,7 +652,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
   // The devices (and the cluster) first: a bad --devices or TF_CONFIG fails
   // before the data is loaded. A pipeline's stages each get a CPU device.
   TrainerConfig with_stages = config;
-  if (Pipelined(config)) {
+  const bool across_workers = Pipelined(config) && config.strategy == "multi_worker_mirrored";
+  if (Pipelined(config) && !across_workers) {
     // A mesh: one graph over every replica's stages (the one_device
     // strategy's session sees all the CPU devices).
     if (config.strategy == "mirrored") {
@@ -609,6 +662,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
     with_stages.strategy = "one_device";
     with_stages.num_cpu_devices = std::max(config.num_cpu_devices, config.pipeline_stages);
   }
+  with_stages.steps_span_workers = across_workers;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::Strategy> strategy,
                           fit::MakeStrategy(with_stages));
   auto* multi_worker = dynamic_cast<distribute::MultiWorkerMirroredStrategy*>(strategy.get());
@@ -637,7 +691,15 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
       _exit(1);
     }).detach();
   });
-  absl::StatusOr<TrainerResult> r = Train(c, strategy.get(), log);
+  // A pipeline across the workers runs its graph on a strategy of its own.
+  fit::LoopHooks::AcrossWorkers across;
+  absl::StatusOr<std::unique_ptr<distribute::Strategy>> pipeline =
+      across_workers ? PipelineAcrossWorkers(*multi_worker, &c, &across)
+                     : absl::StatusOr<std::unique_ptr<distribute::Strategy>>(nullptr);
+  absl::StatusOr<TrainerResult> r = !pipeline.ok()
+                                        ? absl::StatusOr<TrainerResult>(pipeline.status())
+                                    : across_workers ? Train(c, pipeline->get(), log, &across)
+                                                     : Train(c, strategy.get(), log);
   if (!r.ok()) {
     r = fit::ReportWorkerError(strategy.get(), r.status());
   } else {
@@ -647,6 +709,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerConfig& config, FILE* log)
   // The caller prints the error only once this returns: the teardown
   // (threads joined, transport closed) stays under the exit watchdog, so a
   // teardown that hangs still ends the process naming the error.
+  if (pipeline.ok()) pipeline->reset();
+  across.session = SessionOptions();
   strategy.reset();
   finished->store(true);
   return r;

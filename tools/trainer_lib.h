@@ -150,8 +150,14 @@ struct TrainerConfig : fit::StrategyConfig {
   int pipeline_stages = 1;
   int micro_batches = 1;
   std::string pipeline_schedule = "1f1b";
-  // Set by RunTrainer: the mesh's replicas (1 under one_device).
+  // Under --strategy=multi_worker_mirrored the mesh spans the workers: its
+  // devices are every worker's CPU devices in worker order (worker w's
+  // device d is mesh device w * num_cpu_devices + d), one graph whose steps
+  // every worker runs together (MultiWorkerOptions::steps_span_workers).
+  // Set by RunTrainer: the mesh's replicas (1 under one_device) and, across
+  // workers, its devices by mesh index (empty: /device:CPU:<index>).
   int pipeline_replicas = 1;
+  std::vector<std::string> pipeline_devices;
   // Each epoch's last partial global batch trains too, split over the
   // replicas and weighted by their shares, as Fit does (true: dropped).
   bool drop_remainder = false;

@@ -593,9 +593,10 @@ TEST(TrainerLibTest, PipelineFlagsAreChecked) {
        "--micro_batches: 3 does not divide --global_batch_size=20"},
       {[](TrainerConfig* c) {
          c->pipeline_stages = 2;
-         c->strategy = "multi_worker_mirrored";
+         c->strategy = "parameter_server";
        },
-       "--pipeline_stages: a pipeline runs under --strategy=one_device or mirrored"},
+       "--pipeline_stages: a pipeline runs under --strategy=one_device, mirrored or "
+       "multi_worker_mirrored, not parameter_server"},
       {[](TrainerConfig* c) {
          c->pipeline_stages = 2;
          c->strategy = "mirrored";
@@ -618,7 +619,7 @@ TEST(TrainerLibTest, PipelineFlagsAreChecked) {
          c->pipeline_stages = 2;
          c->devices = {"/cpu:1"};
        },
-       "--devices: a pipeline's stages are /cpu:0../cpu:1"},
+       "--devices: a pipeline's stages go on the CPU devices in order"},
       {[](TrainerConfig* c) {
          c->pipeline_stages = 2;
          c->model = "embedding";
