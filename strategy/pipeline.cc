@@ -198,6 +198,17 @@ class PipelineBuilder {
   const std::string& DeviceOf(int replica, int stage) const {
     return replica == 0 ? o_.stage_devices[stage] : o_.replica_stage_devices[replica - 1][stage];
   }
+  // Records `read` (a ReadVariableOp of `item`, replica `replica`) as its
+  // lane's read of the weight, what the backward differentiates; returns
+  // it if it stays a member of its item. Replica 0 reads beside its
+  // weights (returned). Another replica reads each weight once per step,
+  // beside the weight, and each of its micro-batches takes that value
+  // through an Identity on its own device (the lane's read), so the value
+  // crosses once per step rather than once per micro-batch: its first read
+  // moves beside the weight, a later one's consumers take the Identity
+  // instead; neither is a member of the item (null), so that no schedule
+  // signal crosses to it.
+  absl::StatusOr<Node*> AddRead(Node* read, const Item& item, int replica);
 
   const Scope scope_;
   const Scope pipe_;
@@ -205,10 +216,11 @@ class PipelineBuilder {
   Graph* const graph_;
   const int num_stages_;
   const int lanes_;  // replicas x micro-batches
-  // Other replicas' reads and gradient sums, run beside the weights: not on
-  // their item's device, so not on its track of the trace.
-  absl::flat_hash_set<const Node*> beside_weights_;
   absl::flat_hash_map<std::string, Item> forward_item_;  // node name -> its forward item
+  // Each weight's (handle's) reads: (lane, read) in lane order.
+  absl::flat_hash_map<const Node*, std::vector<std::pair<int, Output>>> lane_reads_;
+  // (weight handle, replica >= 1) -> that replica's one read of the step.
+  absl::flat_hash_map<std::pair<const Node*, int>, Output> replica_read_;
   std::map<Item, std::vector<Node*>> nodes_;
   // (first node id, stage) of each stage function's call, in call order.
   std::vector<std::pair<int, int>> builds_;
@@ -276,14 +288,9 @@ absl::Status PipelineBuilder::Forward(const std::vector<PipelineStageFn>& stages
       STRATA_RETURN_IF_ERROR(CheckCrossings(item, mine, first, passed));
       for (Node* n : mine) {
         if (n->type_string() == "VarHandleOp") continue;  // a weight, made by micro-batch 0
-        // Another replica reads a weight beside it; only the value travels.
-        if (replica > 0 && n->type_string() == "ReadVariableOp") {
-          for (const Edge* e : n->in_edges()) {
-            if (!e->IsControlEdge() && e->src->type_string() == "VarHandleOp") {
-              n->set_requested_device(e->src->requested_device());
-              beside_weights_.insert(n);
-            }
-          }
+        if (n->type_string() == "ReadVariableOp") {
+          STRATA_ASSIGN_OR_RETURN(n, AddRead(n, item, replica));
+          if (n == nullptr) continue;  // another replica's: beside the weight, or bypassed
         }
         forward_item_[n->name()] = item;
         nodes_[item].push_back(n);
@@ -296,6 +303,60 @@ absl::Status PipelineBuilder::Forward(const std::vector<PipelineStageFn>& stages
   mean_ =
       ops::RealDiv(last.WithOpName("loss"), total, train::ScalarConst(last, total.type(), m_count));
   return scope_.status();
+}
+
+absl::StatusOr<Node*> PipelineBuilder::AddRead(Node* read, const Item& item, int replica) {
+  const Node* handle = nullptr;
+  for (const Edge* e : read->in_edges()) {
+    if (!e->IsControlEdge() && e->src->type_string() == "VarHandleOp") handle = e->src;
+  }
+  if (handle == nullptr) return read;  // not of a weight (a resource passed in)
+  if (replica == 0) {
+    lane_reads_[handle].push_back({item.micro_batch, Output(read, 0)});
+    return read;
+  }
+  const Scope here = pipe_.WithDevice(DeviceOf(replica, item.stage));
+  auto [once, fresh] = replica_read_.try_emplace({handle, replica});
+  if (fresh) {
+    // The replica's read of the step, beside the weight, and where its
+    // value arrives on the replica's device (a member of this lane's item).
+    read->set_requested_device(handle->requested_device());
+    once->second =
+        ops::Identity(here.WithOpName(absl::StrCat(read->name(), "/on_replica")), Output(read, 0));
+    STRATA_RETURN_IF_ERROR(scope_.status());
+    nodes_[item].push_back(once->second.node());
+  }
+  // The lane's own value (what its backward differentiates, apart from the
+  // other lanes'); `read`'s consumers take it.
+  Output local =
+      ops::Identity(here.WithOpName(absl::StrCat(read->name(), "/lane_value")), once->second);
+  STRATA_RETURN_IF_ERROR(scope_.status());
+  std::vector<const Edge*> out(read->out_edges().begin(), read->out_edges().end());
+  for (const Edge* e : out) {
+    if (e->dst == once->second.node()) continue;
+    Node* dst = e->dst;
+    const int input = e->dst_input;
+    const bool control = e->IsControlEdge();
+    graph_->RemoveEdge(e);
+    if (control) {
+      graph_->AddControlEdge(local.node(), dst);
+    } else {
+      STRATA_RETURN_IF_ERROR(graph_->AddEdge(local.node(), 0, dst, input).status());
+    }
+  }
+  if (!fresh) {
+    // Its control inputs (the lane's dependencies) go to the Identity; the
+    // read itself is left without consumers, beside the weight (a layer's
+    // reads() may still name it), and no step runs it.
+    for (const Edge* e : read->in_edges()) {
+      if (e->IsControlEdge()) graph_->AddControlEdge(e->src, local.node());
+    }
+    read->set_requested_device(handle->requested_device());
+  }
+  forward_item_[local.node()->name()] = item;
+  nodes_[item].push_back(local.node());
+  lane_reads_[handle].push_back({item.micro_batch, local});
+  return nullptr;
 }
 
 int PipelineBuilder::StageOf(int id) const {
@@ -349,18 +410,13 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Optimizer* optimizer) {
   std::vector<Target> targets;
   OutputList reads;
   for (train::Variable* v : train::TrainableVariables(scope_)) {
+    auto it = lane_reads_.find(v->handle().node());
+    if (it == lane_reads_.end()) continue;
+    std::vector<std::pair<int, Output>>& lanes = it->second;
+    std::stable_sort(lanes.begin(), lanes.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     Target t{v, {}};
-    for (const Edge* e : v->handle().node()->out_edges()) {
-      if (!e->IsControlEdge() && e->dst->type_string() == "ReadVariableOp" &&
-          forward_item_.contains(e->dst->name())) {
-        t.reads.push_back(Output(e->dst, 0));
-      }
-    }
-    if (t.reads.empty()) continue;
-    std::stable_sort(t.reads.begin(), t.reads.end(), [&](const Output& a, const Output& b) {
-      return forward_item_.at(a.node()->name()).micro_batch <
-             forward_item_.at(b.node()->name()).micro_batch;
-    });
+    for (const auto& lane : lanes) t.reads.push_back(lane.second);
     reads.insert(reads.end(), t.reads.begin(), t.reads.end());
     targets.push_back(std::move(t));
   }
@@ -370,9 +426,11 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Optimizer* optimizer) {
   const int first_grad = graph_->num_node_ids();
   OutputList weights;
   const Scope last = OnStage(num_stages_ - 1);
-  for (int m = 0; m < lanes_; ++m) {
-    weights.push_back(train::ScalarConst(last.WithOpName(absl::StrCat("loss_weight_", m)),
-                                         mean_.type(), 1.0 / lanes_));
+  for (int m = 0; m < lanes_; ++m) {  // on the lane's last stage
+    weights.push_back(
+        train::ScalarConst(pipe_.WithDevice(DeviceOf(m / o_.micro_batches, num_stages_ - 1))
+                               .WithOpName(absl::StrCat("loss_weight_", m)),
+                           mean_.type(), 1.0 / lanes_));
   }
   OutputList grads;
   STRATA_RETURN_IF_ERROR(AddSymbolicGradients(pipe_, losses_, reads, weights, &grads));
@@ -389,20 +447,40 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Optimizer* optimizer) {
   for (const Target& t : targets) {
     OutputList mine(grads.begin() + next, grads.begin() + next + t.reads.size());
     next += t.reads.size();
-    // Accumulated in micro-batch order on the weight's stage, each addition
-    // part of its micro-batch's backward item, so that the next backward on
-    // the stage waits for it: a stage never holds two unsummed gradients of
-    // a weight, however late its additions would run.
-    const Scope at = pipe_.WithDevice(t.reads[0].node()->requested_device());
-    Output sum = mine[0];
-    for (size_t k = 1; k < mine.size(); ++k) {
-      sum = ops::Add(at.WithOpName(absl::StrCat("gradient_sum/", t.variable->name(), "/", k)), sum,
-                     mine[k]);
-      const Item& f = forward_item_.at(t.reads[k].node()->name());
-      nodes_[{true, f.micro_batch, f.stage}].push_back(sum.node());
-      if (f.micro_batch >= o_.micro_batches) beside_weights_.insert(sum.node());
+    // Accumulated in micro-batch order on each replica's stage, each
+    // addition part of its micro-batch's backward item, so that the next
+    // backward on the stage waits for it: a stage never holds two unsummed
+    // gradients of a weight, however late its additions would run. Then
+    // each other replica's sum crosses once to the weight and is added
+    // there (in no item: nothing on a stage waits for it).
+    Output total, sum;
+    int replica = -1;
+    for (size_t k = 0; k <= mine.size(); ++k) {
+      const Item* f = k < mine.size() ? &forward_item_.at(t.reads[k].node()->name()) : nullptr;
+      const int r = f == nullptr ? -1 : f->micro_batch / o_.micro_batches;
+      if (r != replica && sum.ok()) {  // replica `replica`'s sum is complete
+        if (!total.ok()) {
+          total = sum;
+        } else {
+          total = ops::Add(pipe_.WithDevice(t.reads[0].node()->requested_device())
+                               .WithOpName(absl::StrCat("gradient_sum/", t.variable->name(),
+                                                        "/replica_", replica)),
+                           total, sum);
+        }
+        sum = Output();
+      }
+      if (f == nullptr) break;
+      replica = r;
+      if (!sum.ok()) {
+        sum = mine[k];
+        continue;
+      }
+      sum = ops::Add(pipe_.WithDevice(DeviceOf(r, f->stage))
+                         .WithOpName(absl::StrCat("gradient_sum/", t.variable->name(), "/", k)),
+                     sum, mine[k]);
+      nodes_[{true, f->micro_batch, f->stage}].push_back(sum.node());
     }
-    pairs.push_back({sum, t.variable});
+    pairs.push_back({total, t.variable});
   }
   Node* train_op = optimizer->ApplyGradients(scope_, pairs);
   STRATA_RETURN_IF_ERROR(scope_.status());
@@ -417,9 +495,7 @@ absl::StatusOr<PipelineStep> PipelineBuilder::Schedule(Node* train_op) {
   const int m_count = o_.micro_batches;
   for (const auto& [item, members] : nodes_) {
     const std::string label = absl::StrCat(item.backward ? "B" : "F", item.micro_batch % m_count);
-    for (const Node* n : members) {
-      if (!beside_weights_.contains(n)) step.item_of_node[n->name()] = label;
-    }
+    for (const Node* n : members) step.item_of_node[n->name()] = label;
   }
   for (int r = 0; r < lanes_ / m_count; ++r) {
     const Scope replica = r == 0 ? pipe_ : pipe_.NewSubScope(absl::StrCat("replica_", r));

@@ -81,10 +81,14 @@ struct PipelineOptions {
   // >= 1 of the pipeline runs its stages on replica_stage_devices[r - 1],
   // one device per stage. The batch is split over the replicas in order,
   // each replica's part into micro_batches; the weights stay on the first
-  // replica's stage devices, where every replica's reads of them run and
-  // its gradients are summed with the others' (in-graph replication, as
-  // TF1's between-device replicas: one copy, no collective), so the update
-  // is the whole batch's.
+  // replica's stage devices (in-graph replication, as TF1's between-device
+  // replicas: one copy of the weights and the optimizer's slots). Per step
+  // each other replica reads each weight once (the value crosses to its
+  // stage device once, whatever the micro-batch count), sums its
+  // micro-batches' gradients on its own devices, and sends that sum once
+  // to the weight, where the replicas' sums are added: the update is the
+  // whole batch's (a reduce to the first replica and a broadcast of the
+  // weights, not an all-reduce).
   std::vector<std::vector<std::string>> replica_stage_devices;
 };
 

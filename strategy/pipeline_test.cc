@@ -243,6 +243,44 @@ TEST(PipelineTest, PipelinesReplicatedOverAMeshEndOnOneDevicesWeights) {
   }
 }
 
+// In a 2 x 2 mesh each weight crosses to replica 1 once per step, and its
+// gradient back once (summed over replica 1's micro-batches on replica 1's
+// devices), whatever the micro-batch count: with 4 micro-batches, replica 0's
+// devices send replica 1 its 4 micro-batches of inputs and of labels and the
+// 8 weights, nothing else (they sent each weight once per micro-batch, and
+// each micro-batch's loss weight: 44), and receive the 8 gradient sums and
+// nothing else (each micro-batch's gradients and 2 schedule signals: 34).
+TEST(PipelineTest, AMeshReplicaGetsEachWeightOncePerStep) {
+  constexpr int kMicroBatches = 4, kWeights = 8;
+  Model m(16, kFeatures, {16, 16, 16}, kClasses, 0.3);
+  PipelineOptions o = Options(2, {0, 2}, kMicroBatches, PipelineSchedule::kOneForwardOneBackward);
+  o.replica_stage_devices = {{Device(2), Device(3)}};
+  auto step = m.Pipeline(o);
+  ASSERT_TRUE(step.ok()) << step.status();
+  std::unique_ptr<Session> session = m.Start(4);
+  ASSERT_NE(session, nullptr);
+  Data d = MakeData(16, 0);
+  StepTracer tracer;
+  RunOptions ro;
+  ro.tracer = &tracer;
+  ASSERT_TRUE(
+      session->Run(ro, {{"x", d.x}, {"y", d.y}}, {}, {step->train_op->name()}, nullptr, nullptr)
+          .ok());
+  auto replica_of = [](const std::string& device) {
+    return device == Device(2) || device == Device(3) ? 1 : 0;
+  };
+  int to_replica_1 = 0, from_replica_1 = 0;
+  for (const TraceEvent& e : tracer.events()) {
+    if (e.op != "_Send") continue;
+    const bool to_1 =
+        absl::StrContains(e.name, "_to_CPU_2") || absl::StrContains(e.name, "_to_CPU_3");
+    if (replica_of(e.device) == 0 && to_1) ++to_replica_1;
+    if (replica_of(e.device) == 1 && !to_1) ++from_replica_1;
+  }
+  EXPECT_EQ(to_replica_1, 2 * kMicroBatches + kWeights);
+  EXPECT_EQ(from_replica_1, kWeights);
+}
+
 // The same training with 4 stages over 2 tasks (processes in a real job;
 // here two sessions of this process joined by an in-process transport, as
 // runtime/multi_task_session_test.cc also does over TCP): each task builds
