@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
+#include "graph/ops/math_ops.h"
 #include "runtime/collective/flight_recorder.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
 
@@ -66,12 +67,27 @@ absl::Status ReportWorkerError(distribute::Strategy* strategy, const absl::Statu
 }
 
 Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds,
-                           int num_workers) {
+                           int num_workers, const std::vector<std::string>& worker_devices) {
   if (!scope.ok() || !loss.ok()) return Output();
   const DataType dt = loss.node()->output_type(loss.index());
   const int64_t n = 1 + 2 * std::max(num_workers, 1);
-  Output signals = ops::Placeholder(scope.WithOpName("preempted"), dt, PartialTensorShape({n}));
-  preempt_feeds->push_back(signals.name());
+  Output signals;
+  if (worker_devices.empty()) {
+    signals = ops::Placeholder(scope.WithOpName("preempted"), dt, PartialTensorShape({n}));
+    preempt_feeds->push_back(signals.name());
+  } else {
+    OutputList each;
+    for (size_t w = 0; w < worker_devices.size(); ++w) {
+      // A feed goes where its consumer runs: an Identity on the worker's
+      // device takes it there.
+      const Scope there = scope.WithDevice(worker_devices[w]);
+      Output fed = ops::Placeholder(there.WithOpName(absl::StrCat("preempted_", w)), dt,
+                                    PartialTensorShape({n}));
+      preempt_feeds->push_back(fed.name());
+      each.push_back(ops::Identity(there.WithOpName(absl::StrCat("preempted_", w, "/here")), fed));
+    }
+    signals = ops::AddN(scope.WithOpName("preempted"), each);
+  }
   Output loss1 = ops::Reshape(scope.WithOpName("loss_1"), loss, ops::Const<int32_t>(scope, {1}));
   return ops::Concat(scope.WithOpName("loss_and_flag"), {loss1, signals},
                      ops::Const<int32_t>(scope, 0));

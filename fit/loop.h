@@ -94,9 +94,13 @@ struct StepGraph {
 // a placeholder of its dtype for the worker's signals (the preemption flag,
 // then two waits per worker of the `num_workers`), whose name is appended
 // to `preempt_feeds`. Return it as a step value; its kMean reduction is
-// StepGraph::loss_and_flag.
+// StepGraph::loss_and_flag. A step whose session spans the workers
+// (LoopHooks::across_workers) gives `worker_devices`, each worker's first
+// device: one placeholder on each (each worker's feed reaches only its
+// own), summed, so that any worker's preemption notice stops every worker.
 Output StackPreemptionFlag(const Scope& scope, Output loss, std::vector<std::string>* preempt_feeds,
-                           int num_workers = 1);
+                           int num_workers = 1,
+                           const std::vector<std::string>& worker_devices = {});
 
 // What a worker returns for `error`, an error of its own run: under a
 // MultiWorkerMirroredStrategy, the cluster's error when it has one (this

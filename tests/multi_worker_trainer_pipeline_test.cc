@@ -10,12 +10,15 @@
 // - 2 workers x 2 devices as 2 stages x 2 replicas (replica 1 on worker 1),
 //   GPipe: the same test loss as one device.
 // - Worker 1 (stage 1) killed mid-run: worker 0 exits non-zero naming it.
+// - Worker 1 alone told to stop (SIGTERM): both stop after one step, saved.
 // - A stage count that the cluster's devices do not divide: every worker
 //   exits naming the flag and the devices.
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -118,6 +121,41 @@ TEST(MultiWorkerTrainerPipelineTest, AKilledStageEndsTheOtherWorkerNamingIt) {
   // A hang detector, not a speed measurement (room for a loaded machine).
   EXPECT_LT(seconds, 2 + 30);
   Wait(tasks[1]);
+}
+
+// A preemption notice (SIGTERM) to worker 1 alone: each worker's flag is
+// fed on its own device, so both stop after the same step, the chief saves
+// it, and both exit 0 (the chief alone would have read only its own flag).
+TEST(MultiWorkerTrainerPipelineTest, ANoticeToOneWorkerStopsEveryWorkerAtASavedStep) {
+  const std::string ckpt = TempDir("pipeline_term_ckpt");
+  const std::string dir = TempDir("pipeline_term");
+  const std::string cluster = WorkerCluster(2);
+  constexpr int kSteps = 30000;
+  std::vector<Process> tasks;
+  for (int i = 0; i < 2; ++i) {
+    tasks.push_back(
+        Spawn(Join(kCommon, {"--strategy=multi_worker_mirrored", "--pipeline_stages=2",
+                             "--micro_batches=2", absl::StrCat("--steps=", kSteps),
+                             "--checkpoint_dir=" + ckpt, "--metrics_out=" + dir + "/m.jsonl",
+                             "--heartbeat_timeout=5", "--startup_timeout=60"}),
+              absl::StrCat(dir, "/stderr_", i, ".txt"),
+              {absl::StrCat("TF_CONFIG={\"cluster\":", cluster,
+                            ",\"task\":{\"type\":\"worker\",\"index\":", i, "}}")}));
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (LastStep(dir + "/m.jsonl") < 200 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(kill(tasks[1].pid, SIGTERM), 0);
+  Exit chief = Wait(tasks[0]);
+  Exit other = Wait(tasks[1]);
+  ASSERT_EQ(chief.code, 0) << Describe(chief);
+  ASSERT_EQ(other.code, 0) << Describe(other);
+  EXPECT_TRUE(absl::StrContains(chief.err, "preempted: saving at step")) << chief.err;
+  const int64_t step = static_cast<int64_t>(FinalMetric(dir + "/m.jsonl", "step"));
+  ASSERT_GE(step, 200);
+  ASSERT_LT(step, kSteps) << "the run went on to its end";
+  EXPECT_TRUE(std::filesystem::exists(absl::StrCat(ckpt, "/ckpt-", step, ".index"))) << step;
 }
 
 TEST(MultiWorkerTrainerPipelineTest, StagesTheClustersDevicesDoNotDivideAreNamed) {
