@@ -161,6 +161,9 @@ class TrainLoop {
   absl::Status Run();
 
   Session* session() const { return session_.get(); }
+  // The session's inter-op threads (after Start); 0: the inline pool, one
+  // op at a time.
+  int inter_op_threads() const { return inter_op_threads_; }
   // The trained session and the pool it may use (FitResult::predictor).
   std::pair<std::unique_ptr<InlinePool>, std::unique_ptr<Session>> ReleaseSession() {
     return {std::move(inline_pool_), std::move(session_)};
@@ -186,6 +189,7 @@ class TrainLoop {
   FILE* const log_;
   std::unique_ptr<InlinePool> inline_pool_ = std::make_unique<InlinePool>();  // outlives the session
   std::unique_ptr<Session> session_;
+  int inter_op_threads_ = 0;
   std::unique_ptr<CheckpointManager> manager_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // the chief's, with tensorboard_dir

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <new>
 #include <optional>
 #include <utility>
@@ -179,8 +180,26 @@ class Executor::StepState {
     ReturnToken();
   }
 
+  // Puts the _Sends among the nodes pushed from `first` on top, so that they
+  // run next: a value another partition waits for (a pipeline's next stage,
+  // maybe on another worker) leaves before this thread goes on down its own
+  // chain (the next micro-batch's forward, which the schedule made ready
+  // at the same time).
+  void SendsFirst(size_t first, Stack* stack) const {
+    bool any = false;
+    for (size_t i = first; i < stack->size() && !any; ++i) any = items_[(*stack)[i]].is_send;
+    if (!any) return;
+    std::stable_partition(stack->begin() + first, stack->end(),
+                          [this](int32_t id) { return !items_[id].is_send; });
+  }
+
   // Hands `outs` to the consumers and pushes those that became ready.
   void Propagate(const NodeItem& item, Tensor* outs, size_t num_outs, Stack* stack) {
+    const size_t first = stack->size();
+    PropagateOutputs(item, outs, num_outs, stack);
+    SendsFirst(first, stack);
+  }
+  void PropagateOutputs(const NodeItem& item, Tensor* outs, size_t num_outs, Stack* stack) {
     if (item.may_kill_outputs && dead_ != nullptr) {
       // A Merge of dead inputs or a dead _Recv is dead as a whole (its
       // control edges too); a Switch kills one output only.
@@ -376,6 +395,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& graph, D
     item.initial_pending = static_cast<int32_t>(node->in_edges().size());
     item.is_async = k->IsAsync();
     item.is_expensive = k->IsExpensive();
+    item.is_send = node->IsOp("_Send");
     item.runs_when_dead = node->IsOp("Merge") || node->IsOp("_Send");
     item.may_kill_outputs = node->IsOp("Switch") || node->IsOp("Merge") || node->IsOp("_Recv");
     if (node->IsOp("Switch") || node->IsOp("_Recv")) ex->tracks_deadness_ = true;

@@ -123,6 +123,7 @@ class Executor {
     int32_t initial_pending = 0;  // in-edges (data and control)
     bool is_async = false;
     bool is_expensive = false;
+    bool is_send = false;  // a _Send: runs before the other ready nodes
     // Runs even with dead inputs (Merge picks the live one; _Send sends the
     // dead marker, an empty tensor).
     bool runs_when_dead = false;

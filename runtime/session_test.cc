@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "graph/attr_value.h"
 #include "graph/ops/core_ops.h"
@@ -13,6 +14,8 @@
 #include "kernels/cancellation.h"
 #include "kernels/eigen_views.h"
 #include "kernels/kernel_registry.h"
+#include "runtime/inline_pool.h"
+#include "runtime/trace.h"
 
 namespace strata {
 namespace {
@@ -498,6 +501,41 @@ TEST(SessionTest, SharedDevicesAndPoolAndAnOwnedGraph) {
   o.default_device = "/gpu:0";
   EXPECT_EQ(Session::Create(Scope::NewRootScope(), o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A value another partition waits for leaves as soon as it is made: with
+// the inline pool (one op at a time), the _Send of `a` to CPU:1 runs before
+// the chain of ops on CPU:0 that `a` also feeds (before, the chain, pushed
+// on top of it, ran first; a pipeline's stage ran all its forwards before
+// its first activation left for the next stage).
+TEST(SessionTest, ASendRunsBeforeTheRestOfItsPartition) {
+  Scope root = Scope::NewRootScope();
+  const Scope d0 = root.WithDevice("/cpu:0"), d1 = root.WithDevice("/cpu:1");
+  Output a = ops::Const(d0.WithOpName("a"), 1.0f);
+  Output far = ops::Neg(d1.WithOpName("far"), a);
+  Output chain = ops::AddV2(d0.WithOpName("c0"), a, a);
+  for (int i = 1; i < 6; ++i) chain = ops::AddV2(d0.WithOpName(absl::StrCat("c", i)), chain, a);
+  SessionOptions o = Options();
+  o.devices.num_cpu_devices = 2;
+  InlinePool pool;
+  o.inter_op_pool = &pool;
+  auto session = Session::Create(root, o);
+  ASSERT_TRUE(session.ok()) << session.status();
+  StepTracer tracer;
+  RunOptions ro;
+  ro.tracer = &tracer;
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run(ro, {}, {"far", "c5"}, {}, &out, nullptr).ok());
+  EXPECT_EQ(Scalar(out[0]), -1.0f);
+  EXPECT_EQ(Scalar(out[1]), 7.0f);
+  int64_t send = -1, chain_start = -1;
+  for (const TraceEvent& e : tracer.events()) {
+    if (e.op == "_Send") send = e.start_ns;
+    if (e.name == "c0") chain_start = e.start_ns;
+  }
+  ASSERT_GE(send, 0);
+  ASSERT_GE(chain_start, 0);
+  EXPECT_LT(send, chain_start);
 }
 
 TEST(SessionTest, ScopeErrorsAreReportedAtCreate) {

@@ -472,7 +472,11 @@ absl::Status RunLoop(const TrainerConfig& c, distribute::Strategy* strategy, con
                                              : c.strategy,
                    " on ", absl::StrJoin(result->devices, ", "), " (", fit::NumCpuDevices(c),
                    " CPU device", fit::NumCpuDevices(c) > 1 ? "s" : "", ", ",
-                   IntraOpThreads(loop.session()->device_mgr()), " intra-op thread(s) each)"));
+                   IntraOpThreads(loop.session()->device_mgr()), " intra-op thread(s) each, ",
+                   loop.inter_op_threads() > 0
+                       ? absl::StrCat(loop.inter_op_threads(), " inter-op thread(s))")
+                       : "ops inline)"));
+  result->inter_op_threads = loop.inter_op_threads();
   Log(log, c.quiet, absl::StrCat(c.model, " with ", g->model->num_parameters(), " parameters; ",
                                  result->train_examples, " training and ", result->test_examples,
                                  " test examples, ", p.data.num_features, " features, ",

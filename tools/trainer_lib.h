@@ -210,6 +210,7 @@ struct TrainerResult {
   std::string final_checkpoint;  // prefix written at the end, if any
   std::vector<std::string> devices;  // the replicas' devices (full names)
   int64_t traced_steps = 0;      // steps written to trace_out
+  int inter_op_threads = 0;      // the session's inter-op pool; 0: ops run inline, one at a time
   // SIGTERM reached a worker: every worker stopped after final_step, the
   // chief saved there; no test evaluation.
   bool preempted = false;
