@@ -3,6 +3,7 @@
 // the Chrome trace's tracks and rows.
 #include "runtime/trace.h"
 
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -121,7 +122,14 @@ TEST(StepTracerTest, ChromeTraceHasATrackPerDeviceAndOneForCollectives) {
   // The two all-reduces overlap in time, so they take two rows.
   EXPECT_TRUE(absl::StrContains(json, "\"pid\":3,\"tid\":1,\"args\":{\"name\":\"in flight 2\"}"))
       << json;
-  EXPECT_TRUE(absl::EndsWith(json, "]}\n"));
+  // ts 0 on the steady clock, to line up several processes' traces.
+  const std::string origin = "],\"otherData\":{\"steady_clock_origin_ns\":";
+  const size_t at = json.rfind(origin);
+  ASSERT_NE(at, std::string::npos) << json;
+  const int64_t origin_ns = std::atoll(json.c_str() + at + origin.size());
+  EXPECT_GE(origin_ns, t0);
+  EXPECT_LE(origin_ns, StepTracer::NowNanos());
+  EXPECT_TRUE(absl::EndsWith(json, "}}\n"));
 }
 
 TEST(StepTracerTest, RowsNeverOverlapAndNamesAreEscaped) {
