@@ -149,9 +149,8 @@ absl::Status TrainLoop::MakeSession() {
   // one op at a time, and a pipeline's stages would take turns. One local
   // device (a stage of a pipeline across workers too) stays inline: the
   // executor runs a ready _Send before the rest (runtime/executor.cc), and
-  // thread hand-offs cost more than they give on small kernels (the digits
-  // MLP over 2 workers: 72-90k examples/s inline, 30-32k with a 1-thread
-  // pool; 512-wide layers: 19-20k inline, 24-25k with the pool).
+  // the session continues a step across tasks on a thread of its own after
+  // each tensor from another task (runtime/session.h).
   const int devices = std::max(strategy_->num_local_replicas(),
                                LocalDevicesAskedFor(*g_.root->graph(), options.devices));
   if (o_.inter_op_threads > 0) {

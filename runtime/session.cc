@@ -15,6 +15,7 @@
 #include "kernels/eigen_views.h"
 #include "runtime/collective/local_collective_executor.h"
 #include "runtime/executor.h"
+#include "runtime/inline_pool.h"
 #include "runtime/local_rendezvous.h"
 #include "runtime/partition.h"
 #include "runtime/placement.h"
@@ -135,6 +136,11 @@ Session::Session(std::unique_ptr<Graph> graph, SessionOptions options,
     if (threads <= 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     owned_pool_ = std::make_unique<Eigen::ThreadPool>(threads);
     inter_op_pool_ = owned_pool_.get();
+  }
+  remote_continuations_ = inter_op_pool_;
+  if (options_.task_links != nullptr && dynamic_cast<InlinePool*>(inter_op_pool_) != nullptr) {
+    remote_pool_ = std::make_unique<Eigen::ThreadPool>(1);
+    remote_continuations_ = remote_pool_.get();
   }
   collectives_ = options_.collective_executor;
   if (collectives_ == nullptr) {
@@ -518,7 +524,9 @@ absl::Status Session::RunPlan(const Plan& plan,
       const uint64_t run = plan.runs.fetch_add(1, std::memory_order_relaxed);
       remote.emplace(&rendezvous, options_.task_links, &plan.remote_recvs,
                      StableHash64(absl::StrCat(run), plan.signature_hash),
-                     [pool](std::function<void()> fn) { pool->Schedule(std::move(fn)); });
+                     [continue_on = remote_continuations_](std::function<void()> fn) {
+                       continue_on->Schedule(std::move(fn));
+                     });
       step_rendezvous = &*remote;
     }
     cm.RegisterCallback(

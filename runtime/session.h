@@ -229,6 +229,12 @@ class Session {
   std::unique_ptr<DeviceMgr> cluster_devices_;
   std::unique_ptr<Eigen::ThreadPoolInterface> owned_pool_;
   Eigen::ThreadPoolInterface* inter_op_pool_ = nullptr;
+  // Where a step across tasks continues after a tensor from another task
+  // arrives: the inter-op pool, or with the inline pool a thread of its own
+  // (inline, the step's kernels would run on the transport's progress
+  // thread and hold every later message of the step until they finished).
+  std::unique_ptr<Eigen::ThreadPoolInterface> remote_pool_;
+  Eigen::ThreadPoolInterface* remote_continuations_ = nullptr;
   std::unique_ptr<CollectiveExecutor> owned_collectives_;
   CollectiveExecutor* collectives_ = nullptr;
 
