@@ -425,7 +425,6 @@ absl::StatusOr<Node*> PipelineBuilder::Backward(train::Optimizer* optimizer) {
   }
   const int first_grad = graph_->num_node_ids();
   OutputList weights;
-  const Scope last = OnStage(num_stages_ - 1);
   for (int m = 0; m < lanes_; ++m) {  // on the lane's last stage
     weights.push_back(
         train::ScalarConst(pipe_.WithDevice(DeviceOf(m / o_.micro_batches, num_stages_ - 1))

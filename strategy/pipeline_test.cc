@@ -106,6 +106,13 @@ struct Model {
     EXPECT_TRUE(s.ok()) << s;
     return *std::move(session);
   }
+  // One step of `step` on batch 0 of 16 examples, traced into `tracer`.
+  static absl::Status TracedStep(Session& session, const PipelineStep& step, StepTracer* tracer) {
+    Data d = MakeData(16, 0);
+    RunOptions ro;
+    ro.tracer = tracer;
+    return session.Run(ro, {{"x", d.x}, {"y", d.y}}, {}, {step.train_op->name()}, nullptr, nullptr);
+  }
 
   Scope root = Scope::NewRootScope();
   Output x, y;
@@ -259,13 +266,8 @@ TEST(PipelineTest, AMeshReplicaGetsEachWeightOncePerStep) {
   ASSERT_TRUE(step.ok()) << step.status();
   std::unique_ptr<Session> session = m.Start(4);
   ASSERT_NE(session, nullptr);
-  Data d = MakeData(16, 0);
   StepTracer tracer;
-  RunOptions ro;
-  ro.tracer = &tracer;
-  ASSERT_TRUE(
-      session->Run(ro, {{"x", d.x}, {"y", d.y}}, {}, {step->train_op->name()}, nullptr, nullptr)
-          .ok());
+  ASSERT_TRUE(Model::TracedStep(*session, *step, &tracer).ok());
   auto replica_of = [](const std::string& device) {
     return device == Device(2) || device == Device(3) ? 1 : 0;
   };
@@ -459,13 +461,8 @@ TEST(PipelineTest, EachStageRunsItsItemsInTheScheduleOrder) {
       ASSERT_EQ(step->stage_devices.size(), static_cast<size_t>(devices));
       std::unique_ptr<Session> session = m.Start(devices);
       ASSERT_NE(session, nullptr);
-      Data d = MakeData(16, 0);
       StepTracer tracer;
-      RunOptions ro;
-      ro.tracer = &tracer;
-      ASSERT_TRUE(
-          session->Run(ro, {{"x", d.x}, {"y", d.y}}, {}, {step->train_op->name()}, nullptr, nullptr)
-              .ok());
+      ASSERT_TRUE(Model::TracedStep(*session, *step, &tracer).ok());
       const size_t kernels = tracer.num_events();
       RecordPipelineItems(*step, &tracer);
       const std::vector<TraceEvent> events = tracer.events();
