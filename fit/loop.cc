@@ -9,17 +9,14 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "base/run_queue.h"
 #include "base/status.h"
 #include "graph/ops/array_ops.h"
 #include "graph/ops/core_ops.h"
 #include "graph/ops/math_ops.h"
 #include "runtime/collective/flight_recorder.h"
+#include "runtime/device_name.h"
 #include "strategy/multi_worker_mirrored_strategy.h"
 
 namespace strata {
@@ -120,21 +117,11 @@ namespace {
 int LocalDevicesAskedFor(const Graph& graph, const DeviceOptions& machine) {
   absl::flat_hash_set<std::string> devices;
   for (const Node* n : graph.nodes()) {
-    const std::string& name = n->requested_device();
-    if (name.empty()) continue;
-    bool other_task = false;
-    std::string device;
-    for (absl::string_view part : absl::StrSplit(name, '/', absl::SkipEmpty())) {
-      if (absl::ConsumePrefix(&part, "job:")) {
-        other_task |= part != machine.job;
-      } else if (absl::ConsumePrefix(&part, "task:")) {
-        other_task |= part != absl::StrCat(machine.task);
-      } else if (!absl::StartsWith(part, "replica:")) {
-        absl::ConsumePrefix(&part, "device:");
-        device = absl::AsciiStrToLower(part);
-      }
-    }
-    if (!other_task && !device.empty()) devices.insert(device);
+    if (n->requested_device().empty()) continue;
+    absl::StatusOr<DeviceName> d = DeviceName::Parse(n->requested_device());
+    if (!d.ok() || !d->has_type) continue;  // placement names a bad one
+    if ((d->has_job && d->job != machine.job) || (d->has_task && d->task != machine.task)) continue;
+    devices.insert(absl::StrCat(d->type, ":", d->has_id ? d->id : 0));
   }
   return static_cast<int>(devices.size());
 }

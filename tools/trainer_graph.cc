@@ -267,11 +267,11 @@ absl::StatusOr<std::unique_ptr<TrainGraph>> BuildGraph(const TrainerConfig& c, c
           distribute::BuildPipelineTrainStep(ctx.scope(), g->model.get(), in[0], in[1], loss_fn,
                                              g->optimizer.get(), po));
       g->pipeline_step = p;
-      // Across workers, each worker's preemption flag on its own first device.
+      // Across workers, each worker's preemption flag on its own first
+      // device (the mesh lists each worker's devices in turn).
       std::vector<std::string> flag_devices;
-      for (const std::string& d : c.pipeline_devices) {
-        const std::string first = absl::StrCat(d.substr(0, d.find("/device:")), "/device:CPU:0");
-        if (flag_devices.empty() || flag_devices.back() != first) flag_devices.push_back(first);
+      for (size_t i = 0; i < c.pipeline_devices.size(); i += fit::NumCpuDevices(c)) {
+        flag_devices.push_back(c.pipeline_devices[i]);
       }
       return distribute::ReplicaResult{
           {fit::StackPreemptionFlag(ctx.scope(), p.loss, &g->preempt_feeds, s.num_workers(),

@@ -21,7 +21,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/status.h"
 #include "data/digits/find_digits.h"
@@ -34,6 +33,7 @@
 #include "graph/ops/math_ops.h"
 #include "runtime/checkpoint/checkpoint_manager.h"
 #include "runtime/collective/flight_recorder.h"
+#include "runtime/device_name.h"
 #include "runtime/session.h"
 #include "strategy/distributed_dataset.h"
 #include "strategy/distributed_optimizer.h"
@@ -634,13 +634,10 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> PipelineAcrossWorkers(
   STRATA_ASSIGN_OR_RETURN(across->session, cluster.session_options_across_workers());
   across->worker_index = cluster.worker_index();
   // The chief's machine, as every worker names it ("/job:worker/replica:0/task:0").
+  STRATA_ASSIGN_OR_RETURN(DeviceName chief_task, DeviceName::Parse(tasks[0]));
   DeviceOptions chief = cluster.machine();
-  for (absl::string_view part : absl::StrSplit(tasks[0], '/', absl::SkipEmpty())) {
-    if (absl::ConsumePrefix(&part, "job:")) chief.job = std::string(part);
-    if (absl::ConsumePrefix(&part, "task:") && !absl::SimpleAtoi(part, &chief.task)) {
-      return absl::InternalError(absl::StrCat("the chief's task name ", tasks[0]));
-    }
-  }
+  chief.job = chief_task.job;
+  chief.task = chief_task.task;
   c->strategy = "one_device";
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<distribute::OneDeviceStrategy> graph,
                           distribute::OneDeviceStrategy::Create("/cpu:0", chief));
